@@ -1,0 +1,32 @@
+import ParleyWire
+
+/// Hands every input to every ParleyWire parser. A parser may accept or reject the bytes;
+/// it must never trap, and what it accepts must write back and read back the same.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzWire(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let bytes = UnsafeRawBufferPointer(start: data, count: size)
+    _ = PacketKind(bytes)
+
+    if let view = try? RTPPacketView(parsing: bytes) {
+        _ = view.audioLevel
+        for element in view.headerExtensionElements { _ = element.data.count }
+        let header = RTPHeader(view)
+        let rewritten = try! header.serialized(payload: Array(view.payload), paddingCount: view.paddingCount)
+        let again = rewritten.withUnsafeBytes { try! RTPHeader(RTPPacketView(parsing: $0)) }
+        precondition(again == header, "RTP header changed in a round trip")
+    }
+    if let packets = try? RTCPCompoundPacket.parse(bytes), let rewritten = try? RTCPCompoundPacket.serialized(packets) {
+        precondition(try! RTCPCompoundPacket.parse(rewritten) == packets, "RTCP changed in a round trip")
+    }
+    if let packet = try? OpusPacket(parsing: bytes) {
+        precondition(packet.frames.allSatisfy { $0.upperBound <= size }, "Opus frame outside the packet")
+        precondition(OpusPacket.sampleCount(bytes) == packet.sampleCount, "Opus sample count disagrees")
+    }
+    if let message = try? ControlMessage(parsing: bytes) {
+        precondition(try! ControlMessage(parsing: message.serialized()) == message, "control message changed in a round trip")
+    }
+    if let text = String(validating: bytes, as: UTF8.self), let invite = try? InviteURL(parsing: text) {
+        precondition(try! InviteURL(parsing: invite.description) == invite, "invite changed in a round trip")
+    }
+    return 0
+}

@@ -1,0 +1,449 @@
+/// Parley's control messages: join, roster, keepalive, errors. They share the relay's
+/// single UDP port with RTP and RTCP, starting with a byte RTP can never start with
+/// (see ``PacketKind``).
+///
+/// ```
+///  0                   1                   2                   3
+///  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// |  magic 0x50   |  version = 1  |     type      |     flags     |
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// |                       sequence number                         |
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// |                    body (depends on type)                   ...
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// ```
+///
+/// Flag bit 0 ("reliable") asks the receiver to answer with an ``Ack`` naming the
+/// sequence number; the sender retransmits with the same number until it does, and
+/// the receiver acts on each number once. Join and ready are retransmitted until
+/// their answer (joined, roster) arrives instead.
+///
+/// Strings are UTF-8 after a one-byte length (`string8`) or two-byte length (`string16`).
+///
+/// The exchange:
+///
+/// ```
+/// client                                   relay
+///   | join(ssrc, room, token) ≥ 512 bytes ->  |   retransmitted until answered
+///   | <- joined(cookie, …) ≤ the join's size  |   or error(code, message)
+///   | ready(cookie) ------------------------> |   proves the client receives at its address
+///   | <- roster (reliable), then media ------ |   nothing else is sent before ready
+///   | ping(t) -> / <- pong(t)                 |   every keepalive interval; RTT; NAT bindings
+///   | leave (reliable) ---------------------> |
+///   | <- goodbye(reason) (reliable)           |   relay shutting down, idle, replaced
+/// ```
+public struct ControlMessage: Sendable, Hashable {
+    public static let magic: UInt8 = 0x50
+    public static let version: UInt8 = 1
+    /// Bytes before the body.
+    public static let headerSize = 8
+    /// Joins are padded to at least this size, so that the relay's answers before the
+    /// client proves its address (joined, error) are never larger than what it received.
+    public static let minimumJoinSize = 512
+
+    public var sequence: UInt32
+    /// Whether the sender wants an ``Ack``.
+    public var isReliable: Bool
+    public var body: Body
+
+    public init(sequence: UInt32 = 0, isReliable: Bool = false, body: Body) {
+        self.sequence = sequence
+        self.isReliable = isReliable
+        self.body = body
+    }
+
+    public enum Body: Sendable, Hashable {
+        case join(Join)
+        case joined(Joined)
+        case ready(Ready)
+        case roster(Roster)
+        case leave(Leave)
+        case ping(Ping)
+        case pong(Pong)
+        case ack(Ack)
+        case error(ErrorReply)
+        case goodbye(Goodbye)
+
+        public var type: MessageType {
+            switch self {
+            case .join: return .join
+            case .joined: return .joined
+            case .ready: return .ready
+            case .roster: return .roster
+            case .leave: return .leave
+            case .ping: return .ping
+            case .pong: return .pong
+            case .ack: return .ack
+            case .error: return .error
+            case .goodbye: return .goodbye
+            }
+        }
+    }
+
+    public enum MessageType: UInt8, Sendable, Hashable {
+        case join = 1, joined, ready, roster, leave, ping, pong, ack, error, goodbye
+    }
+
+    // MARK: Bodies
+
+    /// Client → relay: asks to join the room its token names, publishing `ssrc`.
+    public struct Join: Sendable, Hashable {
+        /// The SSRC the client will send from; the relay refuses one already in use in the room.
+        public var ssrc: UInt32
+        /// The room the client means to join; must equal the token's room.
+        public var room: String
+        /// The access token, opaque to the client (see `parley-relay token`).
+        public var token: String
+        /// The client software, e.g. "parley/0.1.0", for the relay's logs.
+        public var software: String
+
+        public init(ssrc: UInt32, room: String, token: String, software: String) {
+            self.ssrc = ssrc
+            self.room = room
+            self.token = token
+            self.software = software
+        }
+    }
+
+    /// Relay → client: the join was accepted.
+    public struct Joined: Sendable, Hashable {
+        /// A random value the client echoes in ``Ready`` to prove it receives at its address.
+        public var cookie: UInt64
+        public var ssrc: UInt32
+        /// The identity the token names.
+        public var identity: String
+        public var room: String
+        public var canPublish: Bool
+        /// How often the client should ping, in milliseconds.
+        public var keepaliveIntervalMilliseconds: UInt32
+        /// Silence after which the relay removes a member, in milliseconds.
+        public var idleTimeoutMilliseconds: UInt32
+
+        public init(
+            cookie: UInt64, ssrc: UInt32, identity: String, room: String, canPublish: Bool,
+            keepaliveIntervalMilliseconds: UInt32, idleTimeoutMilliseconds: UInt32
+        ) {
+            self.cookie = cookie
+            self.ssrc = ssrc
+            self.identity = identity
+            self.room = room
+            self.canPublish = canPublish
+            self.keepaliveIntervalMilliseconds = keepaliveIntervalMilliseconds
+            self.idleTimeoutMilliseconds = idleTimeoutMilliseconds
+        }
+    }
+
+    /// Client → relay: echoes the cookie from ``Joined``.
+    public struct Ready: Sendable, Hashable {
+        public var cookie: UInt64
+        public init(cookie: UInt64) { self.cookie = cookie }
+    }
+
+    /// Relay → client: who is in the room, identity ↔ SSRC. Sent after ready and after every
+    /// join and leave. A roster too large for one datagram is split into pages that share a version.
+    public struct Roster: Sendable, Hashable {
+        public struct Member: Sendable, Hashable {
+            public var ssrc: UInt32
+            public var identity: String
+            public var canPublish: Bool
+
+            public init(ssrc: UInt32, identity: String, canPublish: Bool) {
+                self.ssrc = ssrc
+                self.identity = identity
+                self.canPublish = canPublish
+            }
+
+            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count }
+        }
+
+        /// Increases with every change; a client ignores pages older than what it has.
+        public var version: UInt32
+        public var pageIndex: UInt8
+        public var pageCount: UInt8
+        public var members: [Member]
+
+        public init(version: UInt32, pageIndex: UInt8 = 0, pageCount: UInt8 = 1, members: [Member]) {
+            self.version = version
+            self.pageIndex = pageIndex
+            self.pageCount = pageCount
+            self.members = members
+        }
+
+        /// Splits `members` into pages whose serialised message is at most `maximumMessageSize` bytes.
+        public static func pages(version: UInt32, members: [Member], maximumMessageSize: Int) -> [Roster] {
+            let budget = maximumMessageSize - ControlMessage.headerSize - 7
+            var pages: [[Member]] = [[]]
+            var used = 0
+            for member in members {
+                if used + member.serializedSize > budget, !pages[pages.count - 1].isEmpty {
+                    pages.append([])
+                    used = 0
+                }
+                pages[pages.count - 1].append(member)
+                used += member.serializedSize
+            }
+            let count = UInt8(clamping: pages.count)
+            return pages.prefix(Int(count)).enumerated().map { index, members in
+                Roster(version: version, pageIndex: UInt8(index), pageCount: count, members: members)
+            }
+        }
+    }
+
+    /// Client → relay: the member leaves.
+    public struct Leave: Sendable, Hashable {
+        public init() {}
+    }
+
+    /// Either side: keepalive and round-trip measurement; the peer echoes `timestamp` in ``Pong``.
+    public struct Ping: Sendable, Hashable {
+        /// Opaque to the receiver; the sender's clock reading, in nanoseconds.
+        public var timestamp: UInt64
+        public init(timestamp: UInt64) { self.timestamp = timestamp }
+    }
+
+    public struct Pong: Sendable, Hashable {
+        public var timestamp: UInt64
+        public init(timestamp: UInt64) { self.timestamp = timestamp }
+    }
+
+    /// Acknowledges the reliable message with this sequence number.
+    public struct Ack: Sendable, Hashable {
+        public var sequence: UInt32
+        public init(sequence: UInt32) { self.sequence = sequence }
+    }
+
+    /// Relay → client: a request failed. The message is for people; the code is for programs.
+    public struct ErrorReply: Sendable, Hashable {
+        public var code: ErrorCode
+        public var message: String
+
+        public init(code: ErrorCode, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    public enum ErrorCode: UInt16, Sendable, Hashable, CaseIterable {
+        case tokenMalformed = 1
+        case tokenSignatureInvalid
+        case tokenExpired
+        case tokenNotYetValid
+        case tokenWrongRoom
+        case roomFull
+        case tooManyRooms
+        case ssrcInUse
+        case notJoined
+        case rateLimited
+        case unsupportedVersion
+        case publishNotAllowed
+        case malformedRequest
+        /// A code this build does not know; carried so that newer relays stay readable.
+        case unknown = 0xFFFF
+
+        public init(wireValue: UInt16) { self = ErrorCode(rawValue: wireValue) ?? .unknown }
+    }
+
+    /// Relay → client: the relay ends the member's session.
+    public struct Goodbye: Sendable, Hashable {
+        public var reason: GoodbyeReason
+        public var message: String
+
+        public init(reason: GoodbyeReason, message: String) {
+            self.reason = reason
+            self.message = message
+        }
+    }
+
+    public enum GoodbyeReason: UInt8, Sendable, Hashable, CaseIterable {
+        /// The relay is stopping (SIGTERM); the client should rejoin after it returns.
+        case relayShuttingDown = 1
+        /// Nothing arrived from the member within the idle timeout.
+        case idleTimeout
+        /// Another session with the same identity joined the room.
+        case replaced
+        case unknown = 0xFF
+
+        public init(wireValue: UInt8) { self = GoodbyeReason(rawValue: wireValue) ?? .unknown }
+    }
+}
+
+// MARK: - Reading and writing
+
+extension ControlMessage {
+    public init(parsing bytes: UnsafeRawBufferPointer) throws(WireError) {
+        var reader = ByteReader(bytes, element: .controlMessage)
+        guard try reader.readUInt8() == Self.magic else {
+            throw .malformed(.controlMessage, reason: "first byte is not the control magic 0x50")
+        }
+        guard try reader.readUInt8() == Self.version else {
+            throw .malformed(.controlMessage, reason: "unsupported control protocol version")
+        }
+        let rawType = try reader.readUInt8()
+        let flags = try reader.readUInt8()
+        self.sequence = try reader.readUInt32()
+        self.isReliable = flags & 0x01 != 0
+        guard let type = MessageType(rawValue: rawType) else {
+            throw .malformed(.controlMessage, reason: "unknown control message type")
+        }
+        switch type {
+        case .join:
+            let ssrc = try reader.readUInt32()
+            let room = try reader.readString8()
+            let token = try reader.readString16()
+            let software = try reader.readString8()
+            // The rest is padding; its content is ignored.
+            body = .join(Join(ssrc: ssrc, room: room, token: token, software: software))
+        case .joined:
+            let cookie = try reader.readUInt64()
+            let ssrc = try reader.readUInt32()
+            let identity = try reader.readString8()
+            let room = try reader.readString8()
+            let permissions = try reader.readUInt8()
+            let keepalive = try reader.readUInt32()
+            let idle = try reader.readUInt32()
+            body = .joined(Joined(
+                cookie: cookie, ssrc: ssrc, identity: identity, room: room,
+                canPublish: permissions & 0x01 != 0,
+                keepaliveIntervalMilliseconds: keepalive, idleTimeoutMilliseconds: idle
+            ))
+        case .ready:
+            body = .ready(Ready(cookie: try reader.readUInt64()))
+        case .roster:
+            let version = try reader.readUInt32()
+            let pageIndex = try reader.readUInt8()
+            let pageCount = try reader.readUInt8()
+            guard pageIndex < pageCount else {
+                throw .malformed(.controlMessage, reason: "roster page index is not below the page count")
+            }
+            let count = Int(try reader.readUInt8())
+            var members: [Roster.Member] = []
+            members.reserveCapacity(count)
+            for _ in 0..<count {
+                let ssrc = try reader.readUInt32()
+                let flags = try reader.readUInt8()
+                let identity = try reader.readString8()
+                members.append(Roster.Member(ssrc: ssrc, identity: identity, canPublish: flags & 0x01 != 0))
+            }
+            body = .roster(Roster(version: version, pageIndex: pageIndex, pageCount: pageCount, members: members))
+        case .leave:
+            body = .leave(Leave())
+        case .ping:
+            body = .ping(Ping(timestamp: try reader.readUInt64()))
+        case .pong:
+            body = .pong(Pong(timestamp: try reader.readUInt64()))
+        case .ack:
+            body = .ack(Ack(sequence: try reader.readUInt32()))
+        case .error:
+            let code = ErrorCode(wireValue: try reader.readUInt16())
+            body = .error(ErrorReply(code: code, message: try reader.readString8()))
+        case .goodbye:
+            let reason = GoodbyeReason(wireValue: try reader.readUInt8())
+            body = .goodbye(Goodbye(reason: reason, message: try reader.readString8()))
+        }
+    }
+
+    public init(parsing bytes: [UInt8]) throws(WireError) {
+        var result: Result<ControlMessage, WireError>!
+        bytes.withUnsafeBytes { raw in
+            do throws(WireError) { result = .success(try ControlMessage(parsing: raw)) } catch { result = .failure(error) }
+        }
+        self = try result.get()
+    }
+
+    /// Bytes the message takes, joins included with their padding.
+    public var serializedSize: Int {
+        let bodySize: Int
+        switch body {
+        case let .join(join):
+            let natural = 4 + 1 + join.room.utf8.count + 2 + join.token.utf8.count + 1 + join.software.utf8.count
+            return max(Self.minimumJoinSize, Self.headerSize + natural)
+        case let .joined(joined):
+            bodySize = 8 + 4 + 1 + joined.identity.utf8.count + 1 + joined.room.utf8.count + 1 + 4 + 4
+        case .ready, .ping, .pong:
+            bodySize = 8
+        case let .roster(roster):
+            bodySize = 4 + 1 + 1 + 1 + roster.members.reduce(0) { $0 + $1.serializedSize }
+        case .leave:
+            bodySize = 0
+        case .ack:
+            bodySize = 4
+        case let .error(error):
+            bodySize = 2 + 1 + error.message.utf8.count
+        case let .goodbye(goodbye):
+            bodySize = 1 + 1 + goodbye.message.utf8.count
+        }
+        return Self.headerSize + bodySize
+    }
+
+    public func write(to writer: inout ByteWriter) throws(WireError) {
+        let start = writer.offset
+        try writer.write(Self.magic)
+        try writer.write(Self.version)
+        try writer.write(body.type.rawValue)
+        try writer.write(UInt8(isReliable ? 0x01 : 0x00))
+        try writer.write(sequence)
+        switch body {
+        case let .join(join):
+            try writer.write(join.ssrc)
+            try writer.writeString8(join.room, element: .controlMessage)
+            try writer.writeString16(join.token, element: .controlMessage)
+            try writer.writeString8(join.software, element: .controlMessage)
+            try writer.writeZeros(max(0, Self.minimumJoinSize - (writer.offset - start)))
+        case let .joined(joined):
+            try writer.write(joined.cookie)
+            try writer.write(joined.ssrc)
+            try writer.writeString8(joined.identity, element: .controlMessage)
+            try writer.writeString8(joined.room, element: .controlMessage)
+            try writer.write(UInt8(joined.canPublish ? 0x01 : 0x00))
+            try writer.write(joined.keepaliveIntervalMilliseconds)
+            try writer.write(joined.idleTimeoutMilliseconds)
+        case let .ready(ready):
+            try writer.write(ready.cookie)
+        case let .roster(roster):
+            guard roster.pageIndex < roster.pageCount else {
+                throw .malformed(.controlMessage, reason: "roster page index is not below the page count")
+            }
+            guard roster.members.count <= 255 else {
+                throw .malformed(.controlMessage, reason: "more than 255 members in one roster page")
+            }
+            try writer.write(roster.version)
+            try writer.write(roster.pageIndex)
+            try writer.write(roster.pageCount)
+            try writer.write(UInt8(roster.members.count))
+            for member in roster.members {
+                try writer.write(member.ssrc)
+                try writer.write(UInt8(member.canPublish ? 0x01 : 0x00))
+                try writer.writeString8(member.identity, element: .controlMessage)
+            }
+        case .leave:
+            break
+        case let .ping(ping):
+            try writer.write(ping.timestamp)
+        case let .pong(pong):
+            try writer.write(pong.timestamp)
+        case let .ack(ack):
+            try writer.write(ack.sequence)
+        case let .error(error):
+            try writer.write(error.code.rawValue)
+            try writer.writeString8(error.message, element: .controlMessage)
+        case let .goodbye(goodbye):
+            try writer.write(goodbye.reason.rawValue)
+            try writer.writeString8(goodbye.message, element: .controlMessage)
+        }
+    }
+
+    /// Writes the message into `buffer`; returns the number of bytes written.
+    @discardableResult
+    public func serialize(into buffer: UnsafeMutableRawBufferPointer) throws(WireError) -> Int {
+        var writer = ByteWriter(buffer)
+        try write(to: &writer)
+        return writer.offset
+    }
+
+    public func serialized() throws(WireError) -> [UInt8] {
+        try [UInt8](serializedSize: serializedSize) { (writer: inout ByteWriter) throws(WireError) in
+            try write(to: &writer)
+        }
+    }
+}

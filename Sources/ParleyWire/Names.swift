@@ -1,0 +1,28 @@
+/// The rules for room names and identities, shared by the relay, the token minter and the
+/// client so that a name one accepts the others accept too.
+public enum ParleyNames {
+    public static let maximumLength = 64
+
+    /// Why `room` is not a valid room name, or nil when it is.
+    /// Rooms are 1–64 characters of `A–Z a–z 0–9 . _ -`, so they need no escaping in a URL.
+    public static func problem(withRoom room: String) -> String? {
+        if room.isEmpty { return "the room name is empty" }
+        if room.utf8.count > maximumLength { return "the room name is longer than \(maximumLength) characters" }
+        let allowed = room.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || byte == 0x2E || byte == 0x5F || byte == 0x2D
+        }
+        return allowed ? nil : "the room name \"\(room)\" may use only letters, digits, '.', '_' and '-'"
+    }
+
+    /// Why `identity` is not a valid identity, or nil when it is.
+    /// Identities are 1–64 bytes of UTF-8 text without control characters, not only spaces.
+    public static func problem(withIdentity identity: String) -> String? {
+        if identity.utf8.count > maximumLength { return "the name is longer than \(maximumLength) bytes" }
+        if identity.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            return "the name contains control characters"
+        }
+        if identity.unicodeScalars.allSatisfy({ $0.properties.isWhitespace }) { return "the name is empty" }
+        return nil
+    }
+}

@@ -1,0 +1,47 @@
+/// What a datagram arriving on Parley's single UDP port is, decided from its first two bytes.
+///
+/// One port carries media, RTCP and control (one firewall hole), so the receiver
+/// demultiplexes as RFC 7983 §7 does, by the first byte:
+///
+/// ```
+///              +----------------+
+///              |        [0..3] -+--> STUN        (not used by Parley)
+///              |      [16..19] -+--> ZRTP        (not used by Parley)
+///              |      [20..63] -+--> DTLS        (not used by Parley)
+///              |      [64..79] -+--> TURN        (not used by Parley)
+///              |      [80..95] -+--> Parley control (this range cannot be RTP)
+///              |    [128..191] -+--> RTP or RTCP
+///              +----------------+
+/// ```
+///
+/// RTP and RTCP share the range and are told apart by the second byte (rtcp-mux,
+/// RFC 5761 §4): with the marker bit included, RTCP packet types 192–223 cannot
+/// collide with RTP payload types, because RFC 5761 forbids RTP payload types 64–95.
+public enum PacketKind: Sendable, Hashable {
+    case rtp
+    case rtcp
+    case control
+    /// Anything else, including empty datagrams; receivers drop these.
+    case unknown
+
+    /// First bytes reserved for Parley's own messages (control and, later, handshakes).
+    public static let parleyFirstByteRange: ClosedRange<UInt8> = 80...95
+
+    public init(firstByte: UInt8, secondByte: UInt8?) {
+        switch firstByte {
+        case 128...191:
+            guard let secondByte else { self = .unknown; return }
+            self = (192...223).contains(secondByte) ? .rtcp : .rtp
+        case Self.parleyFirstByteRange:
+            self = .control
+        default:
+            self = .unknown
+        }
+    }
+
+    /// Classifies a datagram without reading past its second byte.
+    public init(_ bytes: UnsafeRawBufferPointer) {
+        guard let first = bytes.first else { self = .unknown; return }
+        self.init(firstByte: first, secondByte: bytes.count > 1 ? bytes[1] : nil)
+    }
+}

@@ -1,0 +1,154 @@
+import Testing
+@testable import ParleyWire
+
+@Suite("Parley control messages")
+struct ControlMessageTests {
+    static let examples: [ControlMessage] = [
+        ControlMessage(sequence: 1, body: .join(.init(ssrc: 0xDEAD_BEEF, room: "standup", token: "abc.def.ghi", software: "parley/0.1.0"))),
+        ControlMessage(sequence: 2, body: .joined(.init(
+            cookie: 0x0123_4567_89AB_CDEF, ssrc: 0xDEAD_BEEF, identity: "Zoë", room: "standup", canPublish: true,
+            keepaliveIntervalMilliseconds: 5_000, idleTimeoutMilliseconds: 30_000
+        ))),
+        ControlMessage(sequence: 3, body: .ready(.init(cookie: 42))),
+        ControlMessage(sequence: 4, isReliable: true, body: .roster(.init(version: 9, members: [
+            .init(ssrc: 1, identity: "alice", canPublish: true),
+            .init(ssrc: 2, identity: "bob", canPublish: false),
+        ]))),
+        ControlMessage(sequence: 5, isReliable: true, body: .leave(.init())),
+        ControlMessage(sequence: 0, body: .ping(.init(timestamp: 123_456_789))),
+        ControlMessage(sequence: 0, body: .pong(.init(timestamp: 123_456_789))),
+        ControlMessage(sequence: 0, body: .ack(.init(sequence: 4))),
+        ControlMessage(sequence: 0, body: .error(.init(code: .tokenExpired, message: "token expired at 12:00 UTC"))),
+        ControlMessage(sequence: 6, isReliable: true, body: .goodbye(.init(reason: .relayShuttingDown, message: "relay restarting"))),
+    ]
+
+    @Test(arguments: examples)
+    func everyMessageRoundTrips(_ message: ControlMessage) throws {
+        let bytes = try message.serialized()
+        #expect(bytes.count == message.serializedSize)
+        #expect(try ControlMessage(parsing: bytes) == message)
+        bytes.withUnsafeBytes { #expect(PacketKind($0) == .control) }
+    }
+
+    @Test func pingMatchesTheLayoutByteForByte() throws {
+        let bytes = try ControlMessage(sequence: 0x0102_0304, isReliable: true, body: .ping(.init(timestamp: 0x1122_3344_5566_7788))).serialized()
+        #expect(bytes == hex("50 01 06 01 01020304 1122334455667788"))
+    }
+
+    @Test func joinsArePaddedSoTheRelayNeverAnswersWithMoreBytes() throws {
+        let join = ControlMessage(body: .join(.init(ssrc: 1, room: "r", token: "t", software: "s")))
+        #expect(try join.serialized().count == ControlMessage.minimumJoinSize)
+        let joined = ControlMessage(body: .joined(.init(
+            cookie: 1, ssrc: 1, identity: String(repeating: "x", count: 64), room: String(repeating: "r", count: 64),
+            canPublish: true, keepaliveIntervalMilliseconds: 1, idleTimeoutMilliseconds: 1
+        )))
+        let error = ControlMessage(body: .error(.init(code: .roomFull, message: String(repeating: "e", count: 255))))
+        #expect(joined.serializedSize < ControlMessage.minimumJoinSize)
+        #expect(error.serializedSize < ControlMessage.minimumJoinSize)
+    }
+
+    @Test func aLongTokenMakesTheJoinLongerThanTheMinimum() throws {
+        let token = String(repeating: "t", count: 2_000)
+        let join = ControlMessage(body: .join(.init(ssrc: 1, room: "r", token: token, software: "s")))
+        let bytes = try join.serialized()
+        #expect(bytes.count > 2_000)
+        #expect(try ControlMessage(parsing: bytes) == join)
+    }
+
+    @Test func rosterPagesStayUnderTheSizeAndKeepEveryMember() throws {
+        let members = (0..<40).map { ControlMessage.Roster.Member(ssrc: UInt32($0), identity: String(repeating: "n", count: 60), canPublish: true) }
+        let pages = ControlMessage.Roster.pages(version: 3, members: members, maximumMessageSize: 512)
+        #expect(pages.count > 1)
+        for page in pages {
+            #expect(ControlMessage(body: .roster(page)).serializedSize <= 512)
+            #expect(page.pageCount == UInt8(pages.count))
+        }
+        #expect(pages.flatMap(\.members) == members)
+    }
+
+    @Test func unknownCodesAndReasonsAreKeptReadable() throws {
+        let bytes = hex("50 01 09 00 00000000 7777 02 6869")
+        let message = try ControlMessage(parsing: bytes)
+        #expect(message.body == .error(.init(code: .unknown, message: "hi")))
+    }
+
+    @Test func malformedControlMessagesAreRejected() {
+        #expect(throws: WireError.malformed(.controlMessage, reason: "unsupported control protocol version")) {
+            try ControlMessage(parsing: hex("50 02 06 00 00000000 0000000000000000"))
+        }
+        #expect(throws: WireError.malformed(.controlMessage, reason: "unknown control message type")) {
+            try ControlMessage(parsing: hex("50 01 EE 00 00000000"))
+        }
+        #expect(throws: WireError.malformed(.controlMessage, reason: "text is not valid UTF-8")) {
+            try ControlMessage(parsing: hex("50 01 09 00 00000000 0001 02 C328"))
+        }
+        #expect(throws: WireError.malformed(.controlMessage, reason: "roster page index is not below the page count")) {
+            try ControlMessage(parsing: hex("50 01 04 00 00000000 00000001 02 02 00"))
+        }
+    }
+}
+
+@Suite("Invite URLs")
+struct InviteURLTests {
+    @Test func aPrintedInviteParsesBackToTheSameInvite() throws {
+        let invite = InviteURL(host: "relay.example.org", port: 7800, room: "team-standup", token: "eyJ.a+b/c=.sig", parameters: [("key", "abc_-")])
+        let text = invite.description
+        #expect(text == "parley://relay.example.org:7800/team-standup?token=eyJ.a%2Bb%2Fc%3D.sig&key=abc_-")
+        #expect(try InviteURL(parsing: text) == invite)
+    }
+
+    @Test func ipv6HostsAreBracketed() throws {
+        let invite = try InviteURL(parsing: "parley://[2001:db8::1]:9000/r?token=t")
+        #expect(invite.host == "2001:db8::1")
+        #expect(invite.port == 9000)
+        #expect(invite.relayAddress == "[2001:db8::1]:9000")
+        #expect(try InviteURL(parsing: invite.description) == invite)
+    }
+
+    @Test func thePortDefaults() throws {
+        #expect(try InviteURL(parsing: "  PARLEY://127.0.0.1/room?token=x  ").port == InviteURL.defaultPort)
+    }
+
+    @Test(arguments: [
+        ("https://x/r?token=t", "an invite starts with parley://"),
+        ("parley://host", "the invite has no room (parley://host:port/ROOM?token=…)"),
+        ("parley://host:0/r?token=t", "the port must be a number from 1 to 65535"),
+        ("parley://host:99999/r?token=t", "the port must be a number from 1 to 65535"),
+        ("parley://2001:db8::1/r?token=t", "put an IPv6 address in brackets: [2001:db8::1]:7800"),
+        ("parley://host/r", "the invite has no token (…?token=…)"),
+        ("parley://host/bad room?token=t", "the room name may use only letters, digits, '.', '_' and '-' (1 to 64)"),
+        ("parley://host/r?token=%zz", "a query parameter has a bad %-escape"),
+        ("parley://:80/r?token=t", "the invite has no relay host"),
+    ])
+    func badInvitesSayWhatToFix(text: String, reason: String) {
+        #expect(throws: WireError.malformed(.inviteURL, reason: reason)) { try InviteURL(parsing: text) }
+    }
+
+    @Test func namesFollowTheSharedRules() {
+        #expect(ParleyNames.problem(withRoom: "ok.room_1-a") == nil)
+        #expect(ParleyNames.problem(withRoom: "") != nil)
+        #expect(ParleyNames.problem(withRoom: "a/b") != nil)
+        #expect(ParleyNames.problem(withRoom: String(repeating: "a", count: 65)) != nil)
+        #expect(ParleyNames.problem(withIdentity: "Zoë Ångström") == nil)
+        #expect(ParleyNames.problem(withIdentity: "   ") != nil)
+        #expect(ParleyNames.problem(withIdentity: "bell\u{07}") != nil)
+    }
+}
+
+@Suite("Demultiplexing one port (RFC 7983, RFC 5761)")
+struct PacketKindTests {
+    @Test func firstByteDecidesAndRTCPIsToldFromRTPByTheSecond() {
+        #expect(PacketKind(firstByte: 0x80, secondByte: 111) == .rtp)
+        #expect(PacketKind(firstByte: 0x80, secondByte: 0x80 | 111) == .rtp)  // marker set
+        #expect(PacketKind(firstByte: 0x81, secondByte: 200) == .rtcp)
+        #expect(PacketKind(firstByte: 0x81, secondByte: 205) == .rtcp)
+        #expect(PacketKind(firstByte: 0x80, secondByte: 192) == .rtcp)
+        #expect(PacketKind(firstByte: 0x80, secondByte: 223) == .rtcp)
+        #expect(PacketKind(firstByte: 0x80, secondByte: 224) == .rtp)
+        #expect(PacketKind(firstByte: 0x50, secondByte: 1) == .control)
+        #expect(PacketKind(firstByte: 0x00, secondByte: 1) == .unknown)  // STUN
+        #expect(PacketKind(firstByte: 0x16, secondByte: 1) == .unknown)  // DTLS
+        #expect(PacketKind(firstByte: 0x80, secondByte: nil) == .unknown)
+        #expect(PacketKind(UnsafeRawBufferPointer(start: nil, count: 0)) == .unknown)
+    }
+}

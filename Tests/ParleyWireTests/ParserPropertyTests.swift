@@ -1,0 +1,150 @@
+import Testing
+@testable import ParleyWire
+
+/// Every parser must survive any bytes: random datagrams, every truncation of a valid
+/// packet, and valid packets with bits flipped. A parser either returns a value or throws
+/// a `WireError` (the typed `throws` guarantees the type); it must never trap. Where a
+/// parse succeeds, writing the value back and parsing again must give the same value.
+@Suite("Parsers survive hostile bytes")
+struct ParserPropertyTests {
+    static let randomCases = 10_000
+
+    /// Inputs that matter: pure noise, valid packets cut short, valid packets with flipped bits,
+    /// and noise behind a plausible first byte so the parser gets past its first check.
+    static func inputs(seed: UInt64, validExamples: [[UInt8]], plausibleFirstBytes: [UInt8]) -> [[UInt8]] {
+        var rng = SeededGenerator(seed: seed)
+        var inputs: [[UInt8]] = []
+        for _ in 0..<randomCases {
+            inputs.append(rng.bytes(count: Int.random(in: 0...200, using: &rng)))
+        }
+        for _ in 0..<randomCases {
+            var bytes = rng.bytes(count: Int.random(in: 1...200, using: &rng))
+            bytes[0] = plausibleFirstBytes.randomElement(using: &rng)!
+            inputs.append(bytes)
+        }
+        for example in validExamples {
+            for length in 0..<example.count { inputs.append(Array(example.prefix(length))) }
+        }
+        for _ in 0..<randomCases {
+            var bytes = validExamples.randomElement(using: &rng)!
+            for _ in 0..<Int.random(in: 1...4, using: &rng) {
+                let index = Int.random(in: 0..<bytes.count, using: &rng)
+                bytes[index] ^= 1 << UInt8.random(in: 0...7, using: &rng)
+            }
+            inputs.append(bytes)
+        }
+        return inputs
+    }
+
+    @Test func rtpParserNeverTrapsAndWhatItAcceptsRoundTrips() throws {
+        let examples = try [
+            RTPHeader(payloadType: 111, sequenceNumber: 1, timestamp: 2, ssrc: 3).serialized(payload: [1, 2, 3]),
+            RTPHeader(marker: true, payloadType: 111, sequenceNumber: 1, timestamp: 2, ssrc: 3, csrcs: [4, 5],
+                      headerExtension: .elements([AudioLevel(voiceActivity: true, level: 9).element]))
+                .serialized(payload: [9, 9], paddingCount: 4),
+            RTPHeader(payloadType: 96, sequenceNumber: 1, timestamp: 2, ssrc: 3,
+                      headerExtension: .elements([RTPHeaderExtensionElement(id: 99, data: [1, 2, 3])]))
+                .serialized(payload: [7]),
+        ]
+        var accepted = 0
+        for input in Self.inputs(seed: 0x5254_5001, validExamples: examples, plausibleFirstBytes: [0x80, 0x90, 0xA0, 0xB3]) {
+            guard let parsed = try? parseRTP(input) else { continue }
+            accepted += 1
+            let rewritten = try parsed.header.serialized(payload: parsed.payload, paddingCount: parsed.padding)
+            let reparsed = try parseRTP(rewritten)
+            #expect(reparsed.header == parsed.header, "input \(input)")
+            #expect(reparsed.payload == parsed.payload, "input \(input)")
+            input.withUnsafeBytes { raw in
+                if let view = try? RTPPacketView(parsing: raw) {
+                    _ = view.audioLevel
+                    #expect(view.payloadRange.upperBound + view.paddingCount == raw.count)
+                }
+            }
+        }
+        #expect(accepted > 1_000, "the generator should reach the accepting paths too")
+    }
+
+    @Test func rtcpParserNeverTrapsAndWhatItAcceptsRoundTrips() throws {
+        let block = RTCPReportBlock(ssrc: 1, fractionLost: 2, cumulativeLost: -3, extendedHighestSequence: 4, jitter: 5)
+        let examples = try [
+            RTCPCompoundPacket.serialized([
+                .senderReport(RTCPSenderReport(ssrc: 1, ntpTimestamp: NTPTimestamp(rawValue: 9), rtpTimestamp: 2, packetCount: 3, octetCount: 4, reportBlocks: [block])),
+                .sourceDescription(RTCPSourceDescription(chunks: [.init(source: 1, items: [.cname("x@y")])])),
+            ]),
+            RTCPCompoundPacket.serialized([
+                .receiverReport(RTCPReceiverReport(ssrc: 1, reportBlocks: [block, block])),
+                .goodbye(RTCPGoodbye(sources: [1], reason: "done")),
+            ]),
+            RTCPCompoundPacket.serialized([.genericNACK(RTCPGenericNACK(senderSSRC: 1, mediaSSRC: 2, lost: [5, 6, 30]))]),
+        ]
+        var accepted = 0
+        for input in Self.inputs(seed: 0x5254_4350, validExamples: examples, plausibleFirstBytes: [0x80, 0x81, 0x82, 0xA1]) {
+            guard let packets = try? RTCPCompoundPacket.parse(input) else { continue }
+            accepted += 1
+            // Bodies of unknown types may hold any bytes, so rewriting can fail only on
+            // values the writer refuses (never on what the reader produced from a valid
+            // layout); when it succeeds, the result reads back the same.
+            if let rewritten = try? RTCPCompoundPacket.serialized(packets) {
+                #expect(try RTCPCompoundPacket.parse(rewritten) == packets, "input \(input)")
+            }
+        }
+        #expect(accepted > 1_000)
+    }
+
+    @Test func opusParserNeverTrapsAndItsFramesLieInsideThePacket() throws {
+        let examples: [[UInt8]] = [
+            [9 << 3, 1, 2, 3], [9 << 3 | 1, 1, 2], [9 << 3 | 2, 1, 5, 6],
+            [31 << 3 | 3, 0x40 | 2, 3, 1, 1, 1, 1, 0, 0, 0], [16 << 3 | 3, 0x80 | 3, 1, 2, 9, 8, 8, 7, 7, 7],
+        ]
+        var accepted = 0
+        for input in Self.inputs(seed: 0x4F50_5553, validExamples: examples, plausibleFirstBytes: [0x4B, 0xFB, 0x4A, 0x49]) {
+            guard let packet = try? OpusPacket(parsing: input) else { continue }
+            accepted += 1
+            #expect(packet.frames.allSatisfy { $0.lowerBound >= 1 && $0.upperBound <= input.count })
+            #expect(packet.sampleCount <= OpusPacket.maximumSamples)
+            input.withUnsafeBytes { #expect(OpusPacket.sampleCount($0) == packet.sampleCount) }
+        }
+        #expect(accepted > 1_000)
+    }
+
+    @Test func controlParserNeverTrapsAndWhatItAcceptsRoundTrips() throws {
+        let examples = try ControlMessageTests.examples.map { try $0.serialized() }
+        var accepted = 0
+        for input in Self.inputs(seed: 0x4354_524C, validExamples: examples, plausibleFirstBytes: [0x50]) {
+            guard let message = try? ControlMessage(parsing: input) else { continue }
+            accepted += 1
+            #expect(try ControlMessage(parsing: message.serialized()) == message, "input \(input)")
+        }
+        #expect(accepted > 1_000)
+    }
+
+    @Test func headerExtensionElementsNeverReadPastTheirBlock() throws {
+        var rng = SeededGenerator(seed: 0x4558_5431)
+        for _ in 0..<Self.randomCases {
+            let words = Int.random(in: 0...6, using: &rng)
+            let profile: UInt16 = Bool.random(using: &rng) ? 0xBEDE : 0x1000 | UInt16.random(in: 0...15, using: &rng)
+            var bytes = hex("90 6F 0001 00000001 00000001")
+            bytes += [UInt8(profile >> 8), UInt8(profile & 0xFF), 0, UInt8(words)]
+            bytes += rng.bytes(count: 4 * words + Int.random(in: 0...3, using: &rng))
+            bytes.withUnsafeBytes { raw in
+                guard let view = try? RTPPacketView(parsing: raw), let block = view.extensionData else { return }
+                for element in view.headerExtensionElements {
+                    let start = element.data.baseAddress.map { $0 - block.baseAddress! } ?? 0
+                    #expect(start >= 0 && start + element.data.count <= block.count)
+                }
+            }
+        }
+    }
+
+    @Test func inviteParserNeverTraps() throws {
+        var rng = SeededGenerator(seed: 0x494E_5654)
+        let alphabet = Array("parley:/[]?&=%0123456789abcdefXYZ._-+ ".utf8)
+        for _ in 0..<Self.randomCases {
+            let body = (0..<Int.random(in: 0...60, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! }
+            let text = "parley://" + String(decoding: body, as: UTF8.self)
+            if let invite = try? InviteURL(parsing: text) {
+                #expect(try InviteURL(parsing: invite.description) == invite, "input \(text)")
+            }
+        }
+    }
+}

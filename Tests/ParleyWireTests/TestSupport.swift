@@ -1,0 +1,48 @@
+import ParleyWire
+
+/// A small, fast, seedable generator (SplitMix64) so property tests are reproducible:
+/// a failure message names the seed and the case that failed.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func bytes(count: Int) -> [UInt8] {
+        (0..<count).map { _ in UInt8.random(in: 0...255, using: &self) }
+    }
+}
+
+/// Builds a byte array from hex text written as it appears in the RFC diagrams; spaces ignored.
+func hex(_ text: String) -> [UInt8] {
+    let digits = text.filter { !$0.isWhitespace }
+    precondition(digits.count % 2 == 0, "odd number of hex digits")
+    var bytes: [UInt8] = []
+    var index = digits.startIndex
+    while index < digits.endIndex {
+        let next = digits.index(index, offsetBy: 2)
+        bytes.append(UInt8(digits[index..<next], radix: 16)!)
+        index = next
+    }
+    return bytes
+}
+
+func parseRTP(_ bytes: [UInt8]) throws(WireError) -> (header: RTPHeader, payload: [UInt8], padding: Int) {
+    var result: Result<(RTPHeader, [UInt8], Int), WireError>!
+    bytes.withUnsafeBytes { raw in
+        do throws(WireError) {
+            let view = try RTPPacketView(parsing: raw)
+            result = .success((RTPHeader(view), Array(view.payload), view.paddingCount))
+        } catch {
+            result = .failure(error)
+        }
+    }
+    return try result.get()
+}
