@@ -4,9 +4,19 @@
 //
 // The graph below is the architecture (see ../shared/DESIGN.md, "Modules"):
 // the relay side (`ParleyRelay`, `parley-relay`) never reaches an audio library,
-// and a test (`Scripts/check-relay-deps`) fails the build if that ever changes.
+// and `Scripts/check-relay-deps` fails the test run if that ever changes.
 
 import PackageDescription
+
+let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
+let nioPosix: Target.Dependency = .product(name: "NIOPosix", package: "swift-nio")
+let nioHTTP1: Target.Dependency = .product(name: "NIOHTTP1", package: "swift-nio")
+let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+let metrics: Target.Dependency = .product(name: "Metrics", package: "swift-metrics")
+let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
+let crypto: Target.Dependency = .product(name: "Crypto", package: "swift-crypto")
+let atomics: Target.Dependency = .product(name: "Atomics", package: "swift-atomics")
 
 let package = Package(
     name: "parley",
@@ -14,51 +24,66 @@ let package = Package(
     products: [
         .executable(name: "parley", targets: ["parley"]),
         .executable(name: "parley-relay", targets: ["parley-relay"]),
+        .executable(name: "parley-bench", targets: ["parley-bench"]),
         // For the fuzzing package in Fuzz/, which builds the parsers with libFuzzer.
         .library(name: "ParleyWire", targets: ["ParleyWire"]),
     ],
     dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
     ],
     targets: [
         // MARK: C libraries, found through pkg-config; only client-side targets may depend on them.
-        .systemLibrary(
-            name: "COpus",
-            pkgConfig: "opus",
-            providers: [.apt(["libopus-dev"])]
-        ),
-        .systemLibrary(
-            name: "CSpeexDSP",
-            pkgConfig: "speexdsp",
-            providers: [.apt(["libspeexdsp-dev"])]
-        ),
-        .systemLibrary(
-            name: "CALSA",
-            pkgConfig: "alsa",
-            providers: [.apt(["libasound2-dev"])]
-        ),
+        .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
+        .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
+        .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
 
         // MARK: The wire: pure Swift, no dependencies, shared by every other target.
         .target(name: "ParleyWire"),
 
+        // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
+        .target(
+            name: "ParleyRelay",
+            dependencies: ["ParleyWire", nioCore, nioPosix, nioHTTP1, crypto, logging, metrics, prometheus, atomics]
+        ),
+
+        // MARK: Network impairment models and the UDP impairment proxy.
+        .target(name: "ParleyNetSim", dependencies: ["ParleyWire", nioCore, nioPosix, logging]),
+
+        // MARK: The client's audio: Opus, echo cancellation, jitter buffer, mixer, WAV.
+        .target(name: "ParleyAudio", dependencies: ["ParleyWire", "COpus", "CSpeexDSP"]),
+        // ALSA capture and playback, file devices, real-time pacing.
+        .target(name: "ParleyDevices", dependencies: ["ParleyAudio", "CALSA"]),
+
         // MARK: Command lines.
         .executableTarget(
             name: "parley",
-            dependencies: [
-                "ParleyWire",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            dependencies: ["ParleyWire", "ParleyNetSim", "ParleyAudio", "ParleyDevices", argumentParser, logging]
         ),
         .executableTarget(
             name: "parley-relay",
+            dependencies: ["ParleyWire", "ParleyRelay", argumentParser, logging]
+        ),
+        // Benchmarks kept in the repo; each reports against a baseline measured in the same run.
+        .executableTarget(
+            name: "parley-bench",
             dependencies: [
-                "ParleyWire",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "ParleyWire", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices",
+                argumentParser, nioCore, nioPosix, logging,
             ]
         ),
 
-        // MARK: Tests.
+        // MARK: Tests, one target per module.
         .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
+        .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyRelay", "ParleyWire", nioCore, nioPosix]),
+        .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
+        .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyAudio", "ParleyWire"]),
+        .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyDevices", "ParleyAudio", "CALSA"]),
     ]
 )

@@ -1,0 +1,1 @@
+// ParleyDevices: ALSA capture and playback, file devices, real-time pacing.
