@@ -17,6 +17,7 @@ let metrics: Target.Dependency = .product(name: "Metrics", package: "swift-metri
 let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
 let crypto: Target.Dependency = .product(name: "Crypto", package: "swift-crypto")
 let atomics: Target.Dependency = .product(name: "Atomics", package: "swift-atomics")
+let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 
 let package = Package(
     name: "parley",
@@ -36,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // MARK: C libraries, found through pkg-config; only client-side targets may depend on them.
@@ -53,7 +55,7 @@ let package = Package(
         ),
 
         // MARK: Network impairment models and the UDP impairment proxy.
-        .target(name: "ParleyNetSim", dependencies: ["ParleyWire", nioCore, nioPosix, logging]),
+        .target(name: "ParleyNetSim", dependencies: ["ParleyWire", nioCore, nioPosix, logging, histogram]),
 
         // MARK: The client's audio: Opus, echo cancellation, jitter buffer, mixer, WAV.
         .target(name: "ParleyAudio", dependencies: ["ParleyWire", "COpus", "CSpeexDSP"]),

@@ -1,0 +1,28 @@
+/// A recurring delay spike: for `length` out of every `period`, packets take `extraDelay`
+/// longer, the way a Wi-Fi scan, a cellular handover or a stalled VPS host looks.
+///
+/// The first spike starts one period after the flow's first packet, so a flow starts
+/// clean: with `300ms/10s` and the default 1 s length, packets sent 10–11 s, 20–21 s, …
+/// after the first one are held 300 ms more. Without reordering, the packets sent just
+/// after a spike queue behind those held by it, and arrive together as it ends.
+public struct DelaySpike: Sendable, Equatable {
+    public var extraDelay: Duration
+    public var period: Duration
+    public var length: Duration
+
+    public static let defaultLength: Duration = .seconds(1)
+
+    public init(extraDelay: Duration, every period: Duration, lasting length: Duration = DelaySpike.defaultLength) {
+        self.extraDelay = extraDelay
+        self.period = period
+        self.length = length
+    }
+
+    /// The extra delay for a packet reaching the delay stage `elapsed` nanoseconds after the
+    /// flow's first packet.
+    func extraDelay(elapsed: Int64) -> Int64 {
+        let period = self.period.nanoseconds
+        guard period > 0, elapsed >= period else { return 0 }
+        return elapsed % period < length.nanoseconds ? extraDelay.nanoseconds : 0
+    }
+}

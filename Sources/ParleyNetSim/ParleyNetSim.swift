@@ -1,2 +1,0 @@
-// ParleyNetSim: seeded network impairment models (loss, bursts, delay and jitter,
-// reordering, duplication, rate limits, clock drift) and the UDP impairment proxy.
