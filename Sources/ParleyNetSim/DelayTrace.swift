@@ -74,16 +74,25 @@ public enum DelayTraceError: Error, Sendable, Equatable, CustomStringConvertible
 
     public var description: String {
         switch self {
-        case .empty(let source):
-            return "\(source) has no packets: give one line per packet, a delay in milliseconds or the word 'loss'."
-        case let .notADelay(source, line, text):
-            return "\(source) line \(line): '\(text)' is neither a delay in milliseconds (like 42.5) nor the word 'loss'."
-        case let .negativeDelay(source, line, text):
-            return "\(source) line \(line): the delay \(text) ms is negative; a packet cannot arrive before it is sent."
-        case let .delayTooLong(source, line, text):
-            return "\(source) line \(line): the delay \(text) ms is longer than the \(Int(Impairment.longestDelay.inMilliseconds / 1000)) s the simulator holds a packet."
-        case let .unreadable(source, reason):
-            return "cannot read the trace \(source): \(reason)."
+        case .empty(let source), .notADelay(let source, _, _), .negativeDelay(let source, _, _),
+            .delayTooLong(let source, _, _), .unreadable(let source, _):
+            return "\(source) \(reason)."
+        }
+    }
+
+    /// What is wrong, without the file's name: "line 3: '2O' is neither …".
+    public var reason: String {
+        switch self {
+        case .empty:
+            return "has no packets: give one line per packet, a delay in milliseconds or the word 'loss'"
+        case let .notADelay(_, line, text):
+            return "line \(line): '\(text)' is neither a delay in milliseconds (like 42.5) nor the word 'loss'"
+        case let .negativeDelay(_, line, text):
+            return "line \(line): the delay \(text) ms is negative; a packet cannot arrive before it is sent"
+        case let .delayTooLong(_, line, text):
+            return "line \(line): the delay \(text) ms is longer than the \(Int(Impairment.longestDelay.inMilliseconds / 1000)) s the simulator holds a packet"
+        case let .unreadable(_, reason):
+            return "cannot be read: \(reason)"
         }
     }
 }

@@ -7,6 +7,11 @@ enum Format {
         number(fraction * 100) + "%"
     }
 
+    /// A share with one decimal, for reports: 0.10017 → "10.0%".
+    static func share(_ part: Int, of whole: Int) -> String {
+        String(format: "%.1f%%", whole == 0 ? 0 : Double(part) * 100 / Double(whole))
+    }
+
     /// Up to three significant decimals, without trailing zeros: 3 → "3", 2.5 → "2.5".
     static func number(_ value: Double) -> String {
         if value == value.rounded() && abs(value) < 1e15 { return String(Int64(value)) }

@@ -153,31 +153,36 @@ public struct ImpairmentOptionError: Error, Sendable, Equatable, CustomStringCon
 
 /// Reads trace files once each, however many directions use them.
 struct TraceLoader {
+    /// Traces are text a person or a script wrote; anything larger is not one.
+    static let largestFile = 64 << 20
     private var loaded: [String: DelayTrace] = [:]
 
     mutating func load(_ path: String) throws(ImpairmentSyntaxError) -> DelayTrace {
         if let trace = loaded[path] { return trace }
-        let text: String
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else {
+            throw ImpairmentSyntaxError("cannot open '\(path)' (\(String(cString: strerror(errno)))); give the path of a trace file")
+        }
+        let file = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        let data: Data
         do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
+            data = try file.read(upToCount: Self.largestFile + 1) ?? Data()
         } catch {
-            throw ImpairmentSyntaxError("cannot read the trace file '\(path)' (\(Self.reason(error))); give the path of a text file")
+            throw ImpairmentSyntaxError("cannot read '\(path)' (\(String(cString: strerror(errno)))); give the path of a trace file")
+        }
+        guard data.count <= Self.largestFile else {
+            throw ImpairmentSyntaxError("'\(path)' is larger than 64 MiB; a trace is a text file with one line per packet")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ImpairmentSyntaxError("'\(path)' is not UTF-8 text; a trace has one line per packet")
         }
         do throws(DelayTraceError) {
             let trace = try DelayTrace(parsing: text, source: path)
             loaded[path] = trace
             return trace
         } catch {
-            throw ImpairmentSyntaxError(String(error.description.dropLast()))
+            throw ImpairmentSyntaxError(error.reason)
         }
-    }
-
-    private static func reason(_ error: any Error) -> String {
-        let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-            return String(cString: strerror(Int32(underlying.code))).lowercased()
-        }
-        return nsError.localizedDescription
     }
 }
 

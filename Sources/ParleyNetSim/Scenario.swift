@@ -139,6 +139,8 @@ public struct Scenario: Sendable, Equatable {
 public struct ScenarioError: Error, Sendable, Equatable, CustomStringConvertible {
     public let name: String
 
+    public init(name: String) { self.name = name }
+
     public var description: String {
         "there is no scenario called '\(name)'; the scenarios are \(Scenario.names.joined(separator: ", "))."
     }
