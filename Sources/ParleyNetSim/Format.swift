@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// How numbers appear in messages and reports: short, in the units people use.
 enum Format {
@@ -38,5 +39,12 @@ enum Format {
         if bitsPerSecond >= 1_000_000 { return number(Double(bitsPerSecond) / 1e6) + " Mbit/s" }
         if bitsPerSecond >= 1_000 { return number(Double(bitsPerSecond) / 1e3) + " kbit/s" }
         return "\(bitsPerSecond) bit/s"
+    }
+
+    /// "127.0.0.1:5000", "[::1]:5000": how people write addresses, not SocketAddress's debug form.
+    static func address(_ address: SocketAddress?) -> String {
+        guard let address else { return "?" }
+        guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
+        return address.protocol == .inet6 ? "[\(ip)]:\(port)" : "\(ip):\(port)"
     }
 }

@@ -1,0 +1,475 @@
+import Logging
+import NIOCore
+import NIOPosix
+
+/// A bidirectional UDP proxy between clients and a relay that impairs each client's
+/// packets, both ways, with the models of ``ImpairmentPipeline``.
+///
+/// ```
+///  client A ──▶ listen socket ──▶ [A's up pipeline]   ──▶ A's own socket ──▶ relay
+///  client A ◀── listen socket ◀── [A's down pipeline] ◀── A's own socket ◀── relay
+/// ```
+///
+/// Each client address is a *flow* with its own socket towards the relay, so the relay
+/// sees every client at a distinct address and its replies find their way back, and with
+/// its own seeded model state for each direction (seeds derived from the base seed, the
+/// flow's number and the direction), so flows are impaired independently and a run is
+/// reproduced by its seed. Only datagrams from the relay's address are sent back to a
+/// client; anything else reaching a flow's socket is dropped and counted.
+///
+/// Packets are timed on the event loop: a packet due now is written at once (the path a
+/// clean proxy takes), a delayed one waits in a ``DeliveryQueue`` under one timer armed for
+/// the earliest deadline (a `timerfd`, precise to microseconds). Flows idle for
+/// `idleTimeout` are closed. All state lives on one event loop; this object is a handle.
+public final class ImpairmentProxy: Sendable {
+    public struct Configuration: Sendable {
+        /// Where clients send.
+        public var listen: SocketAddress
+        /// Where the relay is.
+        public var relay: SocketAddress
+        /// Client to relay.
+        public var up: Impairment
+        /// Relay to client.
+        public var down: Impairment
+        public var seed: UInt64
+        /// A flow with no packet either way for this long is closed.
+        public var idleTimeout: Duration = .seconds(120)
+        /// More clients than this are refused (each flow holds a socket).
+        public var maximumFlows = 1024
+
+        public init(listen: SocketAddress, relay: SocketAddress, up: Impairment = .none, down: Impairment = .none, seed: UInt64 = 1) {
+            self.listen = listen
+            self.relay = relay
+            self.up = up
+            self.down = down
+            self.seed = seed
+        }
+    }
+
+    /// The address clients send to (with the port the system chose, if `listen` had port 0).
+    public let localAddress: SocketAddress
+    public let eventLoop: any EventLoop
+    private let core: NIOLoopBound<ProxyCore>
+    /// Completes when the proxy has stopped (by ``stop()`` or because its socket failed).
+    public let closeFuture: EventLoopFuture<Void>
+
+    private init(localAddress: SocketAddress, core: NIOLoopBound<ProxyCore>, closeFuture: EventLoopFuture<Void>, eventLoop: any EventLoop) {
+        self.localAddress = localAddress
+        self.core = core
+        self.closeFuture = closeFuture
+        self.eventLoop = eventLoop
+    }
+
+    /// Binds the listening socket and starts forwarding. Both impairments must be valid.
+    public static func start(
+        _ configuration: Configuration, on eventLoop: any EventLoop,
+        logger: Logger = Logger(label: "parley.netsim")
+    ) -> EventLoopFuture<ImpairmentProxy> {
+        eventLoop.flatSubmit {
+            let core = NIOLoopBound(ProxyCore(configuration: configuration, eventLoop: eventLoop, logger: logger), eventLoop: eventLoop)
+            return DatagramBootstrap(group: eventLoop)
+                .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                .channelOption(.socketOption(.so_rcvbuf), value: ProxyCore.socketBufferBytes)
+                .channelOption(.socketOption(.so_sndbuf), value: ProxyCore.socketBufferBytes)
+                // recvmmsg: up to 16 datagrams per system call, each in its own 4 KiB slice.
+                .channelOption(.datagramVectorReadMessageCount, value: ProxyCore.vectorReadCount)
+                .channelOption(
+                    .recvAllocator,
+                    value: FixedSizeRecvByteBufferAllocator(capacity: ProxyCore.vectorReadCount * ProxyCore.datagramCapacity))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(ClientSideHandler(core: core.value))
+                    }
+                }
+                .bind(to: configuration.listen)
+                .map { channel in
+                    core.value.started(listener: channel)
+                    return ImpairmentProxy(
+                        localAddress: channel.localAddress!, core: core, closeFuture: channel.closeFuture, eventLoop: eventLoop)
+                }
+        }
+    }
+
+    /// What the proxy has done so far.
+    public func report() -> EventLoopFuture<ProxyReport> {
+        let core = self.core
+        return eventLoop.submit { core.value.report() }
+    }
+
+    /// Stops forwarding, closes every socket, and returns the final report. Packets still
+    /// waiting for their delivery time are dropped (and counted in the report).
+    public func stop() -> EventLoopFuture<ProxyReport> {
+        let core = self.core
+        return eventLoop.flatSubmit { core.value.stop() }
+    }
+}
+
+/// The proxy's state and decisions; used only on its event loop.
+final class ProxyCore {
+    /// The largest datagram forwarded is one byte less: a datagram that fills the buffer
+    /// may have been cut short by the socket, so it is dropped rather than forwarded
+    /// damaged. No Parley packet comes near.
+    static let datagramCapacity = 4096
+    static let vectorReadCount = 16
+    static let socketBufferBytes: SocketOptionValue = 1 << 20
+    /// Client packets held for a flow whose socket is still being bound.
+    static let waitingLimit = 256
+    /// A datagram due within this much of now is sent now: one timer wake-up less, and
+    /// nobody can tell 20 µs.
+    static let earlySlack: Int64 = 20_000
+
+    struct PendingDatagram {
+        let flow: ProxyFlow
+        let toRelay: Bool
+        let payload: ByteBuffer
+    }
+
+    let configuration: ImpairmentProxy.Configuration
+    let eventLoop: any EventLoop
+    let logger: Logger
+    private let startedAt = NIODeadline.now()
+    private var listener: (any Channel)?
+    private var flows: [SocketAddress: ProxyFlow] = [:]
+    private var flowsOpened = 0
+    private var flowsExpired = 0
+    private var closedUp = ImpairmentReport()
+    private var closedDown = ImpairmentReport()
+    private var refusedPackets = 0
+    private var oversizedPackets = 0
+    private var strayPackets = 0
+    private var failedSends = 0
+    private var lastRefusalLog: NIODeadline?
+    private var queue = DeliveryQueue<PendingDatagram>()
+    private var timer: NIOScheduledCallback?
+    private var timerDeadline = Int64.max
+    private var channelsToFlush: [ObjectIdentifier: any Channel] = [:]
+    private var expiry: RepeatedTask?
+    private var isStopped = false
+    private let allocator = ByteBufferAllocator()
+
+    init(configuration: ImpairmentProxy.Configuration, eventLoop: any EventLoop, logger: Logger) {
+        self.configuration = configuration
+        self.eventLoop = eventLoop
+        self.logger = logger
+    }
+
+    func started(listener: any Channel) {
+        self.listener = listener
+        let interval = min(configuration.idleTimeout / 4, .seconds(5))
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        expiry = eventLoop.scheduleRepeatedTask(
+            initialDelay: .nanoseconds(interval.nanoseconds), delay: .nanoseconds(interval.nanoseconds)
+        ) { _ in
+            bound.value.closeIdleFlows(now: .now())
+        }
+    }
+
+    // MARK: Packets in
+
+    func fromClient(_ envelope: AddressedEnvelope<ByteBuffer>, at now: NIODeadline) {
+        guard !isStopped else { return }
+        let time = Int64(now.uptimeNanoseconds)
+        deliverDue(by: time + Self.earlySlack)
+        guard envelope.data.readableBytes < Self.datagramCapacity else {
+            oversizedPackets += 1
+            return
+        }
+        guard let flow = flows[envelope.remoteAddress] ?? openFlow(for: envelope.remoteAddress, now: now) else {
+            refusedPackets += 1
+            return
+        }
+        flow.lastActivity = now
+        let deliveries = flow.upPipeline.process(sentAtNanoseconds: time, size: envelope.data.readableBytes)
+        for copy in deliveries.indices {
+            dispatch(envelope.data, of: flow, toRelay: true, at: deliveries.nanoseconds(at: copy), now: time)
+        }
+    }
+
+    func fromRelay(_ envelope: AddressedEnvelope<ByteBuffer>, to flow: ProxyFlow, at now: NIODeadline) {
+        guard !isStopped, !flow.isClosed else { return }
+        guard envelope.remoteAddress == configuration.relay else {
+            strayPackets += 1
+            return
+        }
+        let time = Int64(now.uptimeNanoseconds)
+        deliverDue(by: time + Self.earlySlack)
+        guard envelope.data.readableBytes < Self.datagramCapacity else {
+            oversizedPackets += 1
+            return
+        }
+        flow.lastActivity = now
+        let deliveries = flow.downPipeline.process(sentAtNanoseconds: time, size: envelope.data.readableBytes)
+        for copy in deliveries.indices {
+            dispatch(envelope.data, of: flow, toRelay: false, at: deliveries.nanoseconds(at: copy), now: time)
+        }
+    }
+
+    // MARK: Timing
+
+    /// Sends now what is due now; queues the rest under the timer.
+    private func dispatch(_ payload: ByteBuffer, of flow: ProxyFlow, toRelay: Bool, at deadline: Int64, now: Int64) {
+        if deadline <= now + Self.earlySlack {
+            send(payload, of: flow, toRelay: toRelay)
+            return
+        }
+        // The received buffer is a slice of a 64 KiB read buffer; a compact copy lets the
+        // socket reuse that buffer while this datagram waits.
+        var copy = allocator.buffer(capacity: payload.readableBytes)
+        copy.writeImmutableBuffer(payload)
+        queue.insert(PendingDatagram(flow: flow, toRelay: toRelay, payload: copy), at: deadline)
+        armTimer(for: deadline)
+    }
+
+    private func armTimer(for deadline: Int64) {
+        guard deadline < timerDeadline else { return }
+        timer?.cancel()
+        timerDeadline = deadline
+        timer = try? eventLoop.assumeIsolated().scheduleCallback(
+            at: NIODeadline.uptimeNanoseconds(UInt64(max(0, deadline))), handler: DeliveryTimer(core: self))
+    }
+
+    func timerFired() {
+        timer = nil
+        timerDeadline = .max
+        deliverDue(by: Int64(NIODeadline.now().uptimeNanoseconds) + Self.earlySlack)
+        flushPending()
+        if let next = queue.nextDeadline { armTimer(for: next) }
+    }
+
+    private func deliverDue(by time: Int64) {
+        while let due = queue.popDue(by: time) {
+            send(due.payload, of: due.flow, toRelay: due.toRelay)
+        }
+    }
+
+    // MARK: Packets out
+
+    private func send(_ payload: ByteBuffer, of flow: ProxyFlow, toRelay: Bool) {
+        let channel: any Channel
+        let destination: SocketAddress
+        if toRelay {
+            guard let upstream = flow.upstream else {
+                if !flow.isClosed && flow.waitingForSocket.count < Self.waitingLimit {
+                    flow.waitingForSocket.append(payload)
+                } else {
+                    failedSends += 1
+                }
+                return
+            }
+            (channel, destination) = (upstream, configuration.relay)
+        } else {
+            guard let listener else { return }
+            (channel, destination) = (listener, flow.client)
+        }
+        guard channel.isActive, channel.isWritable else {
+            failedSends += 1
+            return
+        }
+        // Written now, flushed once per batch of reads or deliveries, so that several
+        // datagrams leave in one sendmmsg.
+        channel.write(AddressedEnvelope(remoteAddress: destination, data: payload), promise: nil)
+        channelsToFlush[ObjectIdentifier(channel)] = channel
+    }
+
+    func flushPending() {
+        guard !channelsToFlush.isEmpty else { return }
+        for channel in channelsToFlush.values { channel.flush() }
+        channelsToFlush.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: Flows
+
+    private func openFlow(for client: SocketAddress, now: NIODeadline) -> ProxyFlow? {
+        guard flows.count < configuration.maximumFlows else {
+            if lastRefusalLog.map({ now - $0 > .seconds(10) }) ?? true {
+                lastRefusalLog = now
+                logger.warning(
+                    "refusing packets from \(Format.address(client)): the proxy already has \(flows.count) flows; raise --max-flows or wait for idle flows to close")
+            }
+            return nil
+        }
+        flowsOpened += 1
+        let flow = ProxyFlow(
+            index: flowsOpened, client: client, up: configuration.up, down: configuration.down,
+            seed: configuration.seed, now: now)
+        flows[client] = flow
+        let bound = NIOLoopBound((core: self, flow: flow), eventLoop: eventLoop)
+        let wildcard = configuration.relay.protocol == .inet6 ? "::" : "0.0.0.0"
+        DatagramBootstrap(group: eventLoop)
+            .channelOption(.socketOption(.so_rcvbuf), value: Self.socketBufferBytes)
+            .channelOption(.socketOption(.so_sndbuf), value: Self.socketBufferBytes)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: Self.datagramCapacity))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(RelaySideHandler(core: bound.value.core, flow: bound.value.flow))
+                }
+            }
+            .bind(host: wildcard, port: 0)
+            .assumeIsolated()
+            .whenComplete { result in
+                let (core, flow) = bound.value
+                switch result {
+                case .success(let channel):
+                    core.upstreamBound(channel, for: flow)
+                case .failure(let error):
+                    core.logger.error("flow \(flow.index) from \(Format.address(flow.client)): cannot open a socket towards the relay (\(error)); its packets are dropped")
+                    core.failedSends += flow.waitingForSocket.count
+                    flow.waitingForSocket.removeAll()
+                    core.close(flow, reason: "its socket could not be opened")
+                }
+            }
+        return flow
+    }
+
+    private func upstreamBound(_ channel: any Channel, for flow: ProxyFlow) {
+        guard !flow.isClosed, !isStopped else {
+            channel.close(promise: nil)
+            return
+        }
+        flow.upstream = channel
+        logger.info("flow \(flow.index) from \(Format.address(flow.client)) opened; the relay sees it as \(Format.address(channel.localAddress))")
+        let waiting = flow.waitingForSocket
+        flow.waitingForSocket.removeAll()
+        for payload in waiting { send(payload, of: flow, toRelay: true) }
+        flushPending()
+    }
+
+    func upstreamClosed(_ flow: ProxyFlow) {
+        guard !flow.isClosed, !isStopped else { return }
+        logger.warning("flow \(flow.index) from \(Format.address(flow.client)): its socket towards the relay closed; the next packet opens a new flow")
+        close(flow, reason: "its socket closed")
+    }
+
+    func closeIdleFlows(now: NIODeadline) {
+        let limit = TimeAmount.nanoseconds(configuration.idleTimeout.nanoseconds)
+        for flow in flows.values where now - flow.lastActivity >= limit {
+            flowsExpired += 1
+            close(flow, reason: "idle for \(Format.duration(configuration.idleTimeout))")
+        }
+    }
+
+    private func close(_ flow: ProxyFlow, reason: String) {
+        guard !flow.isClosed else { return }
+        flow.isClosed = true
+        if flows[flow.client] === flow { flows[flow.client] = nil }
+        closedUp.merge(flow.upPipeline.report)
+        closedDown.merge(flow.downPipeline.report)
+        flow.upstream?.close(promise: nil)
+        logger.info("flow \(flow.index) from \(Format.address(flow.client)) closed, \(reason): up \(flow.upPipeline.report.summary); down \(flow.downPipeline.report.summary)")
+    }
+
+    func socketError(_ error: any Error, side: String) {
+        logger.debug("\(side) socket: \(error)")
+    }
+
+    // MARK: Reports and stopping
+
+    func report() -> ProxyReport {
+        var report = ProxyReport()
+        report.openFlows = flows.values.sorted { $0.index < $1.index }.map(\.report)
+        report.up = closedUp
+        report.down = closedDown
+        for flow in report.openFlows {
+            report.up.merge(flow.up)
+            report.down.merge(flow.down)
+        }
+        report.flowsOpened = flowsOpened
+        report.flowsExpired = flowsExpired
+        report.refusedPackets = refusedPackets
+        report.oversizedPackets = oversizedPackets
+        report.strayPackets = strayPackets
+        report.failedSends = failedSends
+        report.uptime = .nanoseconds(Int64((NIODeadline.now() - startedAt).nanoseconds))
+        return report
+    }
+
+    func stop() -> EventLoopFuture<ProxyReport> {
+        guard !isStopped else { return eventLoop.makeSucceededFuture(report()) }
+        flushPending()
+        var report = self.report()
+        isStopped = true
+        report.undeliveredAtStop = queue.count + flows.values.reduce(0) { $0 + $1.waitingForSocket.count }
+        queue.removeAll()
+        timer?.cancel()
+        timer = nil
+        expiry?.cancel()
+        expiry = nil
+        var closing: [EventLoopFuture<Void>] = []
+        for flow in flows.values {
+            flow.isClosed = true
+            if let upstream = flow.upstream { closing.append(upstream.close()) }
+        }
+        flows.removeAll()
+        if let listener { closing.append(listener.close()) }
+        listener = nil
+        let finalReport = report
+        return EventLoopFuture.whenAllComplete(closing, on: eventLoop).map { _ in finalReport }
+    }
+
+    func listenerClosed() {
+        guard !isStopped else { return }
+        logger.error("the listening socket closed; the proxy stops")
+        _ = stop()
+    }
+}
+
+/// Fires when the earliest delayed datagram is due.
+private struct DeliveryTimer: NIOScheduledCallbackHandler {
+    let core: ProxyCore
+
+    func handleScheduledCallback(eventLoop: some EventLoop) {
+        core.timerFired()
+    }
+}
+
+/// Reads what clients send to the proxy.
+private final class ClientSideHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    let core: ProxyCore
+
+    init(core: ProxyCore) { self.core = core }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        core.fromClient(unwrapInboundIn(data), at: .now())
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        core.flushPending()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        core.socketError(error, side: "listening")
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        core.listenerClosed()
+    }
+}
+
+/// Reads what the relay sends to one flow's socket.
+private final class RelaySideHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    let core: ProxyCore
+    let flow: ProxyFlow
+
+    init(core: ProxyCore, flow: ProxyFlow) {
+        self.core = core
+        self.flow = flow
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        core.fromRelay(unwrapInboundIn(data), to: flow, at: .now())
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        core.flushPending()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        core.socketError(error, side: "flow \(flow.index)'s relay-side")
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        core.upstreamClosed(flow)
+    }
+}
