@@ -148,7 +148,7 @@ public struct ImpairmentOptions: Sendable, Equatable {
 public struct ImpairmentOptionError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     public init(_ message: String) { self.message = message }
-    public var description: String { message + "." }
+    public var description: String { message.hasSuffix("?") || message.hasSuffix(".") ? message : message + "." }
 }
 
 /// Reads trace files once each, however many directions use them.

@@ -68,7 +68,6 @@ public final class ImpairmentProxy: Sendable {
         eventLoop.flatSubmit {
             let core = NIOLoopBound(ProxyCore(configuration: configuration, eventLoop: eventLoop, logger: logger), eventLoop: eventLoop)
             return DatagramBootstrap(group: eventLoop)
-                .channelOption(.socketOption(.so_reuseaddr), value: 1)
                 .channelOption(.socketOption(.so_rcvbuf), value: ProxyCore.socketBufferBytes)
                 .channelOption(.socketOption(.so_sndbuf), value: ProxyCore.socketBufferBytes)
                 // recvmmsg: up to 16 datagrams per system call, each in its own 4 KiB slice.
@@ -327,7 +326,7 @@ final class ProxyCore {
             return
         }
         flow.upstream = channel
-        logger.info("flow \(flow.index) from \(Format.address(flow.client)) opened; the relay sees it as \(Format.address(channel.localAddress))")
+        logger.info("flow \(flow.index) from \(Format.address(flow.client)) opened; the relay sees it coming from port \(channel.localAddress?.port ?? 0)")
         let waiting = flow.waitingForSocket
         flow.waitingForSocket.removeAll()
         for payload in waiting { send(payload, of: flow, toRelay: true) }

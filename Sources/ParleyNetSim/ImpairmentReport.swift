@@ -35,7 +35,7 @@ public struct ImpairmentReport: Sendable {
 
     /// One line for people: "10000 packets, lost 1003 (10.0%), …, delay p50 30.1 ms …".
     public var summary: String {
-        var parts = ["\(packets) packets", "lost \(lost) (\(Format.share(lost, of: packets)))"]
+        var parts = ["\(packets) packet\(packets == 1 ? "" : "s")", "lost \(lost) (\(Format.share(lost, of: packets)))"]
         if queueDropped > 0 { parts.append("queue drops \(queueDropped)") }
         parts.append("duplicated \(duplicated)")
         parts.append("reordered \(reordered)")

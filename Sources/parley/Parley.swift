@@ -7,6 +7,6 @@ struct Parley: ParsableCommand {
         commandName: "parley",
         abstract: "Talk with others through a Parley relay.",
         version: ParleyVersion.string,
-        subcommands: []
+        subcommands: [NetsimCommand.self]
     )
 }
