@@ -60,12 +60,21 @@ public final class ImpairmentProxy: Sendable {
         self.eventLoop = eventLoop
     }
 
-    /// Binds the listening socket and starts forwarding. Both impairments must be valid.
+    /// Binds the listening socket and starts forwarding. Fails with an ``ImpairmentError``
+    /// if an impairment is invalid, or the socket's error if it cannot be bound.
     public static func start(
         _ configuration: Configuration, on eventLoop: any EventLoop,
         logger: Logger = Logger(label: "parley.netsim")
     ) -> EventLoopFuture<ImpairmentProxy> {
-        eventLoop.flatSubmit {
+        do {
+            try configuration.up.validate()
+            try configuration.down.validate()
+        } catch {
+            return eventLoop.makeFailedFuture(error)
+        }
+        precondition(configuration.maximumFlows >= 1, "a proxy needs room for at least one flow")
+        precondition(configuration.idleTimeout > .zero, "the idle timeout must be positive")
+        return eventLoop.flatSubmit {
             let core = NIOLoopBound(ProxyCore(configuration: configuration, eventLoop: eventLoop, logger: logger), eventLoop: eventLoop)
             return DatagramBootstrap(group: eventLoop)
                 .channelOption(.socketOption(.so_rcvbuf), value: ProxyCore.socketBufferBytes)
@@ -167,8 +176,7 @@ final class ProxyCore {
 
     func fromClient(_ envelope: AddressedEnvelope<ByteBuffer>, at now: NIODeadline) {
         guard !isStopped else { return }
-        let time = Int64(now.uptimeNanoseconds)
-        deliverDue(by: time + Self.earlySlack)
+        deliverDue(by: Int64(now.uptimeNanoseconds) + Self.earlySlack)
         guard envelope.data.readableBytes < Self.datagramCapacity else {
             oversizedPackets += 1
             return
@@ -177,11 +185,7 @@ final class ProxyCore {
             refusedPackets += 1
             return
         }
-        flow.lastActivity = now
-        let deliveries = flow.upPipeline.process(sentAtNanoseconds: time, size: envelope.data.readableBytes)
-        for copy in deliveries.indices {
-            dispatch(envelope.data, of: flow, toRelay: true, at: deliveries.nanoseconds(at: copy), now: time)
-        }
+        impair(envelope.data, of: flow, toRelay: true, receivedAt: now)
     }
 
     func fromRelay(_ envelope: AddressedEnvelope<ByteBuffer>, to flow: ProxyFlow, at now: NIODeadline) {
@@ -190,16 +194,23 @@ final class ProxyCore {
             strayPackets += 1
             return
         }
-        let time = Int64(now.uptimeNanoseconds)
-        deliverDue(by: time + Self.earlySlack)
+        deliverDue(by: Int64(now.uptimeNanoseconds) + Self.earlySlack)
         guard envelope.data.readableBytes < Self.datagramCapacity else {
             oversizedPackets += 1
             return
         }
+        impair(envelope.data, of: flow, toRelay: false, receivedAt: now)
+    }
+
+    /// Runs a datagram through its flow's pipeline for its direction and dispatches each copy.
+    private func impair(_ payload: ByteBuffer, of flow: ProxyFlow, toRelay: Bool, receivedAt now: NIODeadline) {
         flow.lastActivity = now
-        let deliveries = flow.downPipeline.process(sentAtNanoseconds: time, size: envelope.data.readableBytes)
+        let time = Int64(now.uptimeNanoseconds)
+        let deliveries = toRelay
+            ? flow.upPipeline.process(sentAtNanoseconds: time, size: payload.readableBytes)
+            : flow.downPipeline.process(sentAtNanoseconds: time, size: payload.readableBytes)
         for copy in deliveries.indices {
-            dispatch(envelope.data, of: flow, toRelay: false, at: deliveries.nanoseconds(at: copy), now: time)
+            dispatch(payload, of: flow, toRelay: toRelay, at: deliveries.nanoseconds(at: copy), now: time)
         }
     }
 

@@ -1,0 +1,180 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ParleyNetSim
+
+/// `parley-bench netsim`: the latency the impairment proxy itself adds when it impairs
+/// nothing.
+///
+/// Two streams run at the same time, each at `--rate` packets a second: one straight from
+/// a sender socket to a receiver socket (the baseline: the kernel's loopback and the event
+/// loops' own wake-ups), one through an unimpaired proxy between the same two event loops.
+/// Every packet carries its send time; the receiver records each one's delay. The proxy's
+/// own latency is the difference between the two distributions, percentile by percentile.
+/// Target (issue 4): under 0.2 ms at p99 at 5,000 packets a second.
+struct NetsimBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "netsim",
+        abstract: "Latency the netsim proxy adds with no impairment, against a direct path in the same run.")
+
+    @Option(help: "Packets a second on each path.")
+    var rate = 5_000
+
+    @Option(help: "Seconds measured, after the warm-up.")
+    var seconds = 10
+
+    @Option(help: "Seconds sent before measuring (not counted).")
+    var warmup = 2
+
+    @Option(help: "UDP payload bytes (a 20 ms Opus voice packet with RTP is about 100–160).")
+    var size = 160
+
+    func validate() throws {
+        guard (100...100_000).contains(rate) else { throw ValidationError("--rate must be 100 to 100000 packets a second.") }
+        guard (1...600).contains(seconds), (0...60).contains(warmup) else {
+            throw ValidationError("--seconds must be 1 to 600 and --warmup 0 to 60.")
+        }
+        guard (16...1400).contains(size) else { throw ValidationError("--size must be 16 to 1400 bytes.") }
+    }
+
+    func run() throws {
+        // One thread sends, one receives, one runs the proxy, as in a real call.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 3)
+        defer { try? group.syncShutdownGracefully() }
+        let senderLoop = group.next()
+        let proxyLoop = group.next()
+        let receiverLoop = group.next()
+        let start = NIODeadline.now()
+        let measureFrom = start + .seconds(Int64(warmup))
+        let total = (warmup + seconds) * rate
+
+        let receiver = try LatencyReceiver.bind(on: receiverLoop, measuringFrom: measureFrom)
+        let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
+        let proxy = try ImpairmentProxy.start(
+            ImpairmentProxy.Configuration(
+                listen: try SocketAddress(ipAddress: "127.0.0.1", port: 0), relay: receiver.address),
+            on: proxyLoop, logger: quiet
+        ).wait()
+        let sender = try DatagramBootstrap(group: senderLoop)
+            .channelOption(.socketOption(.so_sndbuf), value: 4 << 20)
+            .bind(host: "127.0.0.1", port: 0).wait()
+
+        print("netsim proxy latency: \(rate) packets/s of \(size) bytes on each path, \(seconds) s measured after \(warmup) s of warm-up")
+        try Self.send(
+            from: sender, streams: [(0, receiver.address), (1, proxy.localAddress)], count: total, rate: rate, size: size
+        ).wait()
+        Thread.sleep(forTimeInterval: 0.2)
+        let report = try proxy.stop().wait()
+        try sender.close().wait()
+        let (direct, proxied) = try receiver.results().wait()
+        try receiver.close()
+
+        print("")
+        print("                   p50        p99        p99.9      max        measured")
+        print(Self.row("direct", direct))
+        print(Self.row("through proxy", proxied))
+        let added = [50.0, 99, 99.9].map { proxied.percentile($0).inMilliseconds - direct.percentile($0).inMilliseconds }
+        print("added by proxy     " + added.map { Self.milliseconds($0) }.joined(separator: " "))
+        print("ratio proxy/direct " + [50.0, 99, 99.9].map {
+            Self.column(String(format: "%.2f×", proxied.percentile($0).inMilliseconds / direct.percentile($0).inMilliseconds))
+        }.joined(separator: " "))
+        print("")
+        let met = added[1] < 0.2
+        print("target: the proxy adds under 0.200 ms at p99 — \(met ? "met" : "NOT met") (\(String(format: "%.3f", added[1])) ms)")
+        print("proxy's own count: \(report.up.packets) in, \(report.up.delivered) forwarded, \(report.failedSends) failed sends")
+    }
+
+    static func row(_ name: String, _ delays: DelayStatistics) -> String {
+        name.padding(toLength: 19, withPad: " ", startingAt: 0)
+            + [delays.percentile(50), delays.percentile(99), delays.percentile(99.9), delays.maximum]
+                .map { milliseconds($0.inMilliseconds) }.joined(separator: " ")
+            + " \(delays.count) packets"
+    }
+
+    static func milliseconds(_ value: Double) -> String {
+        column(String(format: "%.3f ms", value))
+    }
+
+    static func column(_ text: String) -> String {
+        text.padding(toLength: 10, withPad: " ", startingAt: 0)
+    }
+
+    /// Sends `count` packets on every stream at `rate` a second each, interleaved, every
+    /// packet stamped with the time it is written. The pacer wakes every 100 µs and sends
+    /// what is due, so packets leave evenly rather than in bursts.
+    static func send(
+        from channel: any Channel, streams: [(id: UInt8, to: SocketAddress)], count: Int, rate: Int, size: Int
+    ) -> EventLoopFuture<Void> {
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        let sent = NIOLoopBoundBox.makeBoxSendingValue(0, eventLoop: channel.eventLoop)
+        let start = NIODeadline.now()
+        channel.eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: .microseconds(100)) { task in
+            let elapsed = NIODeadline.now() - start
+            let due = min(count, Int(elapsed.nanoseconds * Int64(rate) / 1_000_000_000) + 1)
+            while sent.value < due {
+                for stream in streams {
+                    var packet = channel.allocator.buffer(capacity: size)
+                    packet.writeInteger(stream.id)
+                    packet.writeInteger(NIODeadline.now().uptimeNanoseconds)
+                    packet.writeRepeatingByte(0, count: size - packet.readableBytes)
+                    channel.write(AddressedEnvelope(remoteAddress: stream.to, data: packet), promise: nil)
+                }
+                sent.value += 1
+            }
+            channel.flush()
+            if sent.value == count {
+                task.cancel()
+                promise.succeed()
+            }
+        }
+        return promise.futureResult
+    }
+}
+
+/// Receives the benchmark's packets and records each one's delay by the stream it is on.
+private final class LatencyReceiver: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    private let measureFrom: NIODeadline
+    private var direct = DelayStatistics()
+    private var proxied = DelayStatistics()
+    private var channel: (any Channel)?
+
+    private init(measureFrom: NIODeadline) { self.measureFrom = measureFrom }
+
+    struct Handle: Sendable {
+        let channel: any Channel
+        let receiver: NIOLoopBound<LatencyReceiver>
+        var address: SocketAddress { channel.localAddress! }
+
+        func results() -> EventLoopFuture<(direct: DelayStatistics, proxied: DelayStatistics)> {
+            let receiver = self.receiver
+            return channel.eventLoop.submit { (receiver.value.direct, receiver.value.proxied) }
+        }
+
+        func close() throws { try channel.close().wait() }
+    }
+
+    static func bind(on eventLoop: any EventLoop, measuringFrom: NIODeadline) throws -> Handle {
+        let receiver = try eventLoop.submit { NIOLoopBound(LatencyReceiver(measureFrom: measuringFrom), eventLoop: eventLoop) }.wait()
+        let channel = try DatagramBootstrap(group: eventLoop)
+            .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
+            .channelOption(.datagramVectorReadMessageCount, value: 16)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 16 * 2048))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(receiver.value) }
+            }
+            .bind(host: "127.0.0.1", port: 0).wait()
+        return Handle(channel: channel, receiver: receiver)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let now = NIODeadline.now()
+        var packet = unwrapInboundIn(data).data
+        guard let stream = packet.readInteger(as: UInt8.self), let sentAt = packet.readInteger(as: UInt64.self) else { return }
+        guard NIODeadline.uptimeNanoseconds(sentAt) >= measureFrom else { return }
+        let delay = Int64(now.uptimeNanoseconds) - Int64(sentAt)
+        if stream == 0 { direct.record(nanoseconds: delay) } else { proxied.record(nanoseconds: delay) }
+    }
+}
