@@ -19,8 +19,8 @@ public struct RateLimiter: Sendable {
     public let bitsPerSecond: Int
     public let queueLimit: Duration
     private let queueLimitNanoseconds: Int64
-    /// When the link finishes sending the last admitted packet.
-    private var linkFreeAt = Int64.min
+    /// When the link finishes sending the last admitted packet; nil before the first.
+    private var linkFreeAt: Int64?
     public private(set) var report = RateLimitReport()
 
     public init(bitsPerSecond: Int, queueLimit: Duration) {
@@ -40,7 +40,7 @@ public struct RateLimiter: Sendable {
     /// the link, or nil when the queue is full and the packet is dropped.
     public mutating func departure(arrival: Int64, size: Int) -> Int64? {
         report.packets += 1
-        let backlog = max(0, linkFreeAt &- arrival)
+        let backlog = linkFreeAt.map { max(0, $0 - arrival) } ?? 0
         let sendTime = transmissionTime(size: size)
         if backlog > 0 && backlog + sendTime > queueLimitNanoseconds {
             report.tailDropped += 1

@@ -106,7 +106,7 @@ struct NetsimCommandTests {
         process.executableURL = Self.parley
         process.arguments = [
             "netsim", "--listen", "127.0.0.1:0", "--to", "127.0.0.1:\(relay.address.port!)",
-            "--delay", "20ms", "--up", "loss=10%", "--seed", "7", "--quiet",
+            "--delay", "20ms", "--up", "loss=10%,rate=1mbit", "--seed", "7", "--quiet",
         ]
         let output = Pipe()
         let error = Pipe()
@@ -124,7 +124,7 @@ struct NetsimCommandTests {
         }
         print(banner)
         let port = try #require(banner.firstMatch(of: /clients → 127\.0\.0\.1:(\d+) →/).flatMap { Int($0.1) })
-        #expect(banner.contains("up   (client → relay): loss 10%, delay 20 ms"))
+        #expect(banner.contains("up   (client → relay): loss 10%, delay 20 ms, rate 1 Mbit/s (queue 200 ms)"))
         #expect(banner.contains("down (relay → client): delay 20 ms"))
 
         let proxy = try SocketAddress(ipAddress: "127.0.0.1", port: port)

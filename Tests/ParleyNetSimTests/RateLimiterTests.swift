@@ -37,6 +37,15 @@ struct RateLimiterTests {
         #expect(zip(departures, departures.dropFirst()).allSatisfy { $1 - $0 >= 10_000_000 })
     }
 
+    @Test func theFirstPacketMayArriveAtAnyTime() {
+        // The proxy passes the monotonic clock's reading: hours, in nanoseconds.
+        var limiter = RateLimiter(bitsPerSecond: 64_000, queueLimit: .milliseconds(200))
+        let uptime: Int64 = 7_200_000_000_000
+        #expect(limiter.departure(arrival: uptime, size: 120) == uptime + 18_500_000)
+        var early = RateLimiter(bitsPerSecond: 64_000, queueLimit: .milliseconds(200))
+        #expect(early.departure(arrival: -5_000_000, size: 120) == 13_500_000)
+    }
+
     @Test func anIdleLinkAcceptsAPacketLongerThanTheQueue() {
         // 1500 bytes at 64 kbit/s take 187.5 ms, more than the 50 ms queue; alone, it still goes.
         var limiter = RateLimiter(bitsPerSecond: 64_000, queueLimit: .milliseconds(50))
