@@ -230,6 +230,9 @@ struct ImpairmentProxyFlowTests {
         print("clean proxy, 400 packets: median delay \(delays[200]) ms, max \(delays.last!) ms")
         let report = try await rig.proxy.report().get()
         #expect(report.up.delivered == 400 && report.down.delivered == 400)
+        print(report.statusLine)
+        #expect(report.statusLine.hasPrefix("netsim 0:0"))
+        #expect(report.statusLine.contains(" · 2 flows · up 400 pkts, lost 0.0%, p50 "))
         try await rig.shutdown()
     }
 
