@@ -11,7 +11,8 @@
 /// Each line is either a one-way delay in milliseconds (a non-negative decimal number) or
 /// the word `loss`. Blank lines are skipped, and `#` starts a comment that runs to the end
 /// of its line. The trace loops: packet *n* gets line *n* modulo its length, so a short
-/// recording covers a long call.
+/// recording covers a long call. In the proxy each flow and direction replays it from its
+/// first line.
 ///
 /// A replayed delay joins the delay stage: it is added to any configured delay, jitter and
 /// spike, and the reorder setting applies (without reordering, a packet still never

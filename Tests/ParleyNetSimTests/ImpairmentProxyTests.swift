@@ -20,6 +20,7 @@ struct ImpairmentProxyTests {
         let reordered: Int
         let delayMean: Double
         let delayDeviation: Double
+        let delayMedian: Double
         let lost: Set<UInt16>
 
         init(_ arrivals: [ProbeArrival], sent: Int) {
@@ -42,6 +43,7 @@ struct ImpairmentProxyTests {
             self.duplicates = duplicates
             self.reordered = reordered
             (delayMean, delayDeviation) = meanAndDeviation(delays)
+            delayMedian = delays.sorted()[delays.count / 2]
             lost = Set((0..<sent).map { UInt16($0) }).subtracting(seen)
         }
 
@@ -118,6 +120,12 @@ struct ImpairmentProxyTests {
             down: Measured(try await clients[3].arrivals(), sent: packets))
         print("reference flow (fixed \(Self.referenceDelay)): up \(reference.up); down \(reference.down)")
         #expect(reference.up.received == packets && reference.down.received == packets)
+        // The correction must stay a correction: a proxy that held every packet 10 ms too
+        // long would show here. (Idle, the median excess is a fraction of a millisecond;
+        // with the machine's load average at 8, about 3 ms.)
+        for machine in [reference.up, reference.down] {
+            #expect(machine.delayMedian - Self.referenceDelay.inMilliseconds < 10, "median excess \(machine.delayMedian - 5) ms")
+        }
 
         var measuredFlows: [(up: Measured, down: Measured)] = []
         for (index, client) in clients.prefix(3).enumerated() {
