@@ -119,7 +119,9 @@ final class ProxyCore {
     /// damaged. No Parley packet comes near.
     static let datagramCapacity = 4096
     static let vectorReadCount = 16
-    static let socketBufferBytes: SocketOptionValue = 1 << 20
+    /// Room for a few seconds of packets, so a stalled machine delays them rather than
+    /// losing them (the kernel caps it at net.core.rmem_max / wmem_max).
+    static let socketBufferBytes: SocketOptionValue = 4 << 20
     /// Client packets held for a flow whose socket is still being bound.
     static let waitingLimit = 256
     /// A datagram due within this much of now is sent now: one timer wake-up less, and
