@@ -1,0 +1,228 @@
+import CoreMetrics
+import Prometheus
+import ParleyWire
+
+/// The relay's metrics, through the swift-metrics API into its own Prometheus registry
+/// (not the process-wide `MetricsSystem`, so that several relays in one test process keep
+/// their figures apart). `AdminServer` serves ``registry`` at `/metrics`.
+///
+/// The per-packet path does not touch these objects: each event loop counts in a plain
+/// ``WorkerStatistics`` and adds its counts here on a timer and before every scrape, so
+/// cores never contend on a shared atomic.
+public final class RelayMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    let factory: PrometheusMetricsFactory
+
+    static let latencyLabel = "parley_relay_forwarding_latency_seconds"
+
+    let packetsReceived: [CoreMetrics.Counter]  // by ReceivedKind
+    let bytesReceived: CoreMetrics.Counter
+    let packetsSent: [CoreMetrics.Counter]  // by SentKind
+    let bytesSent: CoreMetrics.Counter
+    let drops: [CoreMetrics.Counter]  // by DropReason
+    let joinsAccepted: CoreMetrics.Counter
+    let joinsRefused: [ControlMessage.ErrorCode: CoreMetrics.Counter]
+    let rooms: CoreMetrics.Gauge
+    let membersActive: CoreMetrics.Gauge
+    let membersJoining: CoreMetrics.Gauge
+    let removals: [RemovalReason: CoreMetrics.Counter]
+    let forwardingLatency: CoreMetrics.Timer
+    let socketReceiveBuffer: CoreMetrics.Gauge
+    let socketSendBuffer: CoreMetrics.Gauge
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // From loopback to a busy VPS: forwarding takes microseconds, a stall milliseconds.
+        factory.durationHistogramBuckets[Self.latencyLabel] = [
+            .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
+            .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5), .milliseconds(10),
+            .milliseconds(25), .milliseconds(100),
+        ]
+        self.factory = factory
+        packetsReceived = ReceivedKind.allCases.map {
+            CoreMetrics.Counter(label: "parley_relay_packets_received_total", dimensions: [("kind", $0.label)], factory: factory)
+        }
+        bytesReceived = CoreMetrics.Counter(label: "parley_relay_bytes_received_total", factory: factory)
+        packetsSent = SentKind.allCases.map {
+            CoreMetrics.Counter(label: "parley_relay_packets_sent_total", dimensions: [("kind", $0.label)], factory: factory)
+        }
+        bytesSent = CoreMetrics.Counter(label: "parley_relay_bytes_sent_total", factory: factory)
+        drops = DropReason.allCases.map {
+            CoreMetrics.Counter(label: "parley_relay_packets_dropped_total", dimensions: [("reason", $0.label)], factory: factory)
+        }
+        joinsAccepted = CoreMetrics.Counter(label: "parley_relay_joins_total", dimensions: [("result", "accepted")], factory: factory)
+        var refused: [ControlMessage.ErrorCode: CoreMetrics.Counter] = [:]
+        for code in ControlMessage.ErrorCode.allCases where code != .unknown {
+            refused[code] = CoreMetrics.Counter(label: "parley_relay_joins_total", dimensions: [("result", "\(code)".snakeCased)], factory: factory)
+        }
+        joinsRefused = refused
+        rooms = CoreMetrics.Gauge(label: "parley_relay_rooms", factory: factory)
+        membersActive = CoreMetrics.Gauge(label: "parley_relay_members", dimensions: [("state", "active")], factory: factory)
+        membersJoining = CoreMetrics.Gauge(label: "parley_relay_members", dimensions: [("state", "joining")], factory: factory)
+        var removals: [RemovalReason: CoreMetrics.Counter] = [:]
+        for reason in RemovalReason.allCases {
+            removals[reason] = CoreMetrics.Counter(label: "parley_relay_members_removed_total", dimensions: [("reason", reason.label)], factory: factory)
+        }
+        self.removals = removals
+        forwardingLatency = CoreMetrics.Timer(label: Self.latencyLabel, factory: factory)
+        socketReceiveBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_receive_buffer_bytes", factory: factory)
+        socketSendBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_send_buffer_bytes", factory: factory)
+    }
+
+    func joinRefused(_ code: ControlMessage.ErrorCode) {
+        joinsRefused[code]?.increment()
+    }
+
+    func makeStreamGauges(room: String, identity: String) -> StreamGauges {
+        StreamGauges(room: room, identity: identity, factory: factory)
+    }
+
+    /// The Prometheus text exposition of every metric.
+    public func exposition() -> [UInt8] {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(16 << 10)
+        registry.emit(into: &buffer)
+        return buffer
+    }
+}
+
+/// Loss and jitter of one member's streams, labelled by room and identity; destroyed when
+/// the member leaves, so labels do not pile up as people come and go.
+final class StreamGauges: Sendable {
+    /// The member's stream as the relay receives it (our receive statistics).
+    let upstreamLoss: CoreMetrics.Gauge
+    let upstreamJitter: CoreMetrics.Gauge
+    /// What the member reports receiving from the relay (its receiver reports).
+    let downstreamLoss: CoreMetrics.Gauge
+    let downstreamJitter: CoreMetrics.Gauge
+
+    init(room: String, identity: String, factory: PrometheusMetricsFactory) {
+        let dimensions = [("room", room), ("identity", identity)]
+        upstreamLoss = CoreMetrics.Gauge(label: "parley_relay_upstream_loss_ratio", dimensions: dimensions, factory: factory)
+        upstreamJitter = CoreMetrics.Gauge(label: "parley_relay_upstream_jitter_seconds", dimensions: dimensions, factory: factory)
+        downstreamLoss = CoreMetrics.Gauge(label: "parley_relay_downstream_loss_ratio", dimensions: dimensions, factory: factory)
+        downstreamJitter = CoreMetrics.Gauge(label: "parley_relay_downstream_jitter_seconds", dimensions: dimensions, factory: factory)
+    }
+
+    func destroy() {
+        upstreamLoss.destroy()
+        upstreamJitter.destroy()
+        downstreamLoss.destroy()
+        downstreamJitter.destroy()
+    }
+}
+
+/// What arrived, by RFC 7983 demultiplexing.
+enum ReceivedKind: Int, CaseIterable {
+    case rtp, rtcp, control, unknown
+
+    init(_ kind: PacketKind) {
+        switch kind {
+        case .rtp: self = .rtp
+        case .rtcp: self = .rtcp
+        case .control: self = .control
+        case .unknown: self = .unknown
+        }
+    }
+
+    var label: String {
+        switch self {
+        case .rtp: return "rtp"
+        case .rtcp: return "rtcp"
+        case .control: return "control"
+        case .unknown: return "unknown"
+        }
+    }
+}
+
+/// What the relay sent.
+enum SentKind: Int, CaseIterable {
+    /// RTP forwarded to a receiver.
+    case media
+    /// Sender reports forwarded, and the relay's own receiver reports.
+    case rtcp
+    case control
+
+    var label: String {
+        switch self {
+        case .media: return "media"
+        case .rtcp: return "rtcp"
+        case .control: return "control"
+        }
+    }
+}
+
+/// Why a member left the room.
+enum RemovalReason: CaseIterable, Hashable, Sendable {
+    case left, idleTimeout, replaced, neverReady, shutdown
+
+    var label: String {
+        switch self {
+        case .left: return "left"
+        case .idleTimeout: return "idle_timeout"
+        case .replaced: return "replaced"
+        case .neverReady: return "never_ready"
+        case .shutdown: return "shutdown"
+        }
+    }
+}
+
+/// One event loop's counts since its last flush: plain integers, no atomics, because only
+/// that loop writes them.
+struct WorkerStatistics {
+    var receivedPackets = [Int](repeating: 0, count: ReceivedKind.allCases.count)
+    var receivedBytes = 0
+    var sentPackets = [Int](repeating: 0, count: SentKind.allCases.count)
+    var sentBytes = 0
+    var drops = [Int](repeating: 0, count: DropReason.allCases.count)
+
+    @inline(__always) mutating func received(_ kind: ReceivedKind, bytes: Int) {
+        receivedPackets[kind.rawValue] &+= 1
+        receivedBytes &+= bytes
+    }
+
+    @inline(__always) mutating func sent(_ kind: SentKind, bytes: Int, count: Int = 1) {
+        sentPackets[kind.rawValue] &+= count
+        sentBytes &+= bytes &* count
+    }
+
+    @inline(__always) mutating func dropped(_ reason: DropReason) {
+        drops[reason.rawValue] &+= 1
+    }
+
+    /// Adds the counts to `metrics` and starts again from zero.
+    mutating func flush(into metrics: RelayMetrics) {
+        for index in receivedPackets.indices where receivedPackets[index] > 0 {
+            metrics.packetsReceived[index].increment(by: receivedPackets[index])
+            receivedPackets[index] = 0
+        }
+        for index in sentPackets.indices where sentPackets[index] > 0 {
+            metrics.packetsSent[index].increment(by: sentPackets[index])
+            sentPackets[index] = 0
+        }
+        for index in drops.indices where drops[index] > 0 {
+            metrics.drops[index].increment(by: drops[index])
+            drops[index] = 0
+        }
+        if receivedBytes > 0 { metrics.bytesReceived.increment(by: receivedBytes) }
+        if sentBytes > 0 { metrics.bytesSent.increment(by: sentBytes) }
+        receivedBytes = 0
+        sentBytes = 0
+    }
+}
+
+extension String {
+    /// "tokenWrongRoom" → "token_wrong_room", for label values.
+    var snakeCased: String {
+        var result = ""
+        for character in self {
+            if character.isUppercase {
+                result += "_" + character.lowercased()
+            } else {
+                result.append(character)
+            }
+        }
+        return result
+    }
+}
