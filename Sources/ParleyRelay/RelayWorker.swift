@@ -34,6 +34,9 @@ final class RelayWorker: @unchecked Sendable {
     /// retransmitted leave (the address was proven, so answering it is safe).
     private var departures: [PeerAddress: Departure] = [:]
     private var strangerReplies: SourceRateLimiter
+    /// Join attempts that need a token check, per source and overall: a valid token must not
+    /// let one address churn the room directory (each join takes the rooms lock).
+    private var joinAttempts: SourceRateLimiter
     /// Lines about strangers are limited too, or a flood would fill the disk.
     private var strangerLogs: RateLimiter
     private(set) var statistics = WorkerStatistics()
@@ -73,6 +76,7 @@ final class RelayWorker: @unchecked Sendable {
         strangerReplies = SourceRateLimiter(
             perSourcePerSecond: limits.errorRepliesPerSecondPerSource, globalPerSecond: limits.errorRepliesPerSecond, nowNanoseconds: now)
         strangerLogs = RateLimiter(ratePerSecond: 5, burst: 20, nowNanoseconds: now)
+        joinAttempts = SourceRateLimiter(perSourcePerSecond: 10, globalPerSecond: 2_000, nowNanoseconds: now)
         forwardedReadTimes.reserveCapacity(4096)
     }
 
@@ -324,6 +328,7 @@ final class RelayWorker: @unchecked Sendable {
             if existing.joinedMessage.count <= size { send(existing.joinedMessage, to: address, kind: .control) }
             return
         }
+        guard joinAttempts.allow(peer, nowNanoseconds: now) else { return drop(.rateLimited) }
         if let problem = ParleyNames.problem(withRoom: join.room) {
             metrics.joinRefused(.malformedRequest)
             refuseJoin(.malformedRequest, message: problem, logReason: "bad room name: \(problem)", sequence: message.sequence,
