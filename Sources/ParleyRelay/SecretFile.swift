@@ -93,11 +93,11 @@ public struct SecretFile: Sendable {
     }
 }
 
-/// Reading a small text file with errors a person understands.
-enum FileText {
+/// Reading a small text file (secret, config) with errors a person understands.
+public enum FileText {
     static let maximumSize = 1 << 20
 
-    static func read(path: String, what: String, hint: String) throws(ConfigurationError) -> String {
+    public static func read(path: String, what: String, hint: String) throws(ConfigurationError) -> String {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             let reason = String(cString: strerror(errno))

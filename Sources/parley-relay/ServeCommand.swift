@@ -70,10 +70,10 @@ struct ServeCommand: ParsableCommand {
         var file: KeyValueFile?
         let configPath = config ?? environment["PARLEY_RELAY_CONFIG"]
         if let configPath {
-            file = try KeyValueFile(parsing: FileTextReader.read(configPath, what: "config file"), source: configPath)
+            file = try KeyValueFile(parsing: FileText.read(path: configPath, what: "config file", hint: Self.configHint), source: configPath)
         } else if access(RelayConfiguration.defaultConfigFile, F_OK) == 0 {
-            file = try KeyValueFile(parsing: FileTextReader.read(RelayConfiguration.defaultConfigFile, what: "config file"),
-                                    source: RelayConfiguration.defaultConfigFile)
+            let path = RelayConfiguration.defaultConfigFile
+            file = try KeyValueFile(parsing: FileText.read(path: path, what: "config file", hint: Self.configHint), source: path)
         }
         let configuration = try RelayConfiguration.resolve(flags: flags.compactMapValues { $0 }, environment: environment, file: file)
 
@@ -112,6 +112,8 @@ struct ServeCommand: ParsableCommand {
         withExtendedLifetime(sources) {}
     }
 
+    static let configHint = "check the path given with --config or PARLEY_RELAY_CONFIG"
+
     static func environment() -> [String: String] {
         var result: [String: String] = [:]
         var pointer = environ
@@ -123,27 +125,5 @@ struct ServeCommand: ParsableCommand {
             pointer += 1
         }
         return result
-    }
-}
-
-/// Reads a text file for the command line, with a message naming it when that fails.
-enum FileTextReader {
-    static func read(_ path: String, what: String) throws(ConfigurationError) -> String {
-        guard let file = fopen(path, "r") else {
-            throw ConfigurationError("cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
-        }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 8192)
-        while true {
-            let count = fread(&chunk, 1, chunk.count, file)
-            if count == 0 { break }
-            bytes += chunk[..<count]
-            if bytes.count > 1 << 20 { throw ConfigurationError("the \(what) \(path) is larger than 1 MiB; is it the right file?") }
-        }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw ConfigurationError("the \(what) \(path) is not UTF-8 text")
-        }
-        return text
     }
 }

@@ -7,80 +7,96 @@ import Glibc
 #endif
 
 /// The admin port over real HTTP, and the `parley-relay` binary as a person runs it.
-@Suite("Admin port and command line", .serialized)
-struct AdminAndCommandLineTests {
-    @Test func metricsParseAsPrometheusAndPerStreamSeriesLeaveWithTheirMember() throws {
-        let fixture = try RelayFixture.start()
-        defer { fixture.relay.shutdown() }
-        let members = try fixture.room("metrics", size: 2)
-        for sequence in 0..<30 { members[0].sendRTP(sequence: UInt16(sequence)) }
-        members[1].pump(timeout: 2) { $0.mediaInbox.count >= 30 }
-        usleep(1_200_000)  // one receiver report interval, so the upstream gauges are set
-        let adminPort = fixture.relay.adminAddress!.port!
-        let (status, body) = try httpGet(port: adminPort, path: "/metrics")
-        #expect(status == 200)
-        try checkPrometheusText(body)
-        #expect(metricValue(body, #"parley_relay_packets_sent_total{kind="media"}"#) == 30)
-        #expect(metricValue(body, #"parley_relay_members{state="active"}"#) == 2)
-        #expect(metricValue(body, "parley_relay_rooms") == 1)
-        #expect(body.contains(#"parley_relay_upstream_loss_ratio{room="metrics",identity="member-0"}"#))
-        #expect(body.contains(#"parley_relay_forwarding_latency_seconds_bucket{le="0.001"}"#))
-        #expect(try httpGet(port: adminPort, path: "/healthz") == (200, "ok\n"))
-        #expect(try httpGet(port: adminPort, path: "/nope").0 == 404)
+extension RelayOverUDP {
+    @Suite("Admin port and command line")
+    struct AdminAndCommandLineTests {
+        @Test func metricsParseAsPrometheusAndPerStreamSeriesLeaveWithTheirMember() throws {
+            let fixture = try RelayFixture.start()
+            defer { fixture.relay.shutdown() }
+            let members = try fixture.room("metrics", size: 2)
+            for sequence in 0..<30 { members[0].sendRTP(sequence: UInt16(sequence)) }
+            members[1].pump(timeout: 2) { $0.mediaInbox.count >= 30 }
+            usleep(1_200_000)  // one receiver report interval, so the upstream gauges are set
+            let adminPort = fixture.relay.adminAddress!.port!
+            let (status, body) = try httpGet(port: adminPort, path: "/metrics")
+            #expect(status == 200)
+            try checkPrometheusText(body)
+            #expect(metricValue(body, #"parley_relay_packets_sent_total{kind="media"}"#) == 30)
+            #expect(metricValue(body, #"parley_relay_members{state="active"}"#) == 2)
+            #expect(metricValue(body, "parley_relay_rooms") == 1)
+            #expect(body.contains(#"parley_relay_upstream_loss_ratio{room="metrics",identity="member-0"}"#))
+            #expect(body.contains(#"parley_relay_forwarding_latency_seconds_bucket{le="0.001"}"#))
+            #expect(try httpGet(port: adminPort, path: "/healthz") == (200, "ok\n"))
+            #expect(try httpGet(port: adminPort, path: "/nope").0 == 404)
 
-        members[0].send(ControlMessage(sequence: 1, isReliable: true, body: .leave(.init())))
-        #expect(members[1].waitForRoster(["member-1"]))
-        let after = try httpGet(port: adminPort, path: "/metrics").1
-        #expect(!after.contains(#"identity="member-0""#), "the leaver's per-stream series are gone")
-        #expect(metricValue(after, #"parley_relay_members_removed_total{reason="left"}"#) == 1)
-    }
+            members[0].send(ControlMessage(sequence: 1, isReliable: true, body: .leave(.init())))
+            #expect(members[1].waitForRoster(["member-1"]))
+            let after = try httpGet(port: adminPort, path: "/metrics").1
+            #expect(!after.contains(#"identity="member-0""#), "the leaver's per-stream series are gone")
+            #expect(metricValue(after, #"parley_relay_members_removed_total{reason="left"}"#) == 1)
+        }
 
-    // MARK: The binary
+        // MARK: The binary
 
-    @Test func keygenTokenAndServeWorkTogetherAndSIGTERMEndsWithinTwoSeconds() throws {
-        let secret = "/tmp/parley-cli-test-\(getpid()).secret"
-        defer { unlink(secret) }
-        let keygen = try run(["keygen", "--out", secret])
-        #expect(keygen.status == 0)
-        #expect(try run(["keygen", "--out", secret]).status == 2, "refuses to overwrite without --force")
+        @Test func keygenTokenAndServeWorkTogetherAndSIGTERMEndsWithinTwoSeconds() throws {
+            let secret = "/tmp/parley-cli-test-\(getpid()).secret"
+            defer { unlink(secret) }
+            let keygen = try run(["keygen", "--out", secret])
+            #expect(keygen.status == 0)
+            #expect(try run(["keygen", "--out", secret]).status == 2, "refuses to overwrite without --force")
 
-        let token = try run(["token", "--secret-file", secret, "--room", "standup", "--identity", "ada", "--ttl", "2h", "--relay", "127.0.0.1:7800"])
-        #expect(token.status == 0)
-        let lines = token.output.split(separator: "\n")
-        let invite = try InviteURL(parsing: String(lines.last ?? ""))
-        #expect(invite.room == "standup" && invite.port == 7800 && invite.token == String(lines.first ?? ""))
+            let token = try run(["token", "--secret-file", secret, "--room", "standup", "--identity", "ada", "--ttl", "2h", "--relay", "127.0.0.1:7800"])
+            #expect(token.status == 0)
+            let lines = token.output.split(separator: "\n")
+            let invite = try InviteURL(parsing: String(lines.last ?? ""))
+            #expect(invite.room == "standup" && invite.port == 7800 && invite.token == String(lines.first ?? ""))
 
-        let server = try spawn(["serve", "--secret-file", secret, "--listen", "127.0.0.1:0", "--admin", "off", "--log-level", "warning"])
-        usleep(800_000)
-        kill(server.pid, SIGTERM)
-        let started = now()
-        var status: Int32 = 0
-        waitpid(server.pid, &status, 0)
-        let took = now() - started
-        print("serve exited \((status >> 8) & 0xFF) \(Int(took * 1000)) ms after SIGTERM")
-        #expect(status & 0x7F == 0 && (status >> 8) & 0xFF == 0)
-        #expect(took < 2)
-    }
+            // serve, with a member in a room; SIGTERM tells the member goodbye and exits 0 within 2 s.
+            let port = freeUDPPort()
+            let server = try spawn(["serve", "--secret-file", secret, "--listen", "127.0.0.1:\(port)", "--admin", "off", "--log-level", "warning"])
+            defer { kill(server.pid, SIGKILL) }
+            let member = TestClient(relayPort: Int(port))
+            guard case .joined = member.join(room: "standup", token: String(lines.first ?? ""), ssrc: 7), member.ready() else {
+                Issue.record("could not join the spawned relay"); return
+            }
+            kill(server.pid, SIGTERM)
+            let started = now()
+            var status: Int32 = 0
+            member.pump(timeout: 2) { !$0.goodbyes.isEmpty }
+            waitpid(server.pid, &status, 0)
+            let took = now() - started
+            print("serve exited \((status >> 8) & 0xFF) \(Int(took * 1000)) ms after SIGTERM; the member heard: \(member.goodbyes.map(\.reason))")
+            #expect(member.goodbyes.first?.reason == .relayShuttingDown)
+            #expect(status & 0x7F == 0 && (status >> 8) & 0xFF == 0)
+            #expect(took < 2)
+        }
 
-    @Test func badFlagsExitWithTwoAndSayWhatToFix() throws {
-        let cases: [([String], String)] = [
-            (["serve", "--max-rooms", "lots", "--secret-file", "/nonexistent"], "--max-rooms is \"lots\""),
-            (["serve", "--listen", "nowhere"], "--listen is \"nowhere\""),
-            (["serve", "--secret-file", "/nonexistent/secret", "--listen", "127.0.0.1:0", "--admin", "off"], "keygen"),
-            (["token", "--room", "bad room", "--identity", "ada"], "--room"),
-            (["token", "--room", "r", "--identity", "ada", "--ttl", "forever"], "--ttl"),
-            (["serve", "--no-such-flag"], "no-such-flag"),
-        ]
-        for (arguments, expected) in cases {
-            let result = try run(arguments)
-            print("parley-relay \(arguments.joined(separator: " ")) → \(result.status): \(result.errors.split(separator: "\n").first ?? "")")
-            #expect(result.status == 2, "\(arguments)")
-            #expect(result.errors.contains(expected), "\(arguments): \(result.errors)")
+        @Test func badFlagsExitWithTwoAndSayWhatToFix() throws {
+            let cases: [([String], String)] = [
+                (["serve", "--max-rooms", "lots", "--secret-file", "/nonexistent"], "--max-rooms is \"lots\""),
+                (["serve", "--listen", "nowhere"], "--listen is \"nowhere\""),
+                (["serve", "--secret-file", "/nonexistent/secret", "--listen", "127.0.0.1:0", "--admin", "off"], "keygen"),
+                (["token", "--room", "bad room", "--identity", "ada"], "--room"),
+                (["token", "--room", "r", "--identity", "ada", "--ttl", "forever"], "--ttl"),
+                (["serve", "--no-such-flag"], "no-such-flag"),
+            ]
+            for (arguments, expected) in cases {
+                let result = try run(arguments)
+                print("parley-relay \(arguments.joined(separator: " ")) → \(result.status): \(result.errors.split(separator: "\n").first ?? "")")
+                #expect(result.status == 2, "\(arguments)")
+                #expect(result.errors.contains(expected), "\(arguments): \(result.errors)")
+            }
         }
     }
 }
 
 // MARK: Helpers
+
+/// A UDP port nothing listens on right now.
+func freeUDPPort() -> UInt16 {
+    let probe = TestClient(relayPort: 9)
+    return probe.port
+}
 
 /// The `parley-relay` binary built beside the test bundle.
 func relayBinary() throws -> String {

@@ -226,7 +226,7 @@ struct RelayFixture {
         configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
         configuration.admin = HostAndPort(host: "127.0.0.1", port: 0)
         configuration.threads = threads
-        configuration.socketBufferBytes = 1 << 20
+        configuration.socketBufferBytes = 4 << 20
         // Test clients that stop reading never ack goodbye; don't wait a full second for them.
         configuration.shutdownGraceMilliseconds = 300
         configure(&configuration)
@@ -273,3 +273,8 @@ func unixNow() -> Int64 {
     clock_gettime(CLOCK_REALTIME, &now)
     return Int64(now.tv_sec)
 }
+
+/// Every test that runs a relay over real sockets, one at a time: the overload and hostile
+/// input tests load the machine on purpose, and the others assert that nothing is lost.
+@Suite("The relay over real UDP", .serialized)
+enum RelayOverUDP {}
