@@ -10,9 +10,7 @@ struct KeygenCommand: ParsableCommand {
 
           parley-relay keygen --out /etc/parley/relay.secret
 
-        The file holds `token-secret = …` (32 random bytes, base64) with comments; it is never
-        overwritten unless you pass --force, because every token signed with the old secret
-        stops working.
+        The file holds `token-secret = …` (32 random bytes, base64) with comments; it is never overwritten unless you pass --force, because every token signed with the old secret stops working.
         """
     )
 

@@ -14,9 +14,7 @@ struct ServeCommand: ParsableCommand {
         commandName: "serve",
         abstract: "Run the relay: forward each member's audio to the rest of its room.",
         discussion: """
-        Settings come from flags, then PARLEY_RELAY_* environment variables, then the config
-        file, then defaults; the same names work everywhere (--max-rooms, PARLEY_RELAY_MAX_ROOMS,
-        max-rooms = 500). Example:
+        Settings come from flags, then PARLEY_RELAY_* environment variables, then the config file, then defaults; the same names work everywhere (--max-rooms, PARLEY_RELAY_MAX_ROOMS, max-rooms = 500). Example:
 
           parley-relay serve --listen 0.0.0.0:7800 --admin 127.0.0.1:9800 \\
               --secret-file /etc/parley/relay.secret --max-members-per-room 20

@@ -18,9 +18,7 @@ struct TokenCommand: ParsableCommand {
           parley-relay token --secret-file /etc/parley/relay.secret --room standup --identity ada \\
               --ttl 7d --relay relay.example.org:7800
 
-        prints the token, then parley://relay.example.org:7800/standup?token=… which `parley join`
-        accepts. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub), so a web
-        app holding the same secret can mint them too.
+        prints the token, then parley://relay.example.org:7800/standup?token=… which the client accepts. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub), so a web app holding the same secret can mint them too.
         """
     )
 
