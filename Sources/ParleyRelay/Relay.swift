@@ -190,6 +190,7 @@ public final class Relay: Sendable {
         logger.notice("relay shutting down; telling members goodbye")
         let workers = core.allWorkers
         let started = monotonicNanoseconds()
+        core.beginShutdown()
         for worker in workers { worker.eventLoop.execute { worker.beginShutdown() } }
         // Retransmissions run on the loops' ticks; wait for acks or the grace period.
         let grace = UInt64(configuration.shutdownGraceMilliseconds) * 1_000_000

@@ -19,6 +19,8 @@ final class RelayCore: Sendable {
 
     private struct Rooms {
         var directory: RoomDirectory
+        /// Once the relay is stopping, members hear goodbye, not rosters of a room emptying.
+        var isShuttingDown = false
         var sessions: [UInt64: Session] = [:]
         var nextSessionID: UInt64 = 1
     }
@@ -104,9 +106,13 @@ final class RelayCore: Sendable {
         }
     }
 
+    func beginShutdown() {
+        rooms.withLock { $0.isShuttingDown = true }
+    }
+
     /// Builds the room's snapshot and roster and sends them to each active member's loop.
     private func publish(_ roomName: String, in rooms: borrowing Rooms) {
-        guard let room = rooms.directory[roomName] else { return }
+        guard !rooms.isShuttingDown, let room = rooms.directory[roomName] else { return }
         let active = room.members.filter(\.isActive).compactMap { rooms.sessions[$0.sessionID] }
         let snapshot = RoomSnapshot(version: room.version, receivers: active.map(\.receiver))
         let roster = ControlMessage.Roster.pages(version: room.version, members: room.roster, maximumMessageSize: RelayWorker.maximumRosterMessageSize)
