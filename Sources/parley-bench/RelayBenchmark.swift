@@ -51,6 +51,10 @@ struct RelayBenchmark: ParsableCommand {
     var fixedRooms: Int?
     @Flag(help: "Skip the baseline forwarder (for profiling the relay).")
     var relayOnly = false
+    @Flag(help: "Instead of the capacity search: rooms sized at the relay's capacity (found, or --fixed-rooms), 5 s at --overload-factor times 50 packets/s per talker, then half of what the relay delivered while overloaded, and how soon every stream forwards without loss again.")
+    var overload = false
+    @Option(help: "With --overload: how many times 50 packets/s each talker sends during the overload.")
+    var overloadFactor: Int = 10
     @Flag(help: "Print the results as JSON on stdout.")
     var json = false
 
@@ -74,6 +78,25 @@ struct RelayBenchmark: ParsableCommand {
             throw ValidationError("--fanouts takes numbers from 1 to 50, e.g. 1,4,9")
         }
         var results: [FanoutResult] = []
+        if overload {
+            var reports: [OverloadResult] = []
+            for fanout in fanoutList {
+                let rooms = try fixedRooms ?? findCapacity(fanout: fanout) { try RelayProcess(binary: binary, cpu: forwarderCPU, nice: nice) }.maximum.rooms
+                let relay = try RelayProcess(binary: binary, cpu: forwarderCPU, nice: nice)
+                defer { relay.stop() }
+                let generator = try LoadGenerator(rooms: rooms, members: fanout + 1, payload: payload, forwarder: relay)
+                var result = generator.runOverload(factor: overloadFactor)
+                result.fanout = fanout
+                log(result.line)
+                reports.append(result)
+            }
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                print(String(decoding: try encoder.encode(reports), as: UTF8.self))
+            }
+            return
+        }
         if let fixedRooms {
             for fanout in fanoutList {
                 let trial = try runTrial(rooms: fixedRooms, members: fanout + 1, forwarder: RelayProcess(binary: binary, cpu: forwarderCPU, nice: nice))
@@ -189,6 +212,31 @@ struct TrialResult: Codable {
     }
 }
 
+struct OverloadResult: Codable {
+    var fanout = 0
+    var rooms: Int
+    var members: Int
+    /// Copies per second the rooms ask for at 50 packets/s per talker.
+    var capacityPacketsPerSecond: Double
+    var overloadOfferedPacketsPerSecond: Double
+    var overloadDeliveredPacketsPerSecond: Double
+    var calmOfferedPacketsPerSecond: Double
+    /// From the moment the load fell to half, how long until every stream had no loss.
+    var recoveryMilliseconds: Double
+    var streams: Int
+    /// Streams that lost a packet sent 1 s or more after the load fell.
+    var streamsLosingAfterOneSecond: Int
+
+    var overloadFactorText: String {
+        let tenths = Int((overloadOfferedPacketsPerSecond / max(overloadDeliveredPacketsPerSecond, 1) * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+
+    var line: String {
+        "fan-out \(fanout), \(rooms) rooms × \(members): overload offered \(Int(overloadOfferedPacketsPerSecond))/s for 5 s, delivered \(Int(overloadDeliveredPacketsPerSecond))/s (\(overloadFactorText)× what it sustains); then half of that, \(Int(calmOfferedPacketsPerSecond))/s: every one of \(streams) streams forwarded without loss from \(Int(recoveryMilliseconds)) ms after the load fell; streams losing after 1 s: \(streamsLosingAfterOneSecond)"
+    }
+}
+
 struct Capacity: Codable {
     var maximum: TrialResult
     var halfLoad: TrialResult
@@ -282,7 +330,10 @@ final class RelayProcess: Forwarder {
         try SecretFile(tokenSecret: secret).write(path: secretPath, overwrite: true)
         let arguments = ["nice", "-n", "\(nice)", "taskset", "-c", "\(cpu)", binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "off",
                          "--threads", "1", "--secret-file", secretPath, "--log-level", "error",
-                         "--max-rooms", "10000", "--socket-buffer", "4MiB"]
+                         "--max-rooms", "10000", "--socket-buffer", "4MiB",
+                         // The overload test sends up to 10× 50 packets/s per member; the
+                         // per-member limit is not what is being measured.
+                         "--max-packet-rate", "1000"]
         let argv = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var child: pid_t = 0
@@ -641,6 +692,96 @@ final class LoadGenerator {
             latencyP50Microseconds: quantile(0.5), latencyP99Microseconds: quantile(0.99), latencyP999Microseconds: quantile(0.999),
             forwarderCPUPercent: (cpuAtEnd - cpuAtStart) / seconds * 100,
             generatorCPUPercent: (generatorCPUAtEnd - generatorCPUAtStart) / seconds * 100)
+    }
+
+    /// 0.5 s at 50 packets/s per talker; 5 s at `factor` × 50; then 3 s at half of what the
+    /// forwarder delivered while overloaded (its sustainable rate, measured, not assumed).
+    /// Returns how soon after the load fell every stream was whole again.
+    func runOverload(factor: Int) -> OverloadResult {
+        let talkers = members.count
+        let copies = membersPerRoom - 1
+        var packet = [UInt8](repeating: 0, count: 12 + payload)
+        var overloadSent = 0, overloadReceived = 0
+        var calmInterval = 0.02, calmCount = 0
+        var calmStart = 0.0
+        var received: [Bool] = []  // [(receiver × P + sender slot) × calmCount + k]
+        var calmSentAt: [Double] = []  // [talker × calmCount + k]
+
+        func phase(_ from: Double, _ to: Double, interval: Double, flag: UInt8) {
+            var cursor = 0, round = 0
+            while true {
+                let now = monotonic()
+                if now >= to { break }
+                let stamp = monotonicNanoseconds()
+                while socket.queued < MultiAddressSocket.batch {
+                    let due = from + interval * (Double(round) + Double(cursor) / Double(talkers))
+                    guard due <= now, due < to else { break }
+                    members[cursor].sequence &+= 1
+                    fill(&packet, member: members[cursor], stamp: stamp, inWindow: false)
+                    packet[20] = flag
+                    if flag == 2 {
+                        packet[21] = UInt8(truncatingIfNeeded: round >> 8)
+                        packet[22] = UInt8(truncatingIfNeeded: round)
+                        if round < calmCount { calmSentAt[cursor * calmCount + round] = monotonic() }
+                    }
+                    if flag == 3 { overloadSent += 1 }
+                    socket.queue(packet, from: members[cursor].address)
+                    cursor += 1
+                    if cursor == talkers { cursor = 0; round += 1 }
+                }
+                socket.flush()
+                socket.receive { destination, bytes in
+                    guard bytes.count >= 23, bytes[bytes.startIndex] >> 6 == 2,
+                          let receiver = memberIndex(destination), receiver < members.count else { return }
+                    let ssrc = UInt32(bytes[bytes.startIndex + 8]) << 24 | UInt32(bytes[bytes.startIndex + 9]) << 16
+                        | UInt32(bytes[bytes.startIndex + 10]) << 8 | UInt32(bytes[bytes.startIndex + 11])
+                    let slot = Int(ssrc - 1) % 100
+                    switch bytes[bytes.startIndex + 20] {
+                    case 3: overloadReceived += 1
+                    case 2:
+                        let k = Int(bytes[bytes.startIndex + 21]) << 8 | Int(bytes[bytes.startIndex + 22])
+                        if k < calmCount { received[(receiver * membersPerRoom + slot) * calmCount + k] = true }
+                    default: break
+                    }
+                }
+                socket.flush()
+            }
+        }
+        let start = monotonic()
+        phase(start, start + 0.5, interval: 1.0 / 50, flag: 0)
+        phase(start + 0.5, start + 5.5, interval: 1.0 / (50 * Double(factor)), flag: 3)
+        // Half of what got through while overloaded, spread over the talkers.
+        let delivered = Double(overloadReceived) / 5
+        let calmPerTalker = max(1, delivered / 2 / Double(talkers * copies))
+        calmInterval = 1 / calmPerTalker
+        calmCount = Int(3 * calmPerTalker) + 1
+        received = [Bool](repeating: false, count: talkers * membersPerRoom * calmCount)
+        calmSentAt = [Double](repeating: 0, count: talkers * calmCount)
+        calmStart = monotonic()
+        phase(calmStart, calmStart + 3, interval: calmInterval, flag: 2)
+        phase(calmStart + 3, calmStart + 3.5, interval: 1000, flag: 0)  // receive the tail
+
+        var recovery = 0.0, losingLate = 0, streams = 0
+        for receiver in 0..<talkers {
+            let room = members[receiver].room
+            for slot in 0..<membersPerRoom {
+                let sender = room * membersPerRoom + slot
+                guard sender != receiver else { continue }
+                streams += 1
+                let base = (receiver * membersPerRoom + slot) * calmCount
+                guard let lastMissing = (0..<calmCount).last(where: { !received[base + $0] && calmSentAt[sender * calmCount + $0] > 0 }) else { continue }
+                let sentAt = calmSentAt[sender * calmCount + lastMissing]
+                recovery = max(recovery, sentAt + calmInterval - calmStart)
+                if sentAt - calmStart >= 1 { losingLate += 1 }
+            }
+        }
+        return OverloadResult(
+            rooms: roomsCount, members: membersPerRoom,
+            capacityPacketsPerSecond: Double(talkers) * 50 * Double(copies),
+            overloadOfferedPacketsPerSecond: Double(overloadSent) / 5 * Double(copies),
+            overloadDeliveredPacketsPerSecond: delivered,
+            calmOfferedPacketsPerSecond: Double(talkers) * calmPerTalker * Double(copies),
+            recoveryMilliseconds: recovery * 1000, streams: streams, streamsLosingAfterOneSecond: losingLate)
     }
 
     /// RTP header, then the send time (8 bytes), then a flag saying whether it counts.
