@@ -24,12 +24,12 @@ final class RelayWorker: @unchecked Sendable {
     unowned let core: RelayCore
     let limits: RelayLimits
     let metrics: RelayMetrics
-    var logger: Logger
+    let logger: Logger
 
     // MARK: Loop-confined state
 
     /// Members whose datagrams arrive on this loop, by source address.
-    private var sessions: [PeerAddress: Session] = [:]
+    @exclusivity(unchecked) private var sessions: [PeerAddress: Session] = [:]
     /// Sessions that ended recently, kept a few seconds to retransmit goodbye and to ack a
     /// retransmitted leave (the address was proven, so answering it is safe).
     private var departures: [PeerAddress: Departure] = [:]
@@ -39,12 +39,15 @@ final class RelayWorker: @unchecked Sendable {
     private var joinAttempts: SourceRateLimiter
     /// Lines about strangers are limited too, or a flood would fill the disk.
     private var strangerLogs: RateLimiter
-    private(set) var statistics = WorkerStatistics()
+    // The hot path's state is touched by this loop's thread only, never re-entrantly, so the
+    // runtime's dynamic exclusivity checks (a thread-local access set per access, several
+    // percent of the relay's CPU at fan-out 1) are turned off for it.
+    @exclusivity(unchecked) private(set) var statistics = WorkerStatistics()
     /// Set while the handler is in a pipeline; the writes go through it.
-    private var context: ChannelHandlerContext?
-    private var unflushedWrites = 0
+    @exclusivity(unchecked) private var context: ChannelHandlerContext?
+    @exclusivity(unchecked) private var unflushedWrites = 0
     /// Read times of packets forwarded since the last flush, for the latency histogram.
-    private var forwardedReadTimes: [UInt64] = []
+    @exclusivity(unchecked) private var forwardedReadTimes: [UInt64] = []
     private var isShuttingDown = false
     private var lastStatisticsFlush: UInt64 = 0
 
@@ -129,20 +132,14 @@ final class RelayWorker: @unchecked Sendable {
     /// An RTP packet from a member: to every other active member of its room, exactly once,
     /// payload untouched.
     private func forwardMedia(_ buffer: ByteBuffer, from session: Session, now: UInt64) {
-        guard session.rateLimiter.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
-        guard session.state == .active else { return drop(.notActive) }
-        guard session.canPublish else { return drop(.publishNotAllowed) }
-        let header = buffer.withUnsafeReadableBytes { raw -> (ssrc: UInt32, sequence: UInt16, timestamp: UInt32)? in
-            guard let view = try? RTPPacketView(parsing: raw) else { return nil }
-            return (view.ssrc, view.sequenceNumber, view.timestamp)
+        let decision = buffer.withUnsafeReadableBytes { packet in
+            Forwarder.admit(packet, from: &session.media, isActive: session.state == .active, nowNanoseconds: now)
         }
-        guard let header else { return drop(.malformed) }
-        guard header.ssrc == session.ssrc else { return drop(.foreignSSRC) }
+        guard decision == .forward else {
+            if case let .drop(reason) = decision { drop(reason) }
+            return
+        }
         session.lastHeardNanoseconds = now
-        if session.reception == nil {
-            session.reception = RTPReceptionStatistics(ssrc: session.ssrc, clockRate: 48_000, firstSequence: header.sequence)
-        }
-        session.reception!.record(sequence: header.sequence, rtpTimestamp: header.timestamp, arrivalNanoseconds: now)
         let copies = writeToOthers(buffer, from: session, kind: .media)
         if copies > 0 && forwardedReadTimes.count < forwardedReadTimes.capacity {
             forwardedReadTimes.append(now)
@@ -154,6 +151,7 @@ final class RelayWorker: @unchecked Sendable {
     private func writeToOthers(_ buffer: ByteBuffer, from session: Session, kind: SentKind) -> Int {
         guard let context else { return 0 }
         let receivers = session.forwarding.receivers
+        let allocator = context.channel.allocator
         var copies = 0
         // A full socket queue sheds this packet for everyone; the stream itself goes on
         // with the next packet, since nothing is left queued behind it.
@@ -162,7 +160,7 @@ final class RelayWorker: @unchecked Sendable {
             return 0
         }
         for receiver in receivers where receiver.sessionID != session.id {
-            let sealed = receiver.protector.seal(buffer, allocator: context.channel.allocator)
+            let sealed = receiver.protector.seal(buffer, allocator: allocator)
             // nil promise: no allocation for a completion nobody waits on.
             context.write(NIOAny(AddressedEnvelope(remoteAddress: receiver.address, data: sealed)), promise: nil)
             copies += 1
@@ -195,7 +193,7 @@ final class RelayWorker: @unchecked Sendable {
     /// Sender reports go downstream unchanged (they carry the sender's NTP↔RTP mapping);
     /// report blocks feed the member's downstream gauges; NACKs are not served.
     private func receiveRTCP(_ buffer: ByteBuffer, from session: Session, now: UInt64) {
-        guard session.rateLimiter.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
+        guard session.media.rateLimiter.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
         guard session.state == .active else { return drop(.notActive) }
         let packets = buffer.withUnsafeReadableBytes { raw in try? RTCPCompoundPacket.parse(raw) }
         guard let packets else { return drop(.malformed) }
@@ -205,7 +203,7 @@ final class RelayWorker: @unchecked Sendable {
             switch packet {
             case let .senderReport(report):
                 guard report.ssrc == session.ssrc else { return drop(.foreignSSRC) }
-                session.reception?.recordSenderReport(report.ntpTimestamp, arrivalNanoseconds: now)
+                session.media.reception?.recordSenderReport(report.ntpTimestamp, arrivalNanoseconds: now)
                 hasSenderReport = true
                 blocks += report.reportBlocks
             case let .receiverReport(report):
@@ -231,9 +229,9 @@ final class RelayWorker: @unchecked Sendable {
     /// A receiver report from the relay's SSRC about the member's stream, about once a second,
     /// so the client can drive its encoder's FEC and bitrate from the loss it sees.
     private func sendReceiverReport(to session: Session, now: UInt64) {
-        guard var reception = session.reception, reception.isValid else { return }
+        guard var reception = session.media.reception, reception.isValid else { return }
         let block = reception.makeReportBlock(nowNanoseconds: now)
-        session.reception = reception
+        session.media.reception = reception
         session.lastReceiverReportNanoseconds = now
         session.gauges?.upstreamLoss.record(block.lossFraction)
         session.gauges?.upstreamJitter.record(reception.jitterSeconds)
@@ -252,7 +250,7 @@ final class RelayWorker: @unchecked Sendable {
             // Joins are handled even over the rate: a client retransmits them with backoff.
             return receiveJoin(message, size: size, from: session.address, peer: session.peer, existing: session, now: now)
         }
-        guard session.rateLimiter.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
+        guard session.media.rateLimiter.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
         switch message.body {
         case let .ready(ready):
             guard ready.cookie == session.cookie else { return drop(.unexpectedControl) }

@@ -52,6 +52,7 @@ struct ReliableSender: Sendable {
     /// The messages to send again now. A message whose last attempt went unanswered for one
     /// more interval is given up.
     mutating func due(nowNanoseconds: UInt64) -> [[UInt8]] {
+        guard !outstanding.isEmpty else { return [] }  // the common case, on every tick
         outstanding.removeAll { $0.attemptsLeft == 0 && $0.nextSendNanoseconds <= nowNanoseconds }
         var resend: [[UInt8]] = []
         for index in outstanding.indices where outstanding[index].nextSendNanoseconds <= nowNanoseconds {

@@ -93,6 +93,8 @@ public struct Room: Sendable {
 public struct RoomDirectory: Sendable {
     public private(set) var rooms: [String: Room] = [:]
     public let limits: RelayLimits
+    /// Kept as members change, so counting costs nothing however many rooms there are.
+    public private(set) var memberCount: (active: Int, joining: Int) = (0, 0)
 
     public init(limits: RelayLimits) { self.limits = limits }
 
@@ -106,26 +108,32 @@ public struct RoomDirectory: Sendable {
             }
             rooms[room] = Room(name: room)
         }
-        return rooms[room]!.admit(candidate, maximumMembers: limits.maximumMembersPerRoom)
+        let admission = rooms[room]!.admit(candidate, maximumMembers: limits.maximumMembersPerRoom)
+        if case let .admitted(replaced) = admission {
+            memberCount.joining += 1
+            if let replaced { count(replaced, by: -1) }
+        }
+        return admission
+    }
+
+    private mutating func count(_ member: Room.Member, by change: Int) {
+        if member.isActive { memberCount.active += change } else { memberCount.joining += change }
     }
 
     @discardableResult
     public mutating func activate(sessionID: UInt64, in room: String) -> Bool {
-        rooms[room]?.activate(sessionID: sessionID) ?? false
+        guard rooms[room]?.activate(sessionID: sessionID) == true else { return false }
+        memberCount.joining -= 1
+        memberCount.active += 1
+        return true
     }
 
     /// Removes a member, closing its room when it was the last.
     @discardableResult
     public mutating func remove(sessionID: UInt64, from room: String) -> Room.Member? {
         guard let member = rooms[room]?.remove(sessionID: sessionID) else { return nil }
+        count(member, by: -1)
         if rooms[room]!.isEmpty { rooms[room] = nil }
         return member
-    }
-
-    public var memberCount: (active: Int, joining: Int) {
-        rooms.values.reduce((0, 0)) { total, room in
-            let active = room.activeCount
-            return (total.0 + active, total.1 + room.members.count - active)
-        }
     }
 }

@@ -30,19 +30,18 @@ final class Session: @unchecked Sendable {
     /// Per-hop keys, once the secure-transport issue adds them.
     let protector: PacketProtector
 
-    // MARK: Loop-confined state
+    // MARK: Loop-confined state (one thread, never re-entrant: no dynamic exclusivity checks)
 
-    var state: State = .joining
-    var lastHeardNanoseconds: UInt64
+    @exclusivity(unchecked) var state: State = .joining
+    @exclusivity(unchecked) var lastHeardNanoseconds: UInt64
     let joinedNanoseconds: UInt64
     /// The `joined` answer, kept so a retransmitted join gets the very same bytes.
     var joinedMessage: [UInt8] = []
-    var forwarding: RoomSnapshot = .empty
+    @exclusivity(unchecked) var forwarding: RoomSnapshot = .empty
     var reliable = ReliableSender()
     private var nextSequence: UInt32 = 1
-    var rateLimiter: RateLimiter
-    /// Reception statistics of the member's RTP stream (RFC 3550 A.1, A.3, A.8), created by its first packet.
-    var reception: RTPReceptionStatistics?
+    /// Rate limit and reception statistics, what the forwarding decision reads and keeps.
+    @exclusivity(unchecked) var media: Forwarder.Sender
     var lastReceiverReportNanoseconds: UInt64 = 0
     /// Per-stream gauges, registered when the member becomes active, removed when it leaves.
     var gauges: StreamGauges?
@@ -64,7 +63,7 @@ final class Session: @unchecked Sendable {
         self.protector = .identity
         self.lastHeardNanoseconds = nowNanoseconds
         self.joinedNanoseconds = nowNanoseconds
-        self.rateLimiter = RateLimiter(ratePerSecond: limits.packetsPerSecondPerMember, burst: limits.packetBurstPerMember, nowNanoseconds: nowNanoseconds)
+        self.media = Forwarder.Sender(ssrc: ssrc, canPublish: canPublish, limits: limits, nowNanoseconds: nowNanoseconds)
     }
 
     func takeSequence() -> UInt32 {

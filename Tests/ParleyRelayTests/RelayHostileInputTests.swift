@@ -80,7 +80,8 @@ extension RelayOverUDP {
                     worstLoss = max(worstLoss, expected - Set(heard).count)
                 }
             }
-            let metrics = try fixture.relay.metricsText()
+            // What an operator sees: /metrics over HTTP.
+            let metrics = try httpGet(port: fixture.relay.adminAddress!.port!, path: "/metrics").1
             let dropped = metricSum(metrics, "parley_relay_packets_dropped_total")
             print("""
                 \(sent) hostile packets in \(rounded(hostileSeconds)) s while 5 members talked \(expected) packets each; \
