@@ -94,7 +94,7 @@ public final class Relay: Sendable {
         }
         for (index, channel) in bound.enumerated() { watch(channel, worker: workers[index]) }
         logger.info("relay listening", metadata: [
-            "udp": "\(localAddress)", "admin": "\(adminAddress.map { "\($0)" } ?? "off")",
+            "udp": "\(Self.describe(localAddress))", "admin": "\(adminAddress.map(Self.describe) ?? "off")",
             "threads": "\(configuration.threads)", "max-rooms": "\(configuration.limits.maximumRooms)",
             "max-members-per-room": "\(configuration.limits.maximumMembersPerRoom)",
         ])
@@ -123,14 +123,15 @@ public final class Relay: Sendable {
     }
 
     private static func reportBufferSizes(_ channel: Channel, requested: Int, metrics: RelayMetrics, logger: Logger) {
-        let receive = (try? channel.getOption(.socketOption(.so_rcvbuf)).wait()) ?? 0
-        let send = (try? channel.getOption(.socketOption(.so_sndbuf)).wait()) ?? 0
-        metrics.socketReceiveBuffer.record(Int(receive))
-        metrics.socketSendBuffer.record(Int(send))
-        // Linux reports twice what it grants for bookkeeping, and caps at net.core.rmem_max.
-        if Int(receive) < requested {
-            logger.warning("the kernel granted a smaller socket receive buffer than asked; bursts may be dropped", metadata: [
-                "requested": "\(requested)", "granted": "\(receive)",
+        // Linux reports twice what it grants for the payload (the rest is its bookkeeping),
+        // and caps the request at net.core.rmem_max / wmem_max.
+        let receive = Int((try? channel.getOption(.socketOption(.so_rcvbuf)).wait()) ?? 0) / 2
+        let send = Int((try? channel.getOption(.socketOption(.so_sndbuf)).wait()) ?? 0) / 2
+        metrics.socketReceiveBuffer.record(receive)
+        metrics.socketSendBuffer.record(send)
+        if receive < requested || send < requested {
+            logger.warning("the kernel granted smaller socket buffers than asked; bursts may be dropped", metadata: [
+                "requested": "\(requested)", "receive": "\(receive)", "send": "\(send)",
                 "fix": "sysctl -w net.core.rmem_max=\(requested) net.core.wmem_max=\(requested)",
             ])
         } else {
@@ -154,6 +155,13 @@ public final class Relay: Sendable {
                 }
             }
         }
+    }
+
+    /// "127.0.0.1:7800" or "[::1]:7800", for people.
+    static func describe(_ address: SocketAddress) -> String {
+        let host = address.ipAddress ?? "?"
+        let port = address.port.map(String.init) ?? "?"
+        return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
     private static func scrape(core: RelayCore, on loop: EventLoop) -> EventLoopFuture<[UInt8]> {
