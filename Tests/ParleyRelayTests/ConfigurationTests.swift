@@ -65,6 +65,31 @@ struct ConfigurationTests {
         }
     }
 
+    /// Config text, durations and addresses come from people and files: any bytes give a
+    /// value or a ConfigurationError, never a trap.
+    @Test func parsersSurviveAnyText() {
+        var rng = SeededGenerator(seed: 0xC0_F1_6E)
+        let pieces = ["=", " ", "\n", "#", "max-rooms", "listen", "idle-timeout", "[", "]", ":", "7800", "1h", "ms", "é", "\u{0}", "MiB", "-", "0.0.0.0", "::"]
+        var accepted = 0
+        for round in 0..<10_000 {
+            let text: String
+            if round % 2 == 0 {
+                text = String(decoding: rng.bytes(count: Int.random(in: 0...80, using: &rng)), as: UTF8.self)
+            } else {
+                text = (0..<Int.random(in: 0...12, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined()
+            }
+            _ = DurationText.milliseconds(text)
+            _ = try? HostAndPort(parsing: text)
+            _ = try? RelayConfiguration.parseByteCount(text, in: 1...(1 << 30))
+            if let file = try? KeyValueFile(parsing: text, source: "fuzz"),
+               (try? RelayConfiguration.resolve(flags: [:], environment: [:], file: file)) != nil {
+                accepted += 1
+            }
+            _ = try? SecretFile(parsing: text, source: "fuzz")
+        }
+        print("10,000 random config texts: \(accepted) accepted as configuration, the rest refused with a message")
+    }
+
     @Test func durationsAndSizesReadAsPeopleWriteThem() throws {
         #expect(DurationText.milliseconds("30s") == 30_000)
         #expect(DurationText.milliseconds("500ms") == 500)
