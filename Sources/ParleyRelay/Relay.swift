@@ -84,7 +84,7 @@ public final class Relay: Sendable {
             let lifecycle = self.lifecycle
             admin = try AdminServer.start(
                 address: try adminAddress.socketAddress(), group: group,
-                metrics: { [core] in Self.scrape(core: core, on: loops[0]) },
+                metrics: { [core, address] in Self.scrape(core: core, port: address.port, on: loops[0]) },
                 healthy: { lifecycle.state.withLock { $0 == .running } },
                 logger: logger)
             self.adminAddress = admin?.localAddress
@@ -164,14 +164,17 @@ public final class Relay: Sendable {
         return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
-    private static func scrape(core: RelayCore, on loop: EventLoop) -> EventLoopFuture<[UInt8]> {
+    private static func scrape(core: RelayCore, port: Int?, on loop: EventLoop) -> EventLoopFuture<[UInt8]> {
         let flushes = core.allWorkers.map { worker in worker.eventLoop.submit { worker.flushStatistics() } }
-        return EventLoopFuture.andAllComplete(flushes, on: loop).map { core.metrics.exposition() }
+        return EventLoopFuture.andAllComplete(flushes, on: loop).map {
+            if let port, let drops = KernelSocketDrops.count(port: port) { core.metrics.socketReceiveDrops.record(drops) }
+            return core.metrics.exposition()
+        }
     }
 
     /// Counts added by every loop, then the exposition; for tests and tools.
     public func metricsText() throws -> String {
-        String(decoding: try Self.scrape(core: core, on: group.next()).wait(), as: UTF8.self)
+        String(decoding: try Self.scrape(core: core, port: localAddress.port, on: group.next()).wait(), as: UTF8.self)
     }
 
     /// The event loop whose socket holds the session of a client at `address`, if any.

@@ -29,6 +29,8 @@ public final class RelayMetrics: Sendable {
     let forwardingLatency: CoreMetrics.Timer
     let socketReceiveBuffer: CoreMetrics.Gauge
     let socketSendBuffer: CoreMetrics.Gauge
+    /// Set at each scrape from the kernel's count (see ``KernelSocketDrops``).
+    let socketReceiveDrops: CoreMetrics.Gauge
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -68,6 +70,7 @@ public final class RelayMetrics: Sendable {
         forwardingLatency = CoreMetrics.Timer(label: Self.latencyLabel, factory: factory)
         socketReceiveBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_receive_buffer_bytes", factory: factory)
         socketSendBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_send_buffer_bytes", factory: factory)
+        socketReceiveDrops = CoreMetrics.Gauge(label: "parley_relay_socket_receive_drops", factory: factory)
     }
 
     func joinRefused(_ code: ControlMessage.ErrorCode) {

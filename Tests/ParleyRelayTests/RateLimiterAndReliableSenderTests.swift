@@ -38,6 +38,17 @@ struct RateLimiterAndReliableSenderTests {
         #expect(PeerAddress(try! .init(ipAddress: "203.0.113.5", port: 7800))!.description == "203.0.113.5:7800")
     }
 
+    @Test func kernelDropsAreSummedOverTheRelaysSockets() {
+        let table = """
+              sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+             147: 0100007F:1E78 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 433938 2 00000000ba6d7005 12
+             148: 0100007F:1E78 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 433939 2 00000000ba6d7006 30
+             857: 0100007F:9E2F 0100007F:A8FB 01 00000000:00000000 00:00000000 00000000     0        0 431973 2 00000000a38fc0fa 7
+            """
+        #expect(KernelSocketDrops.sum(table: table, port: 7800) == 42)
+        #expect(KernelSocketDrops.sum(table: "garbage\n1 2 3", port: 7800) == 0)
+    }
+
     @Test func reliableMessagesAreResentUntilAcknowledgedThenGivenUp() {
         var sender = ReliableSender()
         sender.enqueue(sequence: 1, kind: .goodbye, bytes: [1], nowNanoseconds: 0, attempts: 3)

@@ -127,6 +127,10 @@ extension RelayOverUDP {
             let overloadFactor = Double(offered) / max(accepted, 1)
             print("overload: offered \(offered / 5) packets/s for 5 s; the relay took in \(Int(accepted) / 5)/s (\(rounded(overloadFactor))× its rate)")
             #expect(overloadFactor >= 2, "the test did not reach twice what the relay sustains")
+            // What the kernel shed at the full socket shows in /metrics too.
+            let kernelDrops = metricValue(try fixture.relay.metricsText(), "parley_relay_socket_receive_drops") ?? 0
+            print("the kernel dropped \(Int(kernelDrops)) datagrams at the relay's full socket; /metrics shows them")
+            #expect(kernelDrops > 0)
 
             // 2. Back to a normal rate (50 packets/s per talker, far below half the relay's rate).
             let recoveryStart = now()
