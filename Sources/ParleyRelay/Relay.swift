@@ -101,7 +101,11 @@ public final class Relay: Sendable {
     }
 
     private static func bind(worker: RelayWorker, address: SocketAddress, configuration: RelayConfiguration) throws -> Channel {
-        try DatagramBootstrap(group: worker.eventLoop)
+        try bootstrap(worker: worker, configuration: configuration).bind(to: address).wait()
+    }
+
+    private static func bootstrap(worker: RelayWorker, configuration: RelayConfiguration) -> DatagramBootstrap {
+        DatagramBootstrap(group: worker.eventLoop)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             // Every loop's socket shares the port; the kernel spreads sources over them by hash.
             .channelOption(ChannelOptions.socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
@@ -118,8 +122,6 @@ public final class Relay: Sendable {
                     try channel.pipeline.syncOperations.addHandler(RelayChannelHandler(worker: worker))
                 }
             }
-            .bind(to: address)
-            .wait()
     }
 
     private static func reportBufferSizes(_ channel: Channel, requested: Int, metrics: RelayMetrics, logger: Logger) {
@@ -145,13 +147,17 @@ public final class Relay: Sendable {
         channel.closeFuture.whenComplete { [self] _ in
             guard lifecycle.state.withLock({ $0 == .running }) else { return }
             logger.error("a relay socket closed unexpectedly; binding it again", metadata: ["loop": "\(worker.index)"])
+            // Asynchronously: this runs on the loop itself, which must never block on a future.
             worker.eventLoop.scheduleTask(in: .milliseconds(100)) {
-                do {
-                    let replacement = try Self.bind(worker: worker, address: self.localAddress, configuration: self.configuration)
-                    self.channels.withLock { $0[worker.index] = replacement }
-                    self.watch(replacement, worker: worker)
-                } catch {
-                    self.logger.critical("cannot bind the relay socket again", metadata: ["error": "\(error)"])
+                Self.bootstrap(worker: worker, configuration: self.configuration).bind(to: self.localAddress).whenComplete { result in
+                    switch result {
+                    case let .success(replacement):
+                        self.channels.withLock { $0[worker.index] = replacement }
+                        self.logger.notice("relay socket bound again", metadata: ["loop": "\(worker.index)"])
+                        self.watch(replacement, worker: worker)
+                    case let .failure(error):
+                        self.logger.critical("cannot bind the relay socket again; restart the relay", metadata: ["error": "\(error)"])
+                    }
                 }
             }
         }
@@ -175,6 +181,12 @@ public final class Relay: Sendable {
     /// Counts added by every loop, then the exposition; for tests and tools.
     public func metricsText() throws -> String {
         String(decoding: try Self.scrape(core: core, port: localAddress.port, on: group.next()).wait(), as: UTF8.self)
+    }
+
+    /// Closes one loop's socket as a fatal send error would; for the test that the relay binds it again.
+    func closeSocketAsIfItFailed(loop index: Int) {
+        let channel = channels.withLock { $0[index] }
+        try? channel.close().wait()
     }
 
     /// The event loop whose socket holds the session of a client at `address`, if any.

@@ -1,5 +1,5 @@
 import NIOCore
-import ParleyRelay
+@testable import ParleyRelay
 import ParleyWire
 import Testing
 
@@ -94,6 +94,25 @@ extension RelayOverUDP {
             #expect(first.pump(timeout: 3) { $0.mediaInbox.count >= 10 })
             #expect(Set(last.mediaInbox.compactMap { origin(ofMedia: $0)?.ssrc }) == [first.ssrc])
             #expect(Set(first.mediaInbox.compactMap { origin(ofMedia: $0)?.ssrc }) == [last.ssrc])
+        }
+
+        @Test func aSocketThatClosesIsBoundAgainAndTheRoomCarriesOn() throws {
+            // SwiftNIO closes a datagram channel on a send error it deems fatal; the relay must
+            // not stop forwarding for good when that happens.
+            let fixture = try RelayFixture.start()
+            defer { fixture.relay.shutdown() }
+            let members = try fixture.room("phoenix", size: 2)
+            fixture.relay.closeSocketAsIfItFailed(loop: 0)
+            let started = now()
+            var heard = false
+            var sequence: UInt16 = 0
+            while !heard && now() - started < 3 {
+                members[0].sendRTP(sequence: sequence)
+                sequence += 1
+                heard = members[1].pump(timeout: 0.05) { !$0.mediaInbox.isEmpty }
+            }
+            print("forwarding resumed \(Int((now() - started) * 1000)) ms after the socket closed (bound 3 s)")
+            #expect(heard)
         }
 
         @Test func twoRoomsStayIsolated() throws {
