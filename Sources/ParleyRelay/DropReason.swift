@@ -1,0 +1,41 @@
+/// Why the relay dropped a datagram; each is counted in `/metrics` under its `reason` label.
+public enum DropReason: Int, CaseIterable, Sendable {
+    /// From an address with no session (a stranger, a spoofed source, or a relay restart).
+    case notJoined
+    /// From a member that has not yet sent `ready`.
+    case notActive
+    /// An RTP or RTCP packet whose SSRC the sending member does not own.
+    case foreignSSRC
+    /// RTP, RTCP or control bytes that do not parse.
+    case malformed
+    /// Larger than `max-packet-size`.
+    case oversize
+    /// Over the member's packets-per-second limit.
+    case rateLimited
+    /// Media from a member whose token does not allow publishing.
+    case publishNotAllowed
+    /// Neither RTP, RTCP nor a Parley control message (first byte outside RFC 7983's ranges).
+    case unknownKind
+    /// The socket's send queue was full: shed, never queued without bound.
+    case sendQueueFull
+    /// RTCP feedback the relay does not serve (generic NACK: no retransmission buffer).
+    case nackNotServed
+    /// A `ready` with the wrong cookie, or a control message that makes no sense in the session's state.
+    case unexpectedControl
+
+    public var label: String {
+        switch self {
+        case .notJoined: return "not_joined"
+        case .notActive: return "not_active"
+        case .foreignSSRC: return "foreign_ssrc"
+        case .malformed: return "malformed"
+        case .oversize: return "oversize"
+        case .rateLimited: return "rate_limited"
+        case .publishNotAllowed: return "publish_not_allowed"
+        case .unknownKind: return "unknown_kind"
+        case .sendQueueFull: return "send_queue_full"
+        case .nackNotServed: return "nack_not_served"
+        case .unexpectedControl: return "unexpected_control"
+        }
+    }
+}

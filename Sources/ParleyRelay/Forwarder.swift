@@ -1,0 +1,44 @@
+import ParleyWire
+
+/// The forwarding decision for one RTP packet from a member, as plain Swift with time passed
+/// in: the checks a packet must pass, in the order it can fail them, and the reception
+/// statistics it updates. `RelayWorker` asks this, then writes one copy per receiver.
+enum Forwarder {
+    /// What the decision needs to know and keep about one sender; each `Session` holds one.
+    struct Sender: Sendable {
+        let ssrc: UInt32
+        let canPublish: Bool
+        /// Packets per second, media, RTCP and control together.
+        var rateLimiter: RateLimiter
+        /// RFC 3550 A.1/A.3/A.8 statistics of the sender's stream, from its first packet on.
+        var reception: RTPReceptionStatistics?
+
+        init(ssrc: UInt32, canPublish: Bool, limits: RelayLimits, nowNanoseconds: UInt64) {
+            self.ssrc = ssrc
+            self.canPublish = canPublish
+            rateLimiter = RateLimiter(ratePerSecond: limits.packetsPerSecondPerMember, burst: limits.packetBurstPerMember,
+                                      nowNanoseconds: nowNanoseconds)
+        }
+    }
+
+    enum Decision: Sendable, Hashable {
+        case forward
+        case drop(DropReason)
+    }
+
+    /// Decides about `packet` (an RTP datagram) from `sender`; on `.forward` the sender's
+    /// reception statistics have counted it. `isActive`: the member has sent `ready`.
+    static func admit(_ packet: UnsafeRawBufferPointer, from sender: inout Sender, isActive: Bool, nowNanoseconds: UInt64) -> Decision {
+        // The rate is spent first: a member over its rate costs no parsing.
+        guard sender.rateLimiter.allow(nowNanoseconds: nowNanoseconds) else { return .drop(.rateLimited) }
+        guard isActive else { return .drop(.notActive) }
+        guard sender.canPublish else { return .drop(.publishNotAllowed) }
+        guard let view = try? RTPPacketView(parsing: packet) else { return .drop(.malformed) }
+        guard view.ssrc == sender.ssrc else { return .drop(.foreignSSRC) }
+        if sender.reception == nil {
+            sender.reception = RTPReceptionStatistics(ssrc: sender.ssrc, clockRate: 48_000, firstSequence: view.sequenceNumber)
+        }
+        sender.reception!.record(sequence: view.sequenceNumber, rtpTimestamp: view.timestamp, arrivalNanoseconds: nowNanoseconds)
+        return .forward
+    }
+}

@@ -1,0 +1,85 @@
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A UDP peer's address as a small value, the key of the relay's session tables.
+///
+/// `SocketAddress` is hashable too, but hashing it on every packet walks an enum with a
+/// host string inside; this is two words and a port, so the per-packet lookup is cheap.
+struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
+    /// IPv4 addresses sit in the low 32 bits of `low` (network byte order) with `high` zero
+    /// and `isIPv6` false; IPv6 addresses fill both words.
+    let high: UInt64
+    let low: UInt64
+    /// Host byte order.
+    let port: UInt16
+    let isIPv6: Bool
+
+    init?(_ address: SocketAddress) {
+        switch address {
+        case let .v4(v4):
+            high = 0
+            low = UInt64(v4.address.sin_addr.s_addr)
+            port = UInt16(bigEndian: v4.address.sin_port)
+            isIPv6 = false
+        case let .v6(v6):
+            var storage = v6.address.sin6_addr
+            let words = withUnsafeBytes(of: &storage) { raw in
+                (raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            }
+            high = words.0
+            low = words.1
+            port = UInt16(bigEndian: v6.address.sin6_port)
+            isIPv6 = true
+        case .unixDomainSocket:
+            return nil
+        }
+    }
+
+    /// The IPv4 address's four bytes in order, when this is IPv4.
+    private var ipv4Bytes: (UInt8, UInt8, UInt8, UInt8)? {
+        guard !isIPv6 else { return nil }
+        let value = UInt32(truncatingIfNeeded: low)  // network order in memory
+        return withUnsafeBytes(of: value) { ($0[0], $0[1], $0[2], $0[3]) }
+    }
+
+    /// Whether the relay may send to this address at all.
+    ///
+    /// A forged source (port 0, a multicast, broadcast or unspecified address) would make
+    /// `sendmsg` fail with an error SwiftNIO treats as fatal for the whole channel, so one
+    /// hostile datagram could stop the relay's socket. Such sources are never answered.
+    var canBeAnswered: Bool {
+        guard port != 0 else { return false }
+        if let bytes = ipv4Bytes {
+            // 0.0.0.0/8 is "this network"; 224/4 multicast; 240/4 reserved and broadcast.
+            return bytes.0 != 0 && bytes.0 < 224
+        }
+        let firstByte = UInt8(truncatingIfNeeded: high)  // first byte in memory order
+        if firstByte == 0xFF { return false }  // IPv6 multicast ff00::/8
+        if high == 0 && low == 0 { return false }  // ::
+        return true
+    }
+
+    /// Two words into the hasher instead of four fields: this runs for every datagram.
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(low ^ (high &* 0x9E37_79B9_7F4A_7C15))
+        hasher.combine(UInt32(port) | (isIPv6 ? 1 << 16 : 0))
+    }
+
+    var description: String {
+        if let (a, b, c, d) = ipv4Bytes { return "\(a).\(b).\(c).\(d):\(port)" }
+        var groups: [String] = []
+        withUnsafeBytes(of: (high, low)) { raw in
+            for index in stride(from: 0, to: 16, by: 2) {
+                groups.append(String(UInt16(raw[index]) << 8 | UInt16(raw[index + 1]), radix: 16))
+            }
+        }
+        return "[\(groups.joined(separator: ":"))]:\(port)"
+    }
+}

@@ -1,0 +1,141 @@
+import Logging
+import NIOCore
+import ParleyWire
+import Synchronization
+
+/// What the event loops share: configuration, secret, metrics, and the rooms.
+///
+/// Rooms live in one ``RoomDirectory`` behind one lock, taken only when membership changes
+/// (join, ready, leave, timeout), never per packet. Each change builds the room's new
+/// ``RoomSnapshot`` and roster and hands them to the loop of every member, while still
+/// holding the lock, so each loop receives a room's versions in order.
+final class RelayCore: Sendable {
+    let configuration: RelayConfiguration
+    let secret: TokenSecret
+    let metrics: RelayMetrics
+    let logger: Logger
+    /// The SSRC of the relay's own receiver reports.
+    let relaySSRC: UInt32
+
+    private struct Rooms {
+        var directory: RoomDirectory
+        /// Once the relay is stopping, members hear goodbye, not rosters of a room emptying.
+        var isShuttingDown = false
+        var sessions: [UInt64: Session] = [:]
+        var nextSessionID: UInt64 = 1
+    }
+
+    private let rooms: Mutex<Rooms>
+    private let workers: Mutex<[RelayWorker]>
+
+    init(configuration: RelayConfiguration, secret: TokenSecret, metrics: RelayMetrics, logger: Logger) {
+        self.configuration = configuration
+        self.secret = secret
+        self.metrics = metrics
+        self.logger = logger
+        self.relaySSRC = UInt32.random(in: 1 ... .max)
+        self.rooms = Mutex(Rooms(directory: RoomDirectory(limits: configuration.limits)))
+        self.workers = Mutex([])
+    }
+
+    func setWorkers(_ list: [RelayWorker]) {
+        workers.withLock { $0 = list }
+    }
+
+    /// The workers never change after start, so callers may keep what this returns.
+    func worker(_ index: Int) -> RelayWorker {
+        workers.withLock { $0[index] }
+    }
+
+    var allWorkers: [RelayWorker] { workers.withLock { $0 } }
+
+    func makeSessionID() -> UInt64 {
+        rooms.withLock { rooms in
+            defer { rooms.nextSessionID += 1 }
+            return rooms.nextSessionID
+        }
+    }
+
+    /// Admits a joining session. A session it replaces is out of the room when this returns;
+    /// the caller tells its loop to close it.
+    enum Admission {
+        case admitted(replaced: Session?)
+        case refused(ControlMessage.ErrorCode, String)
+    }
+
+    func admit(_ session: Session) -> Admission {
+        rooms.withLock { rooms in
+            let candidate = Room.Member(sessionID: session.id, identity: session.identity, ssrc: session.ssrc, canPublish: session.canPublish)
+            switch rooms.directory.admit(candidate, to: session.room) {
+            case let .refused(code, message):
+                return .refused(code, message)
+            case let .admitted(replacedMember):
+                rooms.sessions[session.id] = session
+                var replaced: Session?
+                if let replacedMember {
+                    replaced = rooms.sessions.removeValue(forKey: replacedMember.sessionID)
+                    if replacedMember.isActive { publish(session.room, in: rooms) }
+                }
+                updateGauges(rooms)
+                return .admitted(replaced: replaced)
+            }
+        }
+    }
+
+    /// Makes a joining session active and tells the room; false if it was not joining.
+    func activate(_ session: Session) -> Bool {
+        rooms.withLock { rooms in
+            guard rooms.directory.activate(sessionID: session.id, in: session.room) else { return false }
+            // The session's loop (the caller) sets its state to active right after; the
+            // update it is sent below runs later on the same loop, so it sees that.
+            publish(session.room, in: rooms)
+            updateGauges(rooms)
+            return true
+        }
+    }
+
+    /// Takes a session out of its room and tells the others.
+    func remove(_ session: Session) {
+        rooms.withLock { rooms in
+            guard rooms.sessions[session.id] === session else { return }
+            rooms.sessions[session.id] = nil
+            if let member = rooms.directory.remove(sessionID: session.id, from: session.room), member.isActive {
+                publish(session.room, in: rooms)
+            }
+            updateGauges(rooms)
+        }
+    }
+
+    func beginShutdown() {
+        rooms.withLock { $0.isShuttingDown = true }
+    }
+
+    /// Builds the room's snapshot and roster and sends them to each active member's loop.
+    private func publish(_ roomName: String, in rooms: borrowing Rooms) {
+        guard !rooms.isShuttingDown, let room = rooms.directory[roomName] else { return }
+        let active = room.members.filter(\.isActive).compactMap { rooms.sessions[$0.sessionID] }
+        let snapshot = RoomSnapshot(version: room.version, receivers: active.map(\.receiver))
+        let roster = ControlMessage.Roster.pages(version: room.version, members: room.roster, maximumMessageSize: RelayWorker.maximumRosterMessageSize)
+        let list = workers.withLock { $0 }
+        for session in active {
+            let worker = list[session.workerIndex]
+            worker.eventLoop.execute {
+                worker.applyRoomUpdate(session, snapshot: snapshot, roster: roster)
+            }
+        }
+    }
+
+    private func updateGauges(_ rooms: Rooms) {
+        let counts = rooms.directory.memberCount
+        metrics.rooms.record(rooms.directory.rooms.count)
+        metrics.membersActive.record(counts.active)
+        metrics.membersJoining.record(counts.joining)
+    }
+
+    /// Rooms and their active members' identities, for logs and tests.
+    var roomSummary: [String: [String]] {
+        rooms.withLock { rooms in
+            rooms.directory.rooms.mapValues { $0.members.filter(\.isActive).map(\.identity) }
+        }
+    }
+}

@@ -1,0 +1,594 @@
+import Logging
+import NIOCore
+import ParleyWire
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One event loop's share of the relay: its UDP socket's datagrams, the sessions whose
+/// packets that socket receives, and their timers.
+///
+/// Everything here runs on ``eventLoop``; nothing in it is locked. The per-packet path —
+/// look the source address up, check the SSRC and rate, update reception statistics, write
+/// one copy per receiver — reads only this worker's tables and the session's own room
+/// snapshot. Membership changes go through ``RelayCore`` (one lock, taken on join and
+/// leave) which hands new snapshots to every loop concerned.
+final class RelayWorker: @unchecked Sendable {
+    let index: Int
+    let eventLoop: EventLoop
+    unowned let core: RelayCore
+    let limits: RelayLimits
+    let metrics: RelayMetrics
+    let logger: Logger
+
+    // MARK: Loop-confined state
+
+    /// Members whose datagrams arrive on this loop, by source address.
+    @exclusivity(unchecked) private var sessions: [PeerAddress: Session] = [:]
+    /// Sessions that ended recently, kept a few seconds to retransmit goodbye and to ack a
+    /// retransmitted leave (the address was proven, so answering it is safe).
+    private var departures: [PeerAddress: Departure] = [:]
+    private var strangerReplies: SourceRateLimiter
+    /// Join attempts that need a token check, per source and overall: a valid token must not
+    /// let one address churn the room directory (each join takes the rooms lock).
+    private var joinAttempts: SourceRateLimiter
+    /// Lines about strangers are limited too, or a flood would fill the disk.
+    private var strangerLogs: RateLimiter
+    // The hot path's state is touched by this loop's thread only, never re-entrantly, so the
+    // runtime's dynamic exclusivity checks (a thread-local access set per access, several
+    // percent of the relay's CPU at fan-out 1) are turned off for it.
+    @exclusivity(unchecked) private(set) var statistics = WorkerStatistics()
+    /// Set while the handler is in a pipeline; the writes go through it.
+    @exclusivity(unchecked) private var context: ChannelHandlerContext?
+    @exclusivity(unchecked) private var unflushedWrites = 0
+    /// Read times of packets forwarded since the last flush, for the latency histogram.
+    @exclusivity(unchecked) private var forwardedReadTimes: [UInt64] = []
+    private var isShuttingDown = false
+    private var lastStatisticsFlush: UInt64 = 0
+
+    /// Flushing after this many writes bounds the delay a long read burst adds.
+    static let maximumUnflushedWrites = 256
+    static let tickIntervalNanoseconds: UInt64 = 50_000_000
+    static let receiverReportIntervalNanoseconds: UInt64 = 1_000_000_000
+    static let departureLifetimeNanoseconds: UInt64 = 10_000_000_000
+    /// Rosters are paged to fit a datagram that crosses any path unfragmented.
+    static let maximumRosterMessageSize = 1200
+
+    struct Departure {
+        let sessionID: UInt64
+        var goodbye: ReliableSender
+        let expiresNanoseconds: UInt64
+        let address: SocketAddress
+    }
+
+    init(index: Int, eventLoop: EventLoop, core: RelayCore) {
+        self.index = index
+        self.eventLoop = eventLoop
+        self.core = core
+        self.limits = core.configuration.limits
+        self.metrics = core.metrics
+        var logger = core.logger
+        logger[metadataKey: "loop"] = "\(index)"
+        self.logger = logger
+        let now = monotonicNanoseconds()
+        strangerReplies = SourceRateLimiter(
+            perSourcePerSecond: limits.errorRepliesPerSecondPerSource, globalPerSecond: limits.errorRepliesPerSecond, nowNanoseconds: now)
+        strangerLogs = RateLimiter(ratePerSecond: 5, burst: 20, nowNanoseconds: now)
+        joinAttempts = SourceRateLimiter(perSourcePerSecond: 10, globalPerSecond: 2_000, nowNanoseconds: now)
+        forwardedReadTimes.reserveCapacity(4096)
+    }
+
+    // MARK: Channel attachment
+
+    func attach(_ context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func detach() {
+        context = nil
+        unflushedWrites = 0
+        forwardedReadTimes.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: Receiving
+
+    /// One datagram from the socket.
+    func receive(_ buffer: ByteBuffer, from address: SocketAddress, nowNanoseconds now: UInt64) {
+        let size = buffer.readableBytes
+        let kind = buffer.withUnsafeReadableBytes { PacketKind($0) }
+        statistics.received(ReceivedKind(kind), bytes: size)
+        guard size <= limits.maximumPacketSize else { return drop(.oversize) }
+        guard let peer = PeerAddress(address) else { return drop(.malformed) }
+
+        if let session = sessions[peer] {
+            switch kind {
+            case .rtp: forwardMedia(buffer, from: session, now: now)
+            case .rtcp: receiveRTCP(buffer, from: session, now: now)
+            case .control: receiveControl(buffer, from: session, now: now)
+            case .unknown: drop(.unknownKind)
+            }
+        } else {
+            switch kind {
+            case .rtp, .rtcp:
+                drop(.notJoined)
+                answerStranger(peer, address: address, receivedSize: size, now: now)
+            case .control: receiveStrangerControl(buffer, from: address, peer: peer, now: now)
+            case .unknown: drop(.unknownKind)
+            }
+        }
+    }
+
+    @inline(__always) private func drop(_ reason: DropReason) {
+        statistics.dropped(reason)
+    }
+
+    // MARK: Media: the hot path
+
+    /// An RTP packet from a member: to every other active member of its room, exactly once,
+    /// payload untouched.
+    private func forwardMedia(_ buffer: ByteBuffer, from session: Session, now: UInt64) {
+        let decision = buffer.withUnsafeReadableBytes { packet in
+            Forwarder.admit(packet, from: &session.media, isActive: session.state == .active, nowNanoseconds: now)
+        }
+        guard decision == .forward else {
+            if case let .drop(reason) = decision { drop(reason) }
+            return
+        }
+        session.lastHeardNanoseconds = now
+        let copies = writeToOthers(buffer, from: session, kind: .media)
+        if copies > 0 && forwardedReadTimes.count < forwardedReadTimes.capacity {
+            forwardedReadTimes.append(now)
+        }
+    }
+
+    /// Writes `buffer` to every receiver of the session's room but the session; returns the copies written.
+    @inline(__always)
+    private func writeToOthers(_ buffer: ByteBuffer, from session: Session, kind: SentKind) -> Int {
+        guard let context else { return 0 }
+        let receivers = session.forwarding.receivers
+        let allocator = context.channel.allocator
+        var copies = 0
+        // A full socket queue sheds this packet for everyone; the stream itself goes on
+        // with the next packet, since nothing is left queued behind it.
+        guard context.channel.isWritable else {
+            for receiver in receivers where receiver.sessionID != session.id { drop(.sendQueueFull) }
+            return 0
+        }
+        for receiver in receivers where receiver.sessionID != session.id {
+            let sealed = receiver.protector.seal(buffer, allocator: allocator)
+            // nil promise: no allocation for a completion nobody waits on.
+            context.write(NIOAny(AddressedEnvelope(remoteAddress: receiver.address, data: sealed)), promise: nil)
+            copies += 1
+        }
+        statistics.sent(kind, bytes: buffer.readableBytes, count: copies)
+        unflushedWrites += copies
+        if unflushedWrites >= Self.maximumUnflushedWrites { flush() }
+        return copies
+    }
+
+    /// Sends everything written since the last flush (one sendmmsg per batch) and records
+    /// how long the forwarded packets spent in the relay.
+    func flush() {
+        guard let context else { return }
+        if unflushedWrites > 0 {
+            context.flush()
+            unflushedWrites = 0
+        }
+        if !forwardedReadTimes.isEmpty {
+            let end = monotonicNanoseconds()
+            for start in forwardedReadTimes {
+                metrics.forwardingLatency.recordNanoseconds(Int64(end &- start))
+            }
+            forwardedReadTimes.removeAll(keepingCapacity: true)
+        }
+    }
+
+    // MARK: RTCP, terminated per leg
+
+    /// Sender reports go downstream unchanged (they carry the sender's NTP↔RTP mapping);
+    /// report blocks feed the member's downstream gauges; NACKs are not served.
+    private func receiveRTCP(_ buffer: ByteBuffer, from session: Session, now: UInt64) {
+        guard session.media.rateLimiter.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
+        guard session.state == .active else { return drop(.notActive) }
+        let packets = buffer.withUnsafeReadableBytes { raw in try? RTCPCompoundPacket.parse(raw) }
+        guard let packets else { return drop(.malformed) }
+        var hasSenderReport = false
+        var blocks: [RTCPReportBlock] = []
+        for packet in packets {
+            switch packet {
+            case let .senderReport(report):
+                guard report.ssrc == session.ssrc else { return drop(.foreignSSRC) }
+                session.media.reception?.recordSenderReport(report.ntpTimestamp, arrivalNanoseconds: now)
+                hasSenderReport = true
+                blocks += report.reportBlocks
+            case let .receiverReport(report):
+                guard report.ssrc == session.ssrc else { return drop(.foreignSSRC) }
+                blocks += report.reportBlocks
+            case .genericNACK:
+                drop(.nackNotServed)
+            case .sourceDescription, .goodbye, .other:
+                break
+            }
+        }
+        session.lastHeardNanoseconds = now
+        if !blocks.isEmpty, let gauges = session.gauges {
+            // The worst stream the member hears is what a person there notices.
+            gauges.downstreamLoss.record(blocks.map(\.lossFraction).max() ?? 0)
+            gauges.downstreamJitter.record(Double(blocks.map(\.jitter).max() ?? 0) / 48_000)
+        }
+        if hasSenderReport && session.canPublish {
+            _ = writeToOthers(buffer, from: session, kind: .rtcp)
+        }
+    }
+
+    /// A receiver report from the relay's SSRC about the member's stream, about once a second,
+    /// so the client can drive its encoder's FEC and bitrate from the loss it sees.
+    private func sendReceiverReport(to session: Session, now: UInt64) {
+        guard var reception = session.media.reception, reception.isValid else { return }
+        let block = reception.makeReportBlock(nowNanoseconds: now)
+        session.media.reception = reception
+        session.lastReceiverReportNanoseconds = now
+        session.gauges?.upstreamLoss.record(block.lossFraction)
+        session.gauges?.upstreamJitter.record(reception.jitterSeconds)
+        let report = RTCPPacket.receiverReport(RTCPReceiverReport(ssrc: core.relaySSRC, reportBlocks: [block]))
+        guard let bytes = try? RTCPCompoundPacket.serialized([report]) else { return }
+        send(bytes, to: session.address, kind: .rtcp)
+    }
+
+    // MARK: Control from members
+
+    private func receiveControl(_ buffer: ByteBuffer, from session: Session, now: UInt64) {
+        let size = buffer.readableBytes
+        let parsed = buffer.withUnsafeReadableBytes { raw -> ControlMessage? in try? ControlMessage(parsing: raw) }
+        guard let message = parsed else { return drop(.malformed) }
+        if case .join = message.body {
+            // Joins are handled even over the rate: a client retransmits them with backoff.
+            return receiveJoin(message, size: size, from: session.address, peer: session.peer, existing: session, now: now)
+        }
+        guard session.media.rateLimiter.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
+        switch message.body {
+        case let .ready(ready):
+            guard ready.cookie == session.cookie else { return drop(.unexpectedControl) }
+            session.lastHeardNanoseconds = now
+            if session.state == .joining {
+                activate(session, now: now)
+            } else {
+                // The roster is on its way; a ready retransmitted before it arrived needs nothing more.
+                resendReliable(session, now: now, force: true)
+            }
+        case let .ping(ping):
+            session.lastHeardNanoseconds = now
+            sendControl(.pong(ControlMessage.Pong(timestamp: ping.timestamp)), sequence: message.sequence, to: session.address, limit: size)
+        case let .ack(ack):
+            session.lastHeardNanoseconds = now
+            session.reliable.acknowledge(sequence: ack.sequence)
+        case .leave:
+            // An ack is larger than a leave, so an address that never proved itself gets none.
+            if session.state == .active {
+                sendControl(.ack(ControlMessage.Ack(sequence: message.sequence)), sequence: 0, to: session.address, limit: nil)
+            }
+            logger.info("member left", metadata: ["member": "\(session.logDescription)"])
+            remove(session, reason: .left, now: now)
+        case .pong:
+            session.lastHeardNanoseconds = now
+        case .join, .joined, .roster, .error, .goodbye:
+            drop(.unexpectedControl)
+        }
+    }
+
+    // MARK: Strangers
+
+    private func receiveStrangerControl(_ buffer: ByteBuffer, from address: SocketAddress, peer: PeerAddress, now: UInt64) {
+        let size = buffer.readableBytes
+        let parsed = buffer.withUnsafeReadableBytes { raw -> ControlMessage? in try? ControlMessage(parsing: raw) }
+        guard let message = parsed else { return drop(.malformed) }
+        switch message.body {
+        case .join:
+            receiveJoin(message, size: size, from: address, peer: peer, existing: nil, now: now)
+        case .leave:
+            // A retransmitted leave whose ack was lost: the address was proven, answer it.
+            guard departures[peer] != nil else { return drop(.notJoined) }
+            sendControl(.ack(ControlMessage.Ack(sequence: message.sequence)), sequence: 0, to: address, limit: nil)
+        case let .ack(ack):
+            guard departures[peer] != nil else { return drop(.notJoined) }
+            departures[peer]!.goodbye.acknowledge(sequence: ack.sequence)
+        case .ready, .ping:
+            drop(.notJoined)
+            answerStranger(peer, address: address, receivedSize: size, now: now)
+        case .joined, .roster, .pong, .error, .goodbye:
+            drop(.notJoined)
+        }
+    }
+
+    /// Tells a stranger it is not a member, so a client whose relay restarted rejoins at once;
+    /// never with more bytes than it sent, and rate-limited per source and overall.
+    private func answerStranger(_ peer: PeerAddress, address: SocketAddress, receivedSize: Int, now: UInt64) {
+        guard peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
+        sendError(.notJoined, "not a member here: join again (the relay may have restarted)", sequence: 0, to: address, limit: receivedSize)
+    }
+
+    // MARK: Joining
+
+    private func receiveJoin(_ message: ControlMessage, size: Int, from address: SocketAddress, peer: PeerAddress, existing: Session?, now: UInt64) {
+        guard case let .join(join) = message.body else { return }
+        // Joins are padded so the answer is never larger than the question; a short one is
+        // not from a Parley client and gets no answer at all.
+        guard size >= ControlMessage.minimumJoinSize else { return drop(.malformed) }
+        guard !isShuttingDown else { return }
+        if let existing, existing.ssrc == join.ssrc, existing.room == join.room, existing.token == join.token {
+            // A retransmitted join: the same answer, same cookie.
+            existing.lastHeardNanoseconds = now
+            if existing.joinedMessage.count <= size { send(existing.joinedMessage, to: address, kind: .control) }
+            return
+        }
+        guard joinAttempts.allow(peer, nowNanoseconds: now) else { return drop(.rateLimited) }
+        if let problem = ParleyNames.problem(withRoom: join.room) {
+            metrics.joinRefused(.malformedRequest)
+            refuseJoin(.malformedRequest, message: problem, logReason: "bad room name: \(problem)", sequence: message.sequence,
+                       peer: peer, address: address, size: size, now: now)
+            return
+        }
+        let token: AccessToken
+        do {
+            token = try AccessToken.verify(join.token, secret: core.secret, room: join.room, now: unixSeconds())
+        } catch {
+            metrics.joinRefused(error.errorCode)
+            refuseJoin(error.errorCode, message: error.message, logReason: error.description, sequence: message.sequence,
+                       peer: peer, address: address, size: size, now: now)
+            return
+        }
+        if let existing {
+            // The same address joins afresh (a new SSRC or token): the old session ends quietly,
+            // since the client that would hear its goodbye is the one joining.
+            remove(existing, reason: .replaced, now: now, tellMember: false)
+        }
+        let session = Session(
+            id: core.makeSessionID(), address: address, peer: peer, room: join.room, identity: token.identity,
+            ssrc: join.ssrc, canPublish: token.canPublish, cookie: UInt64.random(in: 1 ... .max), token: join.token,
+            workerIndex: index, limits: limits, nowNanoseconds: now)
+        switch core.admit(session) {
+        case let .refused(code, text):
+            metrics.joinRefused(code)
+            refuseJoin(code, message: text, logReason: text, sequence: message.sequence, peer: peer, address: address, size: size, now: now)
+        case let .admitted(replaced):
+            sessions[peer] = session
+            let joined = ControlMessage(sequence: message.sequence, body: .joined(ControlMessage.Joined(
+                cookie: session.cookie, ssrc: session.ssrc, identity: session.identity, room: session.room,
+                canPublish: session.canPublish,
+                keepaliveIntervalMilliseconds: UInt32(limits.keepaliveIntervalMilliseconds),
+                idleTimeoutMilliseconds: UInt32(limits.idleTimeoutMilliseconds))))
+            session.joinedMessage = (try? joined.serialized()) ?? []
+            if session.joinedMessage.count <= size { send(session.joinedMessage, to: address, kind: .control) }
+            metrics.joinsAccepted.increment()
+            logger.info("member joining", metadata: [
+                "member": "\(session.logDescription)", "software": "\(join.software.prefix(64))",
+                "publish": "\(session.canPublish)",
+            ])
+            if let replaced {
+                logger.info("member replaced by a new session", metadata: ["member": "\(replaced.logDescription)"])
+                core.worker(replaced.workerIndex).eventLoop.execute { [worker = core.worker(replaced.workerIndex)] in
+                    worker.closeReplaced(replaced)
+                }
+            }
+        }
+    }
+
+    private func refuseJoin(
+        _ code: ControlMessage.ErrorCode, message: String, logReason: String, sequence: UInt32,
+        peer: PeerAddress, address: SocketAddress, size: Int, now: UInt64
+    ) {
+        drop(.notJoined)
+        guard peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
+        if strangerLogs.allow(nowNanoseconds: now) {
+            logger.notice("join refused", metadata: ["from": "\(peer)", "reason": "\(logReason)"])
+        }
+        sendError(code, message, sequence: sequence, to: address, limit: size)
+    }
+
+    /// The member proved its address: it gets the roster and media, the others a new roster.
+    private func activate(_ session: Session, now: UInt64) {
+        guard core.activate(session) else { return }
+        session.state = .active
+        session.gauges = metrics.makeStreamGauges(room: session.room, identity: session.identity)
+        logger.info("member active", metadata: ["member": "\(session.logDescription)"])
+    }
+
+    // MARK: Room updates (from any loop, through execute)
+
+    /// A new roster and forwarding snapshot for `session`'s room.
+    func applyRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster]) {
+        guard session.state != .closed, snapshot.version > session.forwarding.version || session.forwarding === RoomSnapshot.empty else { return }
+        let now = monotonicNanoseconds()
+        session.forwarding = snapshot
+        for page in roster {
+            let sequence = session.takeSequence()
+            let message = ControlMessage(sequence: sequence, isReliable: true, body: .roster(page))
+            guard let bytes = try? message.serialized() else { continue }
+            session.reliable.enqueue(sequence: sequence, kind: .roster(version: page.version), bytes: bytes, nowNanoseconds: now)
+            send(bytes, to: session.address, kind: .control)
+        }
+        flush()
+    }
+
+    /// Another loop admitted a new session with this one's identity.
+    func closeReplaced(_ session: Session) {
+        guard session.state != .closed else { return }
+        finishClosing(session, reason: .replaced, now: monotonicNanoseconds(), tellMember: true)
+        flush()
+    }
+
+    // MARK: Leaving
+
+    /// Takes the member out of its room and this loop, and tells the others.
+    private func remove(_ session: Session, reason: RemovalReason, now: UInt64, tellMember: Bool = true) {
+        core.remove(session)
+        finishClosing(session, reason: reason, now: now, tellMember: tellMember)
+    }
+
+    private func finishClosing(_ session: Session, reason: RemovalReason, now: UInt64, tellMember: Bool) {
+        session.state = .closed
+        session.gauges?.destroy()
+        session.gauges = nil
+        if sessions[session.peer] === session { sessions[session.peer] = nil }
+        metrics.removals[reason]?.increment()
+        var goodbye = ReliableSender()
+        if tellMember, let goodbyeReason = reason.goodbye {
+            let sequence = session.takeSequence()
+            let message = ControlMessage(sequence: sequence, isReliable: true, body: .goodbye(ControlMessage.Goodbye(reason: goodbyeReason, message: reason.goodbyeText)))
+            if let bytes = try? message.serialized() {
+                // Idle members are told once, best-effort: they are probably gone.
+                goodbye.enqueue(sequence: sequence, kind: .goodbye, bytes: bytes, nowNanoseconds: now, attempts: reason == .idleTimeout ? 1 : ReliableSender.maximumAttempts)
+                send(bytes, to: session.address, kind: .control)
+            }
+        }
+        if reason != .neverReady, sessions[session.peer] == nil {
+            departures[session.peer] = Departure(sessionID: session.id, goodbye: goodbye, expiresNanoseconds: now + Self.departureLifetimeNanoseconds, address: session.address)
+        }
+    }
+
+    // MARK: Timers
+
+    /// Every ``tickIntervalNanoseconds``: idle and joining timeouts, retransmissions,
+    /// receiver reports, and the counters for /metrics.
+    func tick() {
+        let now = monotonicNanoseconds()
+        let idle = UInt64(limits.idleTimeoutMilliseconds) * 1_000_000
+        let pending = UInt64(limits.pendingTimeoutMilliseconds) * 1_000_000
+        var expired: [(Session, RemovalReason)] = []
+        for session in sessions.values {
+            if session.state == .joining, now &- session.joinedNanoseconds > pending {
+                expired.append((session, .neverReady))
+            } else if now &- session.lastHeardNanoseconds > idle {
+                expired.append((session, .idleTimeout))
+            } else {
+                resendReliable(session, now: now, force: false)
+                if session.state == .active, now &- session.lastReceiverReportNanoseconds >= Self.receiverReportIntervalNanoseconds {
+                    sendReceiverReport(to: session, now: now)
+                }
+            }
+        }
+        for (session, reason) in expired {
+            logger.info(reason == .neverReady ? "joining member never sent ready; removed" : "member idle; removed", metadata: [
+                "member": "\(session.logDescription)",
+            ])
+            remove(session, reason: reason, now: now, tellMember: reason == .idleTimeout)
+        }
+        for (peer, departure) in departures {
+            if now >= departure.expiresNanoseconds {
+                departures[peer] = nil
+                continue
+            }
+            var goodbye = departure.goodbye
+            for bytes in goodbye.due(nowNanoseconds: now) { send(bytes, to: departure.address, kind: .control) }
+            departures[peer]!.goodbye = goodbye
+        }
+        if now &- lastStatisticsFlush >= 500_000_000 { flushStatistics(now: now) }
+        flush()
+    }
+
+    private func resendReliable(_ session: Session, now: UInt64, force: Bool) {
+        if force {
+            for message in session.reliable.outstanding { send(message.bytes, to: session.address, kind: .control) }
+        } else {
+            for bytes in session.reliable.due(nowNanoseconds: now) { send(bytes, to: session.address, kind: .control) }
+        }
+    }
+
+    /// Adds this loop's counts to the metrics (before a scrape, and twice a second).
+    func flushStatistics(now: UInt64 = monotonicNanoseconds()) {
+        statistics.flush(into: metrics)
+        lastStatisticsFlush = now
+    }
+
+    // MARK: Shutdown
+
+    /// Every member here is told the relay is going away, reliably, until it acks or the
+    /// grace period ends.
+    func beginShutdown() {
+        isShuttingDown = true
+        let now = monotonicNanoseconds()
+        for session in Array(sessions.values) {
+            remove(session, reason: .shutdown, now: now, tellMember: session.state == .active)
+        }
+        flush()
+    }
+
+    /// Goodbyes still unacknowledged.
+    var unacknowledgedGoodbyes: Int {
+        departures.values.reduce(0) { $0 + ($1.goodbye.isEmpty ? 0 : 1) }
+    }
+
+    // MARK: Sending control
+
+    private func sendControl(_ body: ControlMessage.Body, sequence: UInt32, to address: SocketAddress, limit: Int?) {
+        guard let bytes = try? ControlMessage(sequence: sequence, body: body).serialized() else { return }
+        if let limit, bytes.count > limit { return }
+        send(bytes, to: address, kind: .control)
+    }
+
+    /// An error reply cut to `limit` bytes: the message text is shortened (at a character
+    /// boundary) or dropped, and if even the code does not fit, nothing is sent.
+    private func sendError(_ code: ControlMessage.ErrorCode, _ text: String, sequence: UInt32, to address: SocketAddress, limit: Int) {
+        let room = limit - ControlMessage.headerSize - 3
+        guard room >= 0 else { return }
+        var fitted = ""
+        for character in text.prefix(255) {
+            guard fitted.utf8.count + character.utf8.count <= min(room, 255) else { break }
+            fitted.append(character)
+        }
+        sendControl(.error(ControlMessage.ErrorReply(code: code, message: fitted)), sequence: sequence, to: address, limit: limit)
+    }
+
+    private func send(_ bytes: [UInt8], to address: SocketAddress, kind: SentKind) {
+        guard let context, !bytes.isEmpty else { return }
+        guard context.channel.isWritable else { return drop(.sendQueueFull) }
+        let buffer = context.channel.allocator.buffer(bytes: bytes)
+        context.write(NIOAny(AddressedEnvelope(remoteAddress: address, data: buffer)), promise: nil)
+        statistics.sent(kind, bytes: bytes.count)
+        unflushedWrites += 1
+    }
+
+    // MARK: Introspection for the relay and its tests
+
+    var sessionCount: Int { sessions.count }
+
+    func hasSession(at peer: PeerAddress) -> Bool { sessions[peer] != nil }
+}
+
+extension RemovalReason {
+    var goodbye: ControlMessage.GoodbyeReason? {
+        switch self {
+        case .idleTimeout: return .idleTimeout
+        case .replaced: return .replaced
+        case .shutdown: return .relayShuttingDown
+        case .left, .neverReady: return nil
+        }
+    }
+
+    var goodbyeText: String {
+        switch self {
+        case .idleTimeout: return "nothing heard from you for the idle timeout; join again"
+        case .replaced: return "you joined this room again from another session"
+        case .shutdown: return "the relay is shutting down; join again when it is back"
+        case .left, .neverReady: return ""
+        }
+    }
+}
+
+/// Nanoseconds of the monotonic clock.
+@inline(__always)
+func monotonicNanoseconds() -> UInt64 {
+    NIODeadline.now().uptimeNanoseconds
+}
+
+/// Seconds since 1970, for token times.
+func unixSeconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return Int64(now.tv_sec)
+}

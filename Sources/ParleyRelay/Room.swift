@@ -1,0 +1,139 @@
+import ParleyWire
+
+/// A room's membership and its rules, as plain values: who is in, who is still joining,
+/// which SSRCs are taken, and the roster version. No sockets, no clock, no locks; the
+/// `Relay` keeps rooms in a ``RoomDirectory`` behind one lock and turns each change into
+/// roster messages and forwarding snapshots.
+public struct Room: Sendable {
+    public struct Member: Sendable, Hashable {
+        public var sessionID: UInt64
+        public var identity: String
+        public var ssrc: UInt32
+        public var canPublish: Bool
+        /// False until the member proves its address with `ready`.
+        public var isActive: Bool
+
+        public init(sessionID: UInt64, identity: String, ssrc: UInt32, canPublish: Bool, isActive: Bool = false) {
+            self.sessionID = sessionID
+            self.identity = identity
+            self.ssrc = ssrc
+            self.canPublish = canPublish
+            self.isActive = isActive
+        }
+    }
+
+    /// The outcome of asking to join.
+    public enum Admission: Sendable, Hashable {
+        /// In, as a joining member; `replaced` had the same identity and is now out.
+        case admitted(replaced: Member?)
+        case refused(ControlMessage.ErrorCode, String)
+    }
+
+    public let name: String
+    /// In order of joining, so rosters list people in the order they came.
+    public private(set) var members: [Member] = []
+    /// Increases whenever the roster (the active members) changes.
+    public private(set) var version: UInt32 = 0
+
+    public init(name: String) { self.name = name }
+
+    public var isEmpty: Bool { members.isEmpty }
+
+    public func member(sessionID: UInt64) -> Member? { members.first { $0.sessionID == sessionID } }
+
+    /// Admits `candidate` as a joining member, unless the room is full or its SSRC is taken.
+    /// A member with the same identity is replaced (a client that restarted, or moved network).
+    public mutating func admit(_ candidate: Member, maximumMembers: Int) -> Admission {
+        let existing = members.firstIndex { $0.identity == candidate.identity }
+        if let clash = members.first(where: { $0.ssrc == candidate.ssrc }), clash.identity != candidate.identity {
+            return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by another member of \(name); pick a new random SSRC and join again")
+        }
+        let others = members.count - (existing == nil ? 0 : 1)
+        guard others < maximumMembers else {
+            return .refused(.roomFull, "room \(name) is full (\(maximumMembers) members); try again later")
+        }
+        var replaced: Member?
+        if let existing {
+            replaced = members.remove(at: existing)
+            if replaced!.isActive { version &+= 1 }
+        }
+        var joining = candidate
+        joining.isActive = false
+        members.append(joining)
+        return .admitted(replaced: replaced)
+    }
+
+    /// Makes a joining member active; false if it is not in the room or already active.
+    @discardableResult
+    public mutating func activate(sessionID: UInt64) -> Bool {
+        guard let index = members.firstIndex(where: { $0.sessionID == sessionID }), !members[index].isActive else { return false }
+        members[index].isActive = true
+        version &+= 1
+        return true
+    }
+
+    /// Removes a member; returns it, or nil if it was not here.
+    @discardableResult
+    public mutating func remove(sessionID: UInt64) -> Member? {
+        guard let index = members.firstIndex(where: { $0.sessionID == sessionID }) else { return nil }
+        let member = members.remove(at: index)
+        if member.isActive { version &+= 1 }
+        return member
+    }
+
+    /// The active members, as the roster tells them.
+    public var roster: [ControlMessage.Roster.Member] {
+        members.filter(\.isActive).map { ControlMessage.Roster.Member(ssrc: $0.ssrc, identity: $0.identity, canPublish: $0.canPublish) }
+    }
+
+    public var activeCount: Int { members.reduce(0) { $0 + ($1.isActive ? 1 : 0) } }
+}
+
+/// Every room of the relay, and the limit on how many there are.
+public struct RoomDirectory: Sendable {
+    public private(set) var rooms: [String: Room] = [:]
+    public let limits: RelayLimits
+    /// Kept as members change, so counting costs nothing however many rooms there are.
+    public private(set) var memberCount: (active: Int, joining: Int) = (0, 0)
+
+    public init(limits: RelayLimits) { self.limits = limits }
+
+    public subscript(name: String) -> Room? { rooms[name] }
+
+    /// Admits `candidate` to `room`, opening the room if the relay has space for one more.
+    public mutating func admit(_ candidate: Room.Member, to room: String) -> Room.Admission {
+        if rooms[room] == nil {
+            guard rooms.count < limits.maximumRooms else {
+                return .refused(.tooManyRooms, "the relay has its maximum of \(limits.maximumRooms) rooms open; try again later")
+            }
+            rooms[room] = Room(name: room)
+        }
+        let admission = rooms[room]!.admit(candidate, maximumMembers: limits.maximumMembersPerRoom)
+        if case let .admitted(replaced) = admission {
+            memberCount.joining += 1
+            if let replaced { count(replaced, by: -1) }
+        }
+        return admission
+    }
+
+    private mutating func count(_ member: Room.Member, by change: Int) {
+        if member.isActive { memberCount.active += change } else { memberCount.joining += change }
+    }
+
+    @discardableResult
+    public mutating func activate(sessionID: UInt64, in room: String) -> Bool {
+        guard rooms[room]?.activate(sessionID: sessionID) == true else { return false }
+        memberCount.joining -= 1
+        memberCount.active += 1
+        return true
+    }
+
+    /// Removes a member, closing its room when it was the last.
+    @discardableResult
+    public mutating func remove(sessionID: UInt64, from room: String) -> Room.Member? {
+        guard let member = rooms[room]?.remove(sessionID: sessionID) else { return nil }
+        count(member, by: -1)
+        if rooms[room]!.isEmpty { rooms[room] = nil }
+        return member
+    }
+}

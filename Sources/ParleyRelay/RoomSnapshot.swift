@@ -1,0 +1,25 @@
+import NIOCore
+
+/// Who receives a room's media, frozen at one roster version.
+///
+/// The forwarding path reads this and nothing shared: each session holds the snapshot of
+/// its room, and a membership change builds a new one and hands it to every member's event
+/// loop (`EventLoop.execute`), where it replaces the old. So no lock and no atomic is touched
+/// per packet, and a loop never sees a half-updated list.
+final class RoomSnapshot: Sendable {
+    struct Receiver: Sendable {
+        let sessionID: UInt64
+        let address: SocketAddress
+        let protector: PacketProtector
+    }
+
+    let version: UInt32
+    let receivers: [Receiver]
+
+    init(version: UInt32, receivers: [Receiver]) {
+        self.version = version
+        self.receivers = receivers
+    }
+
+    static let empty = RoomSnapshot(version: 0, receivers: [])
+}

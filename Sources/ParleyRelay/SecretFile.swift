@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The relay's secret file, written by `parley-relay keygen`: a `KeyValueFile` with
+///
+/// ```
+/// token-secret = <base64 of 32 random bytes>
+/// ```
+///
+/// and, once per-hop encryption lands, a `relay-private-key = …` line beside it. The file is
+/// created with mode 0600 and never overwritten unless asked.
+public struct SecretFile: Sendable {
+    public static let tokenSecretKey = "token-secret"
+    /// Keys this build reads; `relay-private-key` is reserved for the secure-transport issue.
+    public static let knownKeys = [tokenSecretKey, "relay-private-key"]
+
+    public var tokenSecret: TokenSecret
+
+    public init(tokenSecret: TokenSecret) { self.tokenSecret = tokenSecret }
+
+    public var text: String {
+        """
+        # parley-relay secret. Anyone who holds this file can mint access tokens for this relay:
+        # keep it readable by the relay's user only (mode 0600) and out of backups you share.
+        # Make a new one with `parley-relay keygen --out FILE --force`; old tokens then stop working.
+        \(Self.tokenSecretKey) = \(tokenSecret.base64)
+
+        """
+    }
+
+    public init(parsing text: String, source: String) throws(ConfigurationError) {
+        let file = try KeyValueFile(parsing: text, source: source)
+        try file.checkKeys(known: Self.knownKeys)
+        guard let entry = file[Self.tokenSecretKey] else {
+            throw ConfigurationError("\(source) has no \(Self.tokenSecretKey) line; make a secret file with `parley-relay keygen --out \(source)`")
+        }
+        do {
+            tokenSecret = try TokenSecret(base64: entry.value)
+        } catch {
+            throw ConfigurationError("\(source):\(entry.line): \(error)")
+        }
+    }
+
+    /// Reads and parses `path`. Warns through `warn` when others may read the file.
+    public static func load(path: String, warn: (String) -> Void = { _ in }) throws(ConfigurationError) -> SecretFile {
+        let text = try FileText.read(path: path, what: "secret file", hint: "create one with `parley-relay keygen --out \(path)`")
+        var info = stat()
+        if stat(path, &info) == 0, info.st_mode & 0o077 != 0 {
+            warn("\(path) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))); run `chmod 600 \(path)`")
+        }
+        return try SecretFile(parsing: text, source: path)
+    }
+
+    /// Writes the file with mode 0600. Without `overwrite`, an existing file is an error.
+    public func write(path: String, overwrite: Bool) throws(ConfigurationError) {
+        let bytes = Array(text.utf8)
+        // Write a private temporary file then rename it over the target, so a reader never sees
+        // half a secret and the mode is 0600 from the first byte.
+        let temporary = path + ".tmp-\(getpid())"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw ConfigurationError("cannot create \(temporary): \(String(cString: strerror(errno))); check that the folder exists and is writable")
+        }
+        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        let synced = fsync(descriptor)
+        close(descriptor)
+        guard written == bytes.count, synced == 0 else {
+            unlink(temporary)
+            throw ConfigurationError("cannot write \(temporary): \(String(cString: strerror(errno)))")
+        }
+        if overwrite {
+            guard rename(temporary, path) == 0 else {
+                let reason = String(cString: strerror(errno))
+                unlink(temporary)
+                throw ConfigurationError("cannot replace \(path): \(reason)")
+            }
+        } else {
+            // link(2) fails if the target exists, unlike rename: no window to clobber a file.
+            let linked = link(temporary, path)
+            let reason = String(cString: strerror(errno))
+            let exists = errno == EEXIST
+            unlink(temporary)
+            guard linked == 0 else {
+                if exists { throw ConfigurationError("\(path) already exists; pass --force to replace it (tokens signed with the old secret stop working)") }
+                throw ConfigurationError("cannot create \(path): \(reason)")
+            }
+        }
+    }
+}

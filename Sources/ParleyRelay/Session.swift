@@ -1,0 +1,79 @@
+import NIOCore
+import ParleyWire
+
+/// One member's transport state at the relay: where it is, what it sends, what it was told.
+///
+/// A session lives on one event loop, the loop whose socket receives its datagrams
+/// (SO_REUSEPORT steers a source address to one socket). Everything mutable here is touched
+/// only on that loop; other loops reach it through `EventLoop.execute`. The `let`s are
+/// written once, before the session is shared.
+final class Session: @unchecked Sendable {
+    enum State: Sendable, Hashable {
+        /// Joined; has not yet proven it receives at its address.
+        case joining
+        case active
+        case closed
+    }
+
+    let id: UInt64
+    let address: SocketAddress
+    let peer: PeerAddress
+    let room: String
+    let identity: String
+    let ssrc: UInt32
+    let canPublish: Bool
+    let cookie: UInt64
+    /// The token the session joined with, to recognise a retransmitted join.
+    let token: String
+    /// Index of the worker (event loop) that owns the session.
+    let workerIndex: Int
+    /// Per-hop keys, once the secure-transport issue adds them.
+    let protector: PacketProtector
+
+    // MARK: Loop-confined state (one thread, never re-entrant: no dynamic exclusivity checks)
+
+    @exclusivity(unchecked) var state: State = .joining
+    @exclusivity(unchecked) var lastHeardNanoseconds: UInt64
+    let joinedNanoseconds: UInt64
+    /// The `joined` answer, kept so a retransmitted join gets the very same bytes.
+    var joinedMessage: [UInt8] = []
+    @exclusivity(unchecked) var forwarding: RoomSnapshot = .empty
+    var reliable = ReliableSender()
+    private var nextSequence: UInt32 = 1
+    /// Rate limit and reception statistics, what the forwarding decision reads and keeps.
+    @exclusivity(unchecked) var media: Forwarder.Sender
+    var lastReceiverReportNanoseconds: UInt64 = 0
+    /// Per-stream gauges, registered when the member becomes active, removed when it leaves.
+    var gauges: StreamGauges?
+
+    init(
+        id: UInt64, address: SocketAddress, peer: PeerAddress, room: String, identity: String, ssrc: UInt32,
+        canPublish: Bool, cookie: UInt64, token: String, workerIndex: Int, limits: RelayLimits, nowNanoseconds: UInt64
+    ) {
+        self.id = id
+        self.address = address
+        self.peer = peer
+        self.room = room
+        self.identity = identity
+        self.ssrc = ssrc
+        self.canPublish = canPublish
+        self.cookie = cookie
+        self.token = token
+        self.workerIndex = workerIndex
+        self.protector = .identity
+        self.lastHeardNanoseconds = nowNanoseconds
+        self.joinedNanoseconds = nowNanoseconds
+        self.media = Forwarder.Sender(ssrc: ssrc, canPublish: canPublish, limits: limits, nowNanoseconds: nowNanoseconds)
+    }
+
+    func takeSequence() -> UInt32 {
+        defer { nextSequence &+= 1 }
+        return nextSequence
+    }
+
+    var receiver: RoomSnapshot.Receiver {
+        RoomSnapshot.Receiver(sessionID: id, address: address, protector: protector)
+    }
+
+    var logDescription: String { "\(identity)@\(room) from \(peer) ssrc \(ssrc)" }
+}

@@ -1,0 +1,85 @@
+import ParleyWire
+
+/// What arrived, by RFC 7983 demultiplexing.
+enum ReceivedKind: Int, CaseIterable {
+    case rtp, rtcp, control, unknown
+
+    init(_ kind: PacketKind) {
+        switch kind {
+        case .rtp: self = .rtp
+        case .rtcp: self = .rtcp
+        case .control: self = .control
+        case .unknown: self = .unknown
+        }
+    }
+
+    var label: String {
+        switch self {
+        case .rtp: return "rtp"
+        case .rtcp: return "rtcp"
+        case .control: return "control"
+        case .unknown: return "unknown"
+        }
+    }
+}
+
+/// What the relay sent.
+enum SentKind: Int, CaseIterable {
+    /// RTP forwarded to a receiver.
+    case media
+    /// Sender reports forwarded, and the relay's own receiver reports.
+    case rtcp
+    case control
+
+    var label: String {
+        switch self {
+        case .media: return "media"
+        case .rtcp: return "rtcp"
+        case .control: return "control"
+        }
+    }
+}
+
+/// One event loop's counts since its last flush: plain integers, no atomics, because only
+/// that loop writes them.
+struct WorkerStatistics {
+    var receivedPackets = [Int](repeating: 0, count: ReceivedKind.allCases.count)
+    var receivedBytes = 0
+    var sentPackets = [Int](repeating: 0, count: SentKind.allCases.count)
+    var sentBytes = 0
+    var drops = [Int](repeating: 0, count: DropReason.allCases.count)
+
+    @inline(__always) mutating func received(_ kind: ReceivedKind, bytes: Int) {
+        receivedPackets[kind.rawValue] &+= 1
+        receivedBytes &+= bytes
+    }
+
+    @inline(__always) mutating func sent(_ kind: SentKind, bytes: Int, count: Int = 1) {
+        sentPackets[kind.rawValue] &+= count
+        sentBytes &+= bytes &* count
+    }
+
+    @inline(__always) mutating func dropped(_ reason: DropReason) {
+        drops[reason.rawValue] &+= 1
+    }
+
+    /// Adds the counts to `metrics` and starts again from zero.
+    mutating func flush(into metrics: RelayMetrics) {
+        for index in receivedPackets.indices where receivedPackets[index] > 0 {
+            metrics.packetsReceived[index].increment(by: receivedPackets[index])
+            receivedPackets[index] = 0
+        }
+        for index in sentPackets.indices where sentPackets[index] > 0 {
+            metrics.packetsSent[index].increment(by: sentPackets[index])
+            sentPackets[index] = 0
+        }
+        for index in drops.indices where drops[index] > 0 {
+            metrics.drops[index].increment(by: drops[index])
+            drops[index] = 0
+        }
+        if receivedBytes > 0 { metrics.bytesReceived.increment(by: receivedBytes) }
+        if sentBytes > 0 { metrics.bytesSent.increment(by: sentBytes) }
+        receivedBytes = 0
+        sentBytes = 0
+    }
+}

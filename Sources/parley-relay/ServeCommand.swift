@@ -1,0 +1,127 @@
+import ArgumentParser
+import Dispatch
+import Logging
+import ParleyRelay
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+struct ServeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the relay: forward each member's audio to the rest of its room.",
+        discussion: """
+        Settings come from flags, then PARLEY_RELAY_* environment variables, then the config file, then defaults; the same names work everywhere (--max-rooms, PARLEY_RELAY_MAX_ROOMS, max-rooms = 500). Example:
+
+          parley-relay serve --listen 0.0.0.0:7800 --admin 127.0.0.1:9800 \\
+              --secret-file /etc/parley/relay.secret --max-members-per-room 20
+
+        /etc/parley/relay.conf, read if it exists (or --config FILE):
+
+          listen = 0.0.0.0:7800
+          admin = 127.0.0.1:9800
+          secret-file = /etc/parley/relay.secret
+          idle-timeout = 30s
+
+        SIGTERM or SIGINT: members are told goodbye, then the relay exits 0 within 2 s.
+        """
+    )
+
+    @Option(help: ArgumentHelp("Config file of `key = value` lines.", valueName: "file"))
+    var config: String?
+    @Option(help: ArgumentHelp("UDP address for clients. Default 0.0.0.0:7800.", valueName: "host:port"))
+    var listen: String?
+    @Option(help: ArgumentHelp("HTTP address for /metrics and /healthz, or 'off'. Default 127.0.0.1:9800.", valueName: "host:port"))
+    var admin: String?
+    @Option(help: ArgumentHelp("The file `parley-relay keygen` wrote. Default /etc/parley/relay.secret.", valueName: "file"))
+    var secretFile: String?
+    @Option(help: ArgumentHelp("Event loops, one UDP socket each. Default: one per core.", valueName: "n"))
+    var threads: String?
+    @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical. Default info.", valueName: "level"))
+    var logLevel: String?
+    @Option(help: ArgumentHelp("Socket receive and send buffer. Default 4MiB.", valueName: "size"))
+    var socketBuffer: String?
+    @Option(help: ArgumentHelp("Rooms open at once. Default 500.", valueName: "n"))
+    var maxRooms: String?
+    @Option(help: ArgumentHelp("Members in one room. Default 50.", valueName: "n"))
+    var maxMembersPerRoom: String?
+    @Option(help: ArgumentHelp("Packets per second one member may send. Default 200.", valueName: "n"))
+    var maxPacketRate: String?
+    @Option(help: ArgumentHelp("Largest datagram accepted, in bytes. Default 1500.", valueName: "bytes"))
+    var maxPacketSize: String?
+    @Option(help: ArgumentHelp("How often clients ping. Default 5s.", valueName: "duration"))
+    var keepaliveInterval: String?
+    @Option(help: ArgumentHelp("Silence after which a member is removed. Default 30s.", valueName: "duration"))
+    var idleTimeout: String?
+
+    func run() throws {
+        let environment = Self.environment()
+        let flags: [String: String?] = [
+            "listen": listen, "admin": admin, "secret-file": secretFile, "threads": threads, "log-level": logLevel,
+            "socket-buffer": socketBuffer, "max-rooms": maxRooms, "max-members-per-room": maxMembersPerRoom,
+            "max-packet-rate": maxPacketRate, "max-packet-size": maxPacketSize,
+            "keepalive-interval": keepaliveInterval, "idle-timeout": idleTimeout,
+        ]
+        var file: KeyValueFile?
+        let configPath = config ?? environment["PARLEY_RELAY_CONFIG"]
+        if let configPath {
+            file = try KeyValueFile(parsing: FileText.read(path: configPath, what: "config file", hint: Self.configHint), source: configPath)
+        } else if access(RelayConfiguration.defaultConfigFile, F_OK) == 0 {
+            let path = RelayConfiguration.defaultConfigFile
+            file = try KeyValueFile(parsing: FileText.read(path: path, what: "config file", hint: Self.configHint), source: path)
+        }
+        let configuration = try RelayConfiguration.resolve(flags: flags.compactMapValues { $0 }, environment: environment, file: file)
+
+        let level = configuration.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "parley-relay")
+        let secret = try SecretFile.load(path: configuration.secretFile) { warning in
+            logger.warning("\(warning)")
+        }
+
+        // Signals are taken by a dispatch source, not a handler, so shutdown runs as normal code.
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        let relay: Relay
+        do {
+            relay = try Relay.start(configuration: configuration, secret: secret.tokenSecret, logger: logger)
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            logger.critical("cannot start the relay: \(error); is another process using the port?")
+            throw ExitCode.failure
+        }
+        let done = DispatchSemaphore(value: 0)
+        let sources = [SIGTERM, SIGINT].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { done.signal() }
+            source.resume()
+            return source
+        }
+        done.wait()
+        relay.shutdown()
+        withExtendedLifetime(sources) {}
+    }
+
+    static let configHint = "check the path given with --config or PARLEY_RELAY_CONFIG"
+
+    static func environment() -> [String: String] {
+        var result: [String: String] = [:]
+        var pointer = environ
+        while let entry = pointer.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            pointer += 1
+        }
+        return result
+    }
+}

@@ -1,0 +1,91 @@
+import ArgumentParser
+import ParleyRelay
+import ParleyWire
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+struct TokenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Print an access token and, last, an invite URL for one person and room.",
+        discussion: """
+        Example:
+
+          parley-relay token --secret-file /etc/parley/relay.secret --room standup --identity ada \\
+              --ttl 7d --relay relay.example.org:7800
+
+        prints the token, then parley://relay.example.org:7800/standup?token=… which the client accepts. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub), so a web app holding the same secret can mint them too.
+        """
+    )
+
+    @Option(help: ArgumentHelp("The file `parley-relay keygen` wrote.", valueName: "file"))
+    var secretFile: String = "/etc/parley/relay.secret"
+    @Option(help: ArgumentHelp("The room: 1–64 of A–Z a–z 0–9 . _ -", valueName: "room"))
+    var room: String
+    @Option(help: ArgumentHelp("The person's name in the room (1–64 bytes, no control characters).", valueName: "name"))
+    var identity: String
+    @Option(help: ArgumentHelp("How long the token is valid, e.g. 90m, 24h, 7d.", valueName: "duration"))
+    var ttl: String = "24h"
+    @Option(help: ArgumentHelp("The relay's address as clients reach it. Default: this machine's name, port 7800.", valueName: "host:port"))
+    var relay: String?
+    @Flag(help: "The member may listen but not send audio.")
+    var listenOnly = false
+
+    func run() throws {
+        if let problem = ParleyNames.problem(withRoom: room) { throw ConfigurationError("--room: \(problem)") }
+        if let problem = ParleyNames.problem(withIdentity: identity) { throw ConfigurationError("--identity: \(problem)") }
+        guard let milliseconds = DurationText.milliseconds(ttl), milliseconds >= 1000 else {
+            throw ConfigurationError("--ttl is \"\(ttl)\"; write a duration of at least 1s, such as 90m, 24h or 7d")
+        }
+        guard milliseconds <= 366 * 86_400_000 else {
+            throw ConfigurationError("--ttl is \(ttl); at most a year (366d), so a leaked invite does not work forever")
+        }
+        let secret = try SecretFile.load(path: secretFile) { warning in
+            var standardError = StandardError()
+            print("parley-relay: warning: \(warning)", to: &standardError)
+        }
+        var relayText = relay
+        if relayText == nil {
+            relayText = "\(Self.hostName()):\(InviteURL.defaultPort)"
+            var standardError = StandardError()
+            print("parley-relay: no --relay given; the invite names \(relayText!) (pass --relay HOST:PORT as clients reach it)", to: &standardError)
+        }
+        let (host, port) = try Self.parseRelay(relayText!)
+        let now = unixNow()
+        let token = AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + Int64(milliseconds / 1000),
+                                canPublish: !listenOnly)
+        let signed = token.signed(with: secret.tokenSecret)
+        let invite = InviteURL(host: host, port: port, room: room, token: signed)
+        // Prove the invite reads back before handing it to a person.
+        guard (try? InviteURL(parsing: invite.description)) == invite else {
+            throw ConfigurationError("--relay \(relayText!) does not make a valid invite; give a host name or IP address and a port")
+        }
+        print(signed)
+        print(invite.description)
+    }
+
+    static func parseRelay(_ text: String) throws(ConfigurationError) -> (String, Int) {
+        do {
+            let parsed = try InviteURL(parsing: "parley://\(text)/r?token=t")
+            return (parsed.host, parsed.port)
+        } catch {
+            throw ConfigurationError("--relay is \"\(text)\"; write HOST:PORT as clients reach the relay, e.g. relay.example.org:7800 or [2001:db8::1]:7800")
+        }
+    }
+
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count) == 0 else { return "localhost" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+func unixNow() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return Int64(now.tv_sec)
+}
