@@ -1,6 +1,5 @@
 import ArgumentParser
-// NIO's own C shim: recvmmsg, sendmmsg, epoll and CPU affinity, which Glibc's module map leaves out.
-import CNIOLinux
+import CParleyNet
 import ParleyRelay
 import ParleyWire
 
@@ -430,24 +429,24 @@ final class BaselineForwarder: Forwarder, @unchecked Sendable {
         let buffers = UnsafeMutableRawPointer.allocate(byteCount: batch * slot, alignment: 16)
         var names = [sockaddr_in](repeating: sockaddr_in(), count: batch)
         var vectors = [iovec](repeating: iovec(), count: batch)
-        var headers = [CNIOLinux_mmsghdr](repeating: CNIOLinux_mmsghdr(), count: batch)
+        var headers = [parley_mmsghdr](repeating: parley_mmsghdr(), count: batch)
         let outCapacity = batch * 64
         var outVectors = [iovec](repeating: iovec(), count: outCapacity)
         var outNames = [sockaddr_in](repeating: sockaddr_in(), count: outCapacity)
-        var outHeaders = [CNIOLinux_mmsghdr](repeating: CNIOLinux_mmsghdr(), count: outCapacity)
+        var outHeaders = [parley_mmsghdr](repeating: parley_mmsghdr(), count: outCapacity)
         while running.pointee != 0 {
             let received: Int32 = names.withUnsafeMutableBufferPointer { namePointer in
                 vectors.withUnsafeMutableBufferPointer { vectorPointer in
                     headers.withUnsafeMutableBufferPointer { headerPointer in
                         for index in 0..<batch {
                             vectorPointer[index] = iovec(iov_base: buffers + index * slot, iov_len: slot)
-                            headerPointer[index] = CNIOLinux_mmsghdr()
+                            headerPointer[index] = parley_mmsghdr()
                             headerPointer[index].msg_hdr.msg_name = UnsafeMutableRawPointer(namePointer.baseAddress! + index)
                             headerPointer[index].msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_in>.size)
                             headerPointer[index].msg_hdr.msg_iov = vectorPointer.baseAddress! + index
                             headerPointer[index].msg_hdr.msg_iovlen = 1
                         }
-                        return CNIOLinux_recvmmsg(descriptor, headerPointer.baseAddress, UInt32(batch), Int32(MSG_WAITFORONE), nil)
+                        return parley_recvmmsg(descriptor, headerPointer.baseAddress, UInt32(batch), Int32(MSG_WAITFORONE))
                     }
                 }
             }
@@ -467,13 +466,13 @@ final class BaselineForwarder: Forwarder, @unchecked Sendable {
                     outVectors.withUnsafeMutableBufferPointer { vectorPointer in
                         outHeaders.withUnsafeMutableBufferPointer { headerPointer in
                             for index in sent..<count {
-                                headerPointer[index] = CNIOLinux_mmsghdr()
+                                headerPointer[index] = parley_mmsghdr()
                                 headerPointer[index].msg_hdr.msg_name = UnsafeMutableRawPointer(namePointer.baseAddress! + index)
                                 headerPointer[index].msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_in>.size)
                                 headerPointer[index].msg_hdr.msg_iov = vectorPointer.baseAddress! + index
                                 headerPointer[index].msg_hdr.msg_iovlen = 1
                             }
-                            return CNIOLinux_sendmmsg(descriptor, headerPointer.baseAddress! + sent, UInt32(count - sent), 0)
+                            return parley_sendmmsg(descriptor, headerPointer.baseAddress! + sent, UInt32(count - sent), 0)
                         }
                     }
                 }
@@ -828,11 +827,11 @@ final class MultiAddressSocket {
     private let sendBuffers = UnsafeMutableRawPointer.allocate(byteCount: batch * slot, alignment: 16)
     private let sendControl = UnsafeMutableRawPointer.allocate(byteCount: batch * controlSpace, alignment: 16)
     private let sendVectors = UnsafeMutablePointer<iovec>.allocate(capacity: batch)
-    private let sendHeaders = UnsafeMutablePointer<CNIOLinux_mmsghdr>.allocate(capacity: batch)
+    private let sendHeaders = UnsafeMutablePointer<parley_mmsghdr>.allocate(capacity: batch)
     private let receiveBuffers = UnsafeMutableRawPointer.allocate(byteCount: batch * slot, alignment: 16)
     private let receiveControl = UnsafeMutableRawPointer.allocate(byteCount: batch * 64, alignment: 16)
     private let receiveVectors = UnsafeMutablePointer<iovec>.allocate(capacity: batch)
-    private let receiveHeaders = UnsafeMutablePointer<CNIOLinux_mmsghdr>.allocate(capacity: batch)
+    private let receiveHeaders = UnsafeMutablePointer<parley_mmsghdr>.allocate(capacity: batch)
     private(set) var queued = 0
 
     init(destination: sockaddr_in) throws {
@@ -877,7 +876,7 @@ final class MultiAddressSocket {
         control.storeBytes(of: Int32(8), toByteOffset: 12, as: Int32.self)  // IP_PKTINFO
         control.storeBytes(of: source.sin_addr.s_addr, toByteOffset: 20, as: UInt32.self)  // ipi_spec_dst
         sendVectors[slot] = iovec(iov_base: sendBuffers + slot * Self.slot, iov_len: min(bytes.count, Self.slot))
-        sendHeaders[slot] = CNIOLinux_mmsghdr()
+        sendHeaders[slot] = parley_mmsghdr()
         withUnsafeMutablePointer(to: &destination) { pointer in
             sendHeaders[slot].msg_hdr.msg_name = UnsafeMutableRawPointer(pointer)
         }
@@ -892,7 +891,7 @@ final class MultiAddressSocket {
     func flush() {
         var sent = 0
         while sent < queued {
-            let result = CNIOLinux_sendmmsg(descriptor, sendHeaders + sent, UInt32(queued - sent), 0)
+            let result = parley_sendmmsg(descriptor, sendHeaders + sent, UInt32(queued - sent), 0)
             if result <= 0 {
                 if errno == EAGAIN || errno == ENOBUFS { usleep(50); continue }
                 break
@@ -908,13 +907,13 @@ final class MultiAddressSocket {
         while true {
             for slot in 0..<Self.batch {
                 receiveVectors[slot] = iovec(iov_base: receiveBuffers + slot * Self.slot, iov_len: Self.slot)
-                receiveHeaders[slot] = CNIOLinux_mmsghdr()
+                receiveHeaders[slot] = parley_mmsghdr()
                 receiveHeaders[slot].msg_hdr.msg_iov = receiveVectors + slot
                 receiveHeaders[slot].msg_hdr.msg_iovlen = 1
                 receiveHeaders[slot].msg_hdr.msg_control = receiveControl + slot * 64
                 receiveHeaders[slot].msg_hdr.msg_controllen = 64
             }
-            let count = CNIOLinux_recvmmsg(descriptor, receiveHeaders, UInt32(Self.batch), Int32(MSG_DONTWAIT), nil)
+            let count = parley_recvmmsg(descriptor, receiveHeaders, UInt32(Self.batch), Int32(MSG_DONTWAIT))
             guard count > 0 else { return }
             for slot in 0..<Int(count) {
                 var destinationAddress: UInt32 = 0
@@ -941,12 +940,7 @@ func monotonicNanoseconds() -> UInt64 {
 func monotonic() -> Double { Double(monotonicNanoseconds()) / 1e9 }
 
 func pin(cpu: Int) {
-    var set = cpu_set_t()
-    withUnsafeMutableBytes(of: &set) { raw in
-        raw.initializeMemory(as: UInt8.self, repeating: 0)
-        raw[cpu / 8] |= 1 << (cpu % 8)
-    }
-    _ = CNIOLinux_pthread_setaffinity_np(pthread_self(), MemoryLayout<cpu_set_t>.size, &set)
+    _ = parley_pin_current_thread(Int32(cpu))
 }
 
 /// The kernel's id of the calling thread, from /proc/thread-self (a link to PID/task/TID).
