@@ -1,0 +1,259 @@
+import Foundation
+
+/// Estimates the bulk delay from the samples handed to playback (the far end) to their
+/// echo in the capture, so the echo canceller's reference can be aligned and its tail only
+/// has to cover the room's reverberation.
+///
+/// Method: GCC-PHAT (generalised cross-correlation with phase transform, Knapp & Carter
+/// 1976) on 8 kHz copies of both signals. Every `hop` the last ~1 s of each is transformed,
+/// their cross-power spectrum is added to a running average (forgetting factor `memory`),
+/// and the average, whitened to unit magnitude in each bin of the speech band
+/// (200–3,800 Hz), is transformed back: an echo path gives one sharp peak at its
+/// strongest tap, whatever the talker. Whitening is why this, and not a plain
+/// cross-correlation, is used: speech is strongly periodic (pitch) and coloured, so a plain
+/// correlation has broad peaks and false ones at multiples of the pitch period; envelope
+/// correlation is pitch-proof but smeared by reverberation by tens of milliseconds.
+///
+/// Search range: 0 to `maximumDelay` (500 ms by default: the largest sound-server plus
+/// USB/Bluetooth buffering a call can live with). The estimate is accepted only when the
+/// peak stands out (`minimumConfidence`, peak over the RMS of the correlation in the search
+/// range) and, once one is published, only moves when a new value more than 2 ms away wins
+/// `confirmations` updates in a row: it does not hop on a noisy update or in double talk.
+/// Updates are skipped while the far end is silent (nothing to correlate).
+///
+/// Plain Swift, no clock: it measures time in the samples it is given. Not thread-safe:
+/// the capture thread feeds it.
+public final class DelayEstimator {
+    public struct Configuration: Sendable {
+        /// The largest delay searched.
+        public var maximumDelayMilliseconds: Int = 500
+        /// How often a new correlation is computed.
+        public var hopMilliseconds: Int = 500
+        /// Forgetting factor of the averaged cross-spectrum per hop (0.8 ≈ a 2.5 s memory).
+        public var memory: Float = 0.8
+        /// Peak-to-RMS ratio of the whitened correlation below which an update is ignored.
+        public var minimumConfidence: Float = 8
+        /// Consecutive agreeing updates needed to move a published estimate.
+        public var confirmations: Int = 2
+        /// Far-end RMS (full scale 1) below which the far end counts as silent.
+        public var silenceThreshold: Float = 0.003
+        public init() {}
+    }
+
+    /// What the estimator currently believes.
+    public struct Estimate: Sendable, Equatable {
+        /// Delay in samples at 48 kHz.
+        public var samples: Int
+        /// Peak-to-RMS ratio of the correlation that produced or last confirmed it.
+        public var confidence: Float
+        public var milliseconds: Double { AudioClock.milliseconds(samples: samples) }
+    }
+
+    public let configuration: Configuration
+    /// The published estimate, nil until the first confident one.
+    public private(set) var estimate: Estimate?
+    /// Number of times the published estimate changed after the first.
+    public private(set) var changes = 0
+    /// Input samples (at 48 kHz) seen when the first estimate was published.
+    public private(set) var firstEstimateAtSample: Int?
+
+    private static let decimation = 6  // 48 kHz → 8 kHz
+    private static let rate = AudioClock.sampleRate / decimation
+    private let windowLength = 8_192  // 1.024 s at 8 kHz
+    private let fft = FFT(size: 16_384)
+    private let maximumLag: Int
+    private let hop: Int
+    private let lowBin: Int
+    private let highBin: Int
+
+    // Decimated history (ring buffers of `windowLength`).
+    private var farHistory: [Float]
+    private var micHistory: [Float]
+    private var writeIndex = 0
+    private var filled = 0
+    private var sinceHop = 0
+    private var farEnergySinceHop: Double = 0
+    private var samplesSeen = 0
+    // Partial sums for the boxcar decimator.
+    private var farAccumulator: Float = 0
+    private var micAccumulator: Float = 0
+    private var phase = 0
+
+    // Averaged cross-spectrum and scratch space.
+    private var crossReal: [Float]
+    private var crossImaginary: [Float]
+    private var farReal: [Float]
+    private var farImaginary: [Float]
+    private var micReal: [Float]
+    private var micImaginary: [Float]
+    private let window: [Float]
+
+    private var candidate: (lag: Int, count: Int)?
+
+    public init(_ configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        maximumLag = min(configuration.maximumDelayMilliseconds * Self.rate / 1_000, 8_192 / 2 + 2_048)
+        hop = max(1, configuration.hopMilliseconds * Self.rate / 1_000)
+        lowBin = 200 * 16_384 / Self.rate
+        highBin = 3_800 * 16_384 / Self.rate
+        farHistory = [Float](repeating: 0, count: 8_192)
+        micHistory = [Float](repeating: 0, count: 8_192)
+        crossReal = [Float](repeating: 0, count: 16_384)
+        crossImaginary = [Float](repeating: 0, count: 16_384)
+        farReal = [Float](repeating: 0, count: 16_384)
+        farImaginary = farReal
+        micReal = farReal
+        micImaginary = farReal
+        // A Hann window, so the block edges add no spurious broadband energy.
+        window = (0..<8_192).map { 0.5 - 0.5 * cos(2 * Float.pi * Float($0) / 8_192) }
+    }
+
+    /// Feeds `far` (what was handed to playback) and `capture` (the raw microphone) for the
+    /// same stretch of time, equal lengths at 48 kHz. Returns the estimate after this block.
+    @discardableResult
+    public func process(far: UnsafeBufferPointer<Float>, capture: UnsafeBufferPointer<Float>) -> Estimate? {
+        precondition(far.count == capture.count, "far and capture blocks must cover the same time")
+        // Boxcar average then keep every sixth sample. The aliasing this lets through is the
+        // same linear map on both signals, so it cannot move the correlation peak.
+        let scale = 1 / Float(Self.decimation)
+        for index in 0..<far.count {
+            farAccumulator += far[index]
+            micAccumulator += capture[index]
+            phase += 1
+            if phase == Self.decimation {
+                let f = farAccumulator * scale
+                farHistory[writeIndex] = f
+                micHistory[writeIndex] = micAccumulator * scale
+                farEnergySinceHop += Double(f * f)
+                writeIndex = (writeIndex + 1) % windowLength
+                filled = min(filled + 1, windowLength)
+                sinceHop += 1
+                farAccumulator = 0
+                micAccumulator = 0
+                phase = 0
+                if sinceHop >= hop {
+                    let rms = (farEnergySinceHop / Double(sinceHop)).squareRoot()
+                    sinceHop = 0
+                    farEnergySinceHop = 0
+                    if filled == windowLength && rms >= Double(configuration.silenceThreshold) { update() }
+                }
+            }
+        }
+        samplesSeen += far.count
+        return estimate
+    }
+
+    /// Forgets everything (a new device or a restarted stream).
+    public func reset() {
+        for index in 0..<windowLength {
+            farHistory[index] = 0
+            micHistory[index] = 0
+        }
+        for index in 0..<fft.size {
+            crossReal[index] = 0
+            crossImaginary[index] = 0
+        }
+        filled = 0
+        sinceHop = 0
+        farEnergySinceHop = 0
+        estimate = nil
+        candidate = nil
+    }
+
+    private func update() {
+        let n = fft.size
+        let memory = configuration.memory
+        let (lag, confidence) = farReal.withUnsafeMutableBufferPointer { farReal in
+            farImaginary.withUnsafeMutableBufferPointer { farImaginary in
+                micReal.withUnsafeMutableBufferPointer { micReal in
+                    micImaginary.withUnsafeMutableBufferPointer { micImaginary in
+                        crossReal.withUnsafeMutableBufferPointer { gr in
+                            crossImaginary.withUnsafeMutableBufferPointer { gi in
+                                farHistory.withUnsafeBufferPointer { farRing in
+                                    micHistory.withUnsafeBufferPointer { micRing in
+                                        // Oldest first, windowed.
+                                        for index in 0..<windowLength {
+                                            let ring = (writeIndex + index) % windowLength
+                                            farReal[index] = farRing[ring] * window[index]
+                                            micReal[index] = micRing[ring] * window[index]
+                                        }
+                                        for index in 0..<n {
+                                            if index >= windowLength {
+                                                farReal[index] = 0
+                                                micReal[index] = 0
+                                            }
+                                            farImaginary[index] = 0
+                                            micImaginary[index] = 0
+                                        }
+                                        fft.transform(real: farReal.baseAddress!, imaginary: farImaginary.baseAddress!)
+                                        fft.transform(real: micReal.baseAddress!, imaginary: micImaginary.baseAddress!)
+                                        // G ← memory·G + Mic·conj(Far): its inverse transform peaks at the lag by which mic trails far.
+                                        for k in 0..<n {
+                                            let r = micReal[k] * farReal[k] + micImaginary[k] * farImaginary[k]
+                                            let i = micImaginary[k] * farReal[k] - micReal[k] * farImaginary[k]
+                                            gr[k] = memory * gr[k] + r
+                                            gi[k] = memory * gi[k] + i
+                                        }
+                                        // Phase transform over the speech band only (both halves of the spectrum, so the result is real).
+                                        for k in 0..<n {
+                                            let bin = k <= n / 2 ? k : n - k
+                                            if bin >= lowBin && bin <= highBin {
+                                                let magnitude = (gr[k] * gr[k] + gi[k] * gi[k]).squareRoot()
+                                                if magnitude > 0 {
+                                                    farReal[k] = gr[k] / magnitude
+                                                    farImaginary[k] = gi[k] / magnitude
+                                                    continue
+                                                }
+                                            }
+                                            farReal[k] = 0
+                                            farImaginary[k] = 0
+                                        }
+                                        fft.transform(real: farReal.baseAddress!, imaginary: farImaginary.baseAddress!, inverse: true)
+                                        var best = 0
+                                        var peak: Float = -.infinity
+                                        var sumSquares: Float = 0
+                                        for lag in 0...maximumLag {
+                                            let value = farReal[lag]
+                                            sumSquares += value * value
+                                            if value > peak {
+                                                peak = value
+                                                best = lag
+                                            }
+                                        }
+                                        let rms = (sumSquares / Float(maximumLag + 1)).squareRoot()
+                                        return (best, rms > 0 ? peak / rms : 0)
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        guard confidence >= configuration.minimumConfidence else { return }
+        let samples = lag * Self.decimation
+        guard let current = estimate else {
+            estimate = Estimate(samples: samples, confidence: confidence)
+            firstEstimateAtSample = samplesSeen
+            return
+        }
+        // Hysteresis: within 2 ms of the published value confirms it; anything else must
+        // win `confirmations` updates in a row (within 1 ms of each other) to replace it.
+        let tolerance = 2 * Self.rate / 1_000
+        if abs(samples / Self.decimation - current.samples / Self.decimation) <= tolerance {
+            estimate?.confidence = confidence
+            candidate = nil
+            return
+        }
+        if let pending = candidate, abs(pending.lag - lag) <= Self.rate / 1_000 {
+            candidate = (lag, pending.count + 1)
+        } else {
+            candidate = (lag, 1)
+        }
+        if let pending = candidate, pending.count >= configuration.confirmations {
+            estimate = Estimate(samples: pending.lag * Self.decimation, confidence: confidence)
+            changes += 1
+            candidate = nil
+        }
+    }
+}
