@@ -1,22 +1,29 @@
-/// Tracks how late packets arrive relative to the fastest one over a sliding window, and
-/// turns it into the jitter buffer's target delay.
+/// Tracks how late packets arrive relative to the fastest ones, and turns it into the
+/// jitter buffer's target delay.
 ///
 /// For each packet, transit = arrival time − media time (RTP timestamp / 48 kHz); the
-/// clocks' offset cancels out when transits are compared. The relative delay of a packet
-/// is its transit minus the smallest transit in the window; the target is a high quantile
-/// (0.95) of the relative delays plus a margin, clamped. The window (6 s) sets how fast
-/// the target comes down after the jitter falls: high values leave it 6 s later. It goes
-/// up as soon as 5 % of the window is late, a fraction of a second. Drift between the
-/// sender's and the receiver's clock moves all transits slowly together and shifts the
-/// quantile by at most the drift over one window (3 ms at 500 ppm).
+/// clocks' offset cancels out when transits are compared. The *floor* is the transit of an
+/// on-time packet now: it drops at once to any lower transit and otherwise rises slowly
+/// (`floorRise`, 2 ms per second, faster than any clock drift), so a sender whose clock
+/// runs slow, whose transits creep upwards, does not leave the floor behind as a window
+/// minimum would (by 3 ms over 6 s at 500 ppm, enough to run the buffer dry).
+///
+/// A packet's relative delay is its transit minus the floor; the target is a high
+/// quantile (0.95) of relative delays over a sliding window plus a margin, clamped. The
+/// window (6 s) sets how fast the target comes down after the jitter falls: the high
+/// values leave it 6 s later. It goes up as soon as 5 % of the window is late, a fraction
+/// of a second.
 ///
 /// Plain Swift: times are passed in, in seconds on the receiver's clock.
 public struct ArrivalDelayTracker: Sendable {
     public struct Configuration: Sendable {
         public var quantile: Double = 0.95
         public var windowSeconds: Double = 6
-        /// Added to the quantile: the playout granularity and the resampler's look-ahead.
-        public var marginSeconds: Double = 0.0125
+        /// How fast the floor may rise without a packet confirming it, seconds per second.
+        public var floorRise: Double = 0.002
+        /// Added to the quantile: one playback period (the buffer decodes up to a period
+        /// ahead), the resampler's look-ahead, and a few ms for the floor's own error.
+        public var marginSeconds: Double = 0.015
         public var minimumSeconds: Double = 0.020
         public var maximumSeconds: Double = 0.400
         public var initialSeconds: Double = 0.070
@@ -28,12 +35,13 @@ public struct ArrivalDelayTracker: Sendable {
     }
 
     public let configuration: Configuration
-    /// (arrival, transit) for packets in the window, oldest first.
-    private var samples: [(arrival: Double, transit: Double)] = []
+    /// (arrival, relative delay) for packets in the window, oldest first.
+    private var samples: [(arrival: Double, relative: Double)] = []
     private var head = 0
     private var lastRecompute = -Double.infinity
+    private var lastArrival: Double?
     public private(set) var targetSeconds: Double
-    /// The smallest transit in the window: the reference "on time".
+    /// The transit of an on-time packet now: the reference "no delay".
     public private(set) var minimumTransit: Double?
     /// The measured quantile of relative delay (without margin or clamping).
     public private(set) var quantileSeconds: Double = 0
@@ -45,26 +53,29 @@ public struct ArrivalDelayTracker: Sendable {
 
     public mutating func record(arrival: Double, mediaSeconds: Double) {
         let transit = arrival - mediaSeconds
-        samples.append((arrival, transit))
+        if let floor = minimumTransit, let last = lastArrival {
+            minimumTransit = min(transit, floor + configuration.floorRise * max(0, arrival - last))
+        } else {
+            minimumTransit = transit
+        }
+        lastArrival = max(lastArrival ?? arrival, arrival)
+        samples.append((arrival, transit - minimumTransit!))
         while head < samples.count, samples[head].arrival < arrival - configuration.windowSeconds { head += 1 }
         // Compact now and then rather than shifting the array on every packet.
         if head > 512 {
             samples.removeFirst(head)
             head = 0
         }
-        if minimumTransit == nil || transit < minimumTransit! { minimumTransit = transit }
         if arrival - lastRecompute >= configuration.recomputeIntervalSeconds { recompute(now: arrival) }
     }
 
     private mutating func recompute(now: Double) {
         lastRecompute = now
-        let window = samples[head...].map(\.transit)
-        guard let minimum = window.min() else { return }
-        minimumTransit = minimum
-        guard window.count >= configuration.minimumSamples else { return }
-        let sorted = window.sorted()
-        let index = min(sorted.count - 1, Int((configuration.quantile * Double(sorted.count)).rounded(.up)) - 1)
-        quantileSeconds = sorted[max(0, index)] - minimum
+        let count = samples.count - head
+        guard count >= configuration.minimumSamples else { return }
+        let sorted = samples[head...].map(\.relative).sorted()
+        let index = min(count - 1, max(0, Int((configuration.quantile * Double(count)).rounded(.up)) - 1))
+        quantileSeconds = sorted[index]
         targetSeconds = min(configuration.maximumSeconds, max(configuration.minimumSeconds, quantileSeconds + configuration.marginSeconds))
     }
 
@@ -73,6 +84,7 @@ public struct ArrivalDelayTracker: Sendable {
         samples.removeAll()
         head = 0
         minimumTransit = nil
+        lastArrival = nil
         lastRecompute = -.infinity
         quantileSeconds = 0
         targetSeconds = configuration.initialSeconds

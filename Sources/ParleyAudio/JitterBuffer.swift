@@ -28,13 +28,17 @@ public final class JitterBuffer {
         public var maximumStretch = 0.03
         /// Speed change per second of delay error (0.3: 30 ms too late → 0.9 % faster).
         public var stretchGain = 0.3
-        /// Delay errors smaller than this are left alone.
+        /// Integral gain: how fast the clock-drift estimate follows a lasting error (per s²).
+        public var driftGain = 0.0125
+        /// Delay excess smaller than this is left alone.
         public var deadbandSeconds = 0.004
         /// Packets held at most; beyond, the oldest is dropped.
         public var capacity = 512
         /// After this long without audio (and not in DTX), the speaker counts as gone
         /// quiet: output is silence until packets resume, then the buffer refills.
         public var idleAfterSeconds = 0.25
+        /// How long after a loss the target keeps room for FEC.
+        public var lossMemorySeconds = 10.0
         public var channels = 1
         public init() {}
     }
@@ -78,7 +82,11 @@ public final class JitterBuffer {
     private var fifoWrite = 0
     private var fifoEndTimestamp: Double = 0
     private var scratch: [Float]
-    private var ratioStep = 0  // current speed, in 1/4000 steps around 1
+    private var ratioStep = 0  // current speed, in 50 ppm steps around 1
+    private var driftEstimate = 0.0
+    private var lastReadTime = 0.0
+    private var lastLossTime = -Double.infinity
+    private var lastUnderrunTime = -Double.infinity
     private var rate = 1.0
 
     public init(_ configuration: Configuration = Configuration()) throws {
@@ -94,8 +102,16 @@ public final class JitterBuffer {
     /// The counts and delays for the status line.
     public var currentStatistics: JitterBufferStatistics { statistics }
 
-    /// The delay the buffer aims for, in seconds.
-    public var targetDelay: Double { tracker.targetSeconds }
+    /// The delay the buffer aims for, in seconds: the arrival-delay quantile, but while
+    /// the stream is losing packets (a loss in the last `lossMemorySeconds`) at least one
+    /// frame more than the playout margin, so that packet N+1 is here when lost packet N is
+    /// due and FEC can rebuild it instead of concealment guessing.
+    public var targetDelay: Double {
+        let quantile = tracker.targetSeconds
+        guard lastReadTime - lastLossTime <= configuration.lossMemorySeconds else { return quantile }
+        let floor = Double(lastFrameSamples) / Double(AudioClock.sampleRate) + configuration.delay.marginSeconds + configuration.deadbandSeconds
+        return min(configuration.delay.maximumSeconds, max(quantile, floor))
+    }
 
     // MARK: Network side
 
@@ -163,17 +179,19 @@ public final class JitterBuffer {
     /// first packet, while refilling, or after they went quiet).
     @discardableResult
     public func read(into output: UnsafeMutableBufferPointer<Float>, now: Double) -> Bool {
+        lastReadTime = now
         let delay = currentDelay(now: now)
-        statistics.targetDelayMilliseconds = tracker.targetSeconds * 1_000
+        let target = targetDelay
+        statistics.targetDelayMilliseconds = target * 1_000
         statistics.currentDelayMilliseconds = (delay ?? 0) * 1_000
         if state == .buffering {
-            guard let delay, delay >= tracker.targetSeconds else {
+            guard let delay, delay >= target else {
                 fill(output, from: 0)
                 return false
             }
             state = .playing
         }
-        adjustRate(delay: delay ?? tracker.targetSeconds)
+        adjustRate(delay: delay ?? target, target: target)
         let channels = configuration.channels
         var written = 0
         while written < output.count {
@@ -220,24 +238,38 @@ public final class JitterBuffer {
         return now - (playout + minimum)
     }
 
-    private func adjustRate(delay: Double) {
-        let error = delay - tracker.targetSeconds
-        var wanted = 1.0
-        if abs(error) > configuration.deadbandSeconds {
-            let excess = error - (error > 0 ? configuration.deadbandSeconds : -configuration.deadbandSeconds)
-            wanted = 1 + max(-configuration.maximumStretch, min(configuration.maximumStretch, excess * configuration.stretchGain))
+    /// Sets the playback speed from the delay error with a proportional-integral law.
+    ///
+    /// The proportional part moves the delay towards the target (3 % at most, a glide of
+    /// pitch nobody notices in speech); the integral part learns the steady speed
+    /// difference between the sender's and our clock (±500 ppm for cheap sound cards), so
+    /// the delay settles on the target instead of sagging below it until the buffer runs
+    /// dry. Below the target the law acts at once (running dry is audible); above it, only
+    /// past a small deadband. The integral learns only near the target and not just after
+    /// the buffer ran dry (a jitter change, the start, the jump an underrun causes are not
+    /// drift), and is bounded to ±1,000 ppm.
+    private func adjustRate(delay: Double, target: Double) {
+        let error = delay - target
+        let effective = error < 0 ? error : max(0, error - configuration.deadbandSeconds)
+        let period = Double(AudioClock.samples(milliseconds: 10)) / Double(AudioClock.sampleRate)
+        if abs(error) < 0.003 && lastReadTime - lastUnderrunTime > 2 {
+            driftEstimate += configuration.driftGain * effective * period
+            driftEstimate = max(-0.001, min(0.001, driftEstimate))
         }
-        // Move towards the wanted speed by at most one 250 ppm step per chunk: the pitch
-        // glides instead of jumping, and SpeexDSP rebuilds its filter only when the step changes.
-        let target = Int(((wanted - 1) * 4_000).rounded())
-        let step = target > ratioStep ? ratioStep + 1 : target < ratioStep ? ratioStep - 1 : ratioStep
+        let wanted = 1 + max(-configuration.maximumStretch, min(configuration.maximumStretch, effective * configuration.stretchGain + driftEstimate))
+        // SpeexDSP takes the ratio as a fraction; steps of 50 ppm, at most ten per chunk so
+        // the pitch glides, and the filter is rebuilt only when the step changes.
+        let target = Int(((wanted - 1) * Self.ratioDenominator).rounded())
+        let step = ratioStep + max(-10, min(10, target - ratioStep))
         if step != ratioStep {
             ratioStep = step
-            resampler.setRatio(input: 4_000 + step, output: 4_000)
+            resampler.setRatio(input: Int(Self.ratioDenominator) + step, output: Int(Self.ratioDenominator))
         }
-        rate = Double(4_000 + ratioStep) / 4_000
+        rate = (Self.ratioDenominator + Double(ratioStep)) / Self.ratioDenominator
         statistics.playbackRate = rate
     }
+
+    private static let ratioDenominator = 20_000.0
 
     /// Decodes, rebuilds or conceals the next frame into the FIFO. Returns false when there
     /// is nothing to play and the speaker has been silent (not in DTX) for `idleAfter`.
@@ -259,7 +291,7 @@ public final class JitterBuffer {
             lastWasDTX = packet.payload.count <= 2
             lastFrameSamples = packet.samples
             expectedTimestamp = packet.timestamp + Int64(packet.samples)
-            markPlayed(next)
+            markPlayed(next, received: true)
             nextSequence = next + 1
             return true
         }
@@ -272,6 +304,8 @@ public final class JitterBuffer {
                 nextSequence = min(later, next + Int64(covered))
                 if let expected = expectedTimestamp { expectedTimestamp = expected + Int64(covered * lastFrameSamples) }
                 statistics.concealedFrames += Int(nextSequence! - next)
+                for skipped in next..<nextSequence! { markPlayed(skipped, received: false) }
+                lastLossTime = lastReadTime
                 dryRunSamples = 0
                 return true
             }
@@ -288,7 +322,8 @@ public final class JitterBuffer {
                 statistics.concealedFrames += 1
             }
             expectedTimestamp = expected + Int64(lastFrameSamples)
-            markPlayed(next)
+            markPlayed(next, received: false)
+            lastLossTime = lastReadTime
             nextSequence = next + 1
             return true
         }
@@ -305,6 +340,7 @@ public final class JitterBuffer {
         }
         if Double(dryRunSamples) >= configuration.idleAfterSeconds * Double(AudioClock.sampleRate) { return false }
         if dryRunSamples == 0 { statistics.underruns += 1 }
+        lastUnderrunTime = lastReadTime
         // Conceal while waiting; media time stands still, so the delay grows by this much.
         let count = conceal(samples: chunk)
         append(count: count, endTimestamp: fifoEndTimestamp)
@@ -365,8 +401,11 @@ public final class JitterBuffer {
         for index in start..<output.count { output[index] = 0 }
     }
 
-    private func markPlayed(_ sequence: Int64) {
-        playedRecently[Int(sequence & 1_023)] = sequence
+    /// Records that `sequence`'s time has passed; `received` when its own packet was
+    /// played (so a second copy is a duplicate, while the first copy of a packet that was
+    /// rebuilt or concealed is late).
+    private func markPlayed(_ sequence: Int64, received: Bool) {
+        if received { playedRecently[Int(sequence & 1_023)] = sequence }
         highestPlayed = max(highestPlayed ?? sequence, sequence)
     }
 
