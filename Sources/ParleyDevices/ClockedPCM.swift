@@ -24,7 +24,9 @@ enum ClockedPCM {
         plugin.pointee.name = UnsafePointer(name)
         plugin.pointee.flags = UInt32(SND_PCM_IOPLUG_FLAG_MONOTONIC)
         plugin.pointee.poll_fd = clock.timer
-        plugin.pointee.poll_events = UInt32(stream == SND_PCM_STREAM_PLAYBACK ? POLLOUT : POLLIN)
+        // A timerfd only ever becomes readable; `poll_revents` turns its tick into POLLOUT
+        // for playback.
+        plugin.pointee.poll_events = UInt32(POLLIN)
         plugin.pointee.mmap_rw = 0
         plugin.pointee.callback = UnsafePointer(callbacks)
         plugin.pointee.private_data = Unmanaged.passRetained(Owner(clock: clock, plugin: plugin, name: name)).toOpaque()
@@ -125,8 +127,17 @@ enum ClockedPCM {
             clock.arm(false)
             return 0
         }
+        table.pointee.prepare = { io in
+            // After an xrun `snd_pcm_recover` prepares the PCM again: the clock restarts
+            // with the next start, not from where the stalled stream left it.
+            let clock = ClockedPCM.clock(io)
+            clock.start = nil
+            clock.arm(false)
+            return 0
+        }
         table.pointee.pointer = { io in
             let clock = ClockedPCM.clock(io)
+            guard clock.start != nil else { return 0 }
             let hardware = clock.elapsedFrames
             let application = Int(io!.pointee.appl_ptr)
             let buffer = max(1, Int(io!.pointee.buffer_size))
