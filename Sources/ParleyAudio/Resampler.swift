@@ -75,8 +75,9 @@ public final class Resampler {
 
     /// Resamples a whole signal, flushing the filter at the end so the output has
     /// `input.count × output / input` samples, aligned with the input (the filter delay
-    /// removed).
-    public static func resample(_ input: [Float], from inputRate: Int, to outputRate: Int, quality: Int = 5) throws(Error) -> [Float] {
+    /// removed). Offline, so the default quality is high (8: about 60 dB of image
+    /// rejection, against 40 dB at the real-time default of 5).
+    public static func resample(_ input: [Float], from inputRate: Int, to outputRate: Int, quality: Int = 8) throws(Error) -> [Float] {
         if inputRate == outputRate { return input }
         let resampler = try Resampler(inputRate: inputRate, outputRate: outputRate, quality: quality)
         let latency = resampler.inputLatency
