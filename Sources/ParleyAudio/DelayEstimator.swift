@@ -82,10 +82,10 @@ public final class DelayEstimator {
     // Averaged cross-spectrum and scratch space.
     private var crossReal: [Float]
     private var crossImaginary: [Float]
-    private var farReal: [Float]
-    private var farImaginary: [Float]
-    private var micReal: [Float]
-    private var micImaginary: [Float]
+    private var spectrumReal: [Float]
+    private var spectrumImaginary: [Float]
+    private var frameCrossReal: [Float]
+    private var frameCrossImaginary: [Float]
     private let window: [Float]
 
     private var candidate: (lag: Int, count: Int)?
@@ -100,10 +100,10 @@ public final class DelayEstimator {
         micHistory = [Float](repeating: 0, count: 8_192)
         crossReal = [Float](repeating: 0, count: 16_384)
         crossImaginary = [Float](repeating: 0, count: 16_384)
-        farReal = [Float](repeating: 0, count: 16_384)
-        farImaginary = farReal
-        micReal = farReal
-        micImaginary = farReal
+        spectrumReal = [Float](repeating: 0, count: 16_384)
+        spectrumImaginary = spectrumReal
+        frameCrossReal = spectrumReal
+        frameCrossImaginary = spectrumReal
         // A Hann window, so the block edges add no spurious broadband energy.
         window = (0..<8_192).map { 0.5 - 0.5 * cos(2 * Float.pi * Float($0) / 8_192) }
     }
@@ -163,36 +163,42 @@ public final class DelayEstimator {
     private func update() {
         let n = fft.size
         let memory = configuration.memory
-        let (lag, confidence) = farReal.withUnsafeMutableBufferPointer { farReal in
-            farImaginary.withUnsafeMutableBufferPointer { farImaginary in
-                micReal.withUnsafeMutableBufferPointer { micReal in
-                    micImaginary.withUnsafeMutableBufferPointer { micImaginary in
+        let (lag, confidence) = spectrumReal.withUnsafeMutableBufferPointer { spectrumReal in
+            spectrumImaginary.withUnsafeMutableBufferPointer { spectrumImaginary in
+                frameCrossReal.withUnsafeMutableBufferPointer { frameCrossReal in
+                    frameCrossImaginary.withUnsafeMutableBufferPointer { frameCrossImaginary in
                         crossReal.withUnsafeMutableBufferPointer { gr in
                             crossImaginary.withUnsafeMutableBufferPointer { gi in
                                 farHistory.withUnsafeBufferPointer { farRing in
                                     micHistory.withUnsafeBufferPointer { micRing in
-                                        // Oldest first, windowed.
+                                        // Oldest first, windowed. Both real signals go through one complex
+                                        // transform (far as the real part, mic as the imaginary part) and are
+                                        // separated by symmetry afterwards: one FFT instead of two.
                                         for index in 0..<windowLength {
                                             let ring = (writeIndex + index) % windowLength
-                                            farReal[index] = farRing[ring] * window[index]
-                                            micReal[index] = micRing[ring] * window[index]
+                                            spectrumReal[index] = farRing[ring] * window[index]
+                                            spectrumImaginary[index] = micRing[ring] * window[index]
                                         }
-                                        for index in 0..<n {
-                                            if index >= windowLength {
-                                                farReal[index] = 0
-                                                micReal[index] = 0
-                                            }
-                                            farImaginary[index] = 0
-                                            micImaginary[index] = 0
+                                        for index in windowLength..<n {
+                                            spectrumReal[index] = 0
+                                            spectrumImaginary[index] = 0
                                         }
-                                        fft.transform(real: farReal.baseAddress!, imaginary: farImaginary.baseAddress!)
-                                        fft.transform(real: micReal.baseAddress!, imaginary: micImaginary.baseAddress!)
-                                        // G ← memory·G + Mic·conj(Far): its inverse transform peaks at the lag by which mic trails far.
+                                        fft.transform(real: spectrumReal.baseAddress!, imaginary: spectrumImaginary.baseAddress!)
+                                        // Far[k] = (Z[k] + conj Z[N−k]) / 2, Mic[k] = (Z[k] − conj Z[N−k]) / 2i;
+                                        // G ← memory·G + Mic·conj(Far): its inverse transform peaks at the lag
+                                        // by which the microphone trails the far end.
                                         for k in 0..<n {
-                                            let r = micReal[k] * farReal[k] + micImaginary[k] * farImaginary[k]
-                                            let i = micImaginary[k] * farReal[k] - micReal[k] * farImaginary[k]
-                                            gr[k] = memory * gr[k] + r
-                                            gi[k] = memory * gi[k] + i
+                                            let mirror = k == 0 ? 0 : n - k
+                                            let zr = spectrumReal[k], zi = spectrumImaginary[k]
+                                            let mr = spectrumReal[mirror], mi = spectrumImaginary[mirror]
+                                            let xr = (zr + mr) * 0.5, xi = (zi - mi) * 0.5
+                                            let yr = (zi + mi) * 0.5, yi = (mr - zr) * 0.5
+                                            frameCrossReal[k] = yr * xr + yi * xi
+                                            frameCrossImaginary[k] = yi * xr - yr * xi
+                                        }
+                                        for k in 0..<n {
+                                            gr[k] = memory * gr[k] + frameCrossReal[k]
+                                            gi[k] = memory * gi[k] + frameCrossImaginary[k]
                                         }
                                         // Phase transform over the speech band only (both halves of the spectrum, so the result is real).
                                         for k in 0..<n {
@@ -200,20 +206,20 @@ public final class DelayEstimator {
                                             if bin >= lowBin && bin <= highBin {
                                                 let magnitude = (gr[k] * gr[k] + gi[k] * gi[k]).squareRoot()
                                                 if magnitude > 0 {
-                                                    farReal[k] = gr[k] / magnitude
-                                                    farImaginary[k] = gi[k] / magnitude
+                                                    spectrumReal[k] = gr[k] / magnitude
+                                                    spectrumImaginary[k] = gi[k] / magnitude
                                                     continue
                                                 }
                                             }
-                                            farReal[k] = 0
-                                            farImaginary[k] = 0
+                                            spectrumReal[k] = 0
+                                            spectrumImaginary[k] = 0
                                         }
-                                        fft.transform(real: farReal.baseAddress!, imaginary: farImaginary.baseAddress!, inverse: true)
+                                        fft.transform(real: spectrumReal.baseAddress!, imaginary: spectrumImaginary.baseAddress!, inverse: true)
                                         var best = 0
                                         var peak: Float = -.infinity
                                         var sumSquares: Float = 0
                                         for lag in 0...maximumLag {
-                                            let value = farReal[lag]
+                                            let value = spectrumReal[lag]
                                             sumSquares += value * value
                                             if value > peak {
                                                 peak = value

@@ -7,6 +7,9 @@ struct Parley: ParsableCommand {
         commandName: "parley",
         abstract: "Talk with others through a Parley relay.",
         version: ParleyVersion.string,
-        subcommands: []
+        subcommands: [
+            ProcessCommand.self,
+            DevicesCommand.self,
+        ]
     )
 }

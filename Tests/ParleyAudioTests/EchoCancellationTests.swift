@@ -4,29 +4,35 @@ import Testing
 
 /// Acceptance 1: echo cancellation on speech through simulated echo paths (rooms with RT60
 /// 0.2 and 0.4 s, bulk delays 20, 60 and 150 ms, echo at −3 dB), with the delay *estimated*
-/// by the outgoing path itself (`--delay auto`, the default), through the code path of
-/// `parley process` (`OfflineOutgoingPath.run`). `ParleyProcessCommandTests` runs the
-/// built binary on files.
+/// by the outgoing path itself (`--delay auto`, the default).
+///
+/// Every scenario runs twice (`EchoRunner`): through `OfflineOutgoingPath.run`, the code
+/// `parley process` calls, and through the built `parley process` binary on WAV files,
+/// reading back the file it wrote and the delay it printed.
 @Suite("Echo cancellation on the outgoing path")
 struct EchoCancellationTests {
     static let paths: [(rt60: Double, delay: Int)] = [(0.2, 20), (0.2, 60), (0.2, 150), (0.4, 20), (0.4, 60), (0.4, 150)]
     static let convergence = 5 * 48_000
 
+    static var cases: [(EchoRunner, Double, Int)] {
+        EchoRunner.allCases.flatMap { runner in paths.map { (runner, $0.rt60, $0.delay) } }
+    }
+
     /// ERLE ≥ 25 dB in far-end single talk after 5 s, on every path, with the delay
     /// estimated within 2 ms of the truth (the echo path's direct tap).
-    @Test(arguments: paths)
-    func farEndSingleTalkIsAtLeast25DecibelsDownAfterFiveSeconds(rt60: Double, delay: Int) throws {
+    @Test(arguments: cases)
+    func farEndSingleTalkIsAtLeast25DecibelsDownAfterFiveSeconds(runner: EchoRunner, rt60: Double, delay: Int) throws {
         let far = try TestSpeech.farTalker.get()
         let scenario = EchoScenario(far: far, rt60: rt60, delayMilliseconds: delay)
-        let mic = scenario.microphone()
-        let report = try OfflineOutgoingPath.run(mic: mic, far: far, options: OfflineOutgoingPath.Options())
+        let result = try runner.process(mic: scenario.microphone(), far: far)
+        let mic = result.mic
 
-        let estimated = try #require(report.estimatedDelayMilliseconds, "no delay estimate for the \(delay) ms path")
-        print("RT60 \(rt60) s, delay \(delay) ms: estimated \(estimated) ms (first after \(report.firstEstimateSeconds ?? -1) s)")
+        let estimated = try #require(result.estimatedDelay, "no delay estimate for the \(delay) ms path")
+        print("[\(runner)] RT60 \(rt60) s, delay \(delay) ms: estimated \(estimated) ms")
         #expect(abs(estimated - Double(delay)) <= 2, "delay estimate \(estimated) ms should be within 2 ms of \(delay) ms")
 
-        let erle = energyRatioDecibels(mic, report.output, in: Self.convergence..<mic.count)
-        print("RT60 \(rt60) s, delay \(delay) ms: ERLE after 5 s = \(erle) dB (threshold 25 dB); process's own figure \(report.erleDecibels ?? .nan) dB")
+        let erle = energyRatioDecibels(mic, result.output, in: Self.convergence..<mic.count)
+        print("[\(runner)] RT60 \(rt60) s, delay \(delay) ms: ERLE after 5 s = \(erle) dB (threshold 25 dB)")
         #expect(erle >= 25, "ERLE \(erle) dB < 25 dB on RT60 \(rt60) s, \(delay) ms")
     }
 
@@ -45,8 +51,8 @@ struct EchoCancellationTests {
     ///   ignores a uniform attenuation, so this catches a canceller that turns the near end
     ///   down by half or more in double talk (the residual echo is 30+ dB down, so it does
     ///   not inflate this).
-    @Test(arguments: paths)
-    func nearEndTalkerSurvivesDoubleTalk(rt60: Double, delay: Int) throws {
+    @Test(arguments: cases)
+    func nearEndTalkerSurvivesDoubleTalk(runner: EchoRunner, rt60: Double, delay: Int) throws {
         let far = try TestSpeech.farTalker.get()
         let nearSpeech = try TestSpeech.nearTalker.get()
         let scenario = EchoScenario(far: far, rt60: rt60, delayMilliseconds: delay)
@@ -55,15 +61,15 @@ struct EchoCancellationTests {
         let level = TestSpeech.activeRMS(scenario.echo) / TestSpeech.activeRMS(nearSpeech)
         var near = [Float](repeating: 0, count: far.count)
         for index in 0..<min(nearSpeech.count, far.count - start) { near[start + index] = nearSpeech[index] * Float(level) }
-        let mic = scenario.microphone(near: near)
-        let report = try OfflineOutgoingPath.run(mic: mic, far: far, options: OfflineOutgoingPath.Options())
+        let result = try runner.process(mic: scenario.microphone(near: near), far: far)
+        let mic = result.mic
 
         let frames = SpectralEnvelope.activeFrames(near, in: start..<far.count)
-        let outputScore = SpectralEnvelope.correlation(report.output, near, frames: frames)
+        let outputScore = SpectralEnvelope.correlation(result.output, near, frames: frames)
         let micScore = SpectralEnvelope.correlation(mic, near, frames: frames)
         let echoOnlyScore = SpectralEnvelope.correlation(scenario.echo, near, frames: frames)
-        let kept = Self.levelDecibels(report.output, against: near, frames: frames)
-        print("RT60 \(rt60) s, delay \(delay) ms, double talk over \(frames.count) frames: envelope correlation output \(outputScore) (threshold 0.65 and microphone + 0.1), microphone \(micScore), echo alone \(echoOnlyScore); near-end level kept \(kept) dB (threshold -3 dB)")
+        let kept = Self.levelDecibels(result.output, against: near, frames: frames)
+        print("[\(runner)] RT60 \(rt60) s, delay \(delay) ms, double talk over \(frames.count) frames: envelope correlation output \(outputScore) (threshold 0.65 and microphone + 0.1), microphone \(micScore), echo alone \(echoOnlyScore); near-end level kept \(kept) dB (threshold -3 dB)")
         #expect(outputScore >= 0.65, "near-end envelope correlation \(outputScore) < 0.65: the canceller damaged the near-end talker")
         #expect(outputScore >= micScore + 0.1, "output (\(outputScore)) is not clearly closer to the near end than the raw microphone (\(micScore))")
         #expect(kept >= -3, "the near end lost \(-kept) dB in double talk")

@@ -1,5 +1,6 @@
 import Foundation
 import ParleyAudio
+import Synchronization
 import Testing
 
 /// A small, seeded generator (SplitMix64) so every synthetic signal is the same on every run.
@@ -134,8 +135,7 @@ struct EchoScenario {
     ///   - noiseDecibels: microphone self-noise, dBFS (white).
     init(far: [Float], rt60: Double, delayMilliseconds: Int, echoLevelDecibels: Double = -3, noiseDecibels: Double = -70, seed: UInt64 = 1) {
         self.far = far
-        let response = RoomImpulseResponse.synthetic(rt60: rt60, seed: seed)
-        let convolved = FFT.convolve(far, with: response)
+        let convolved = Self.convolved(far, rt60: rt60, seed: seed)
         let delay = delayMilliseconds * 48
         var echo = [Float](repeating: 0, count: far.count)
         for index in delay..<far.count { echo[index] = convolved[index - delay] }
@@ -145,6 +145,20 @@ struct EchoScenario {
         var generator = SeededGenerator(seed: seed &+ 1_000)
         let noiseScale = Float(pow(10, noiseDecibels / 20))
         noise = (0..<far.count).map { _ in generator.gaussian() * noiseScale }
+    }
+
+    /// The far end through the room, cached: the same talker through the same room is
+    /// used by many tests (the delay only shifts it), and the convolution is the slow part.
+    private static let cache = Mutex<[String: [Float]]>([:])
+
+    private static func convolved(_ far: [Float], rt60: Double, seed: UInt64) -> [Float] {
+        let key = "\(far.count)-\(far.prefix(4_800).reduce(0, +))-\(rt60)-\(seed)"
+        return cache.withLock { cache in
+            if let cached = cache[key] { return cached }
+            let result = FFT.convolve(far, with: RoomImpulseResponse.synthetic(rt60: rt60, seed: seed))
+            cache[key] = result
+            return result
+        }
     }
 
     /// What the microphone captures: echo, noise and any near-end talker.
