@@ -101,7 +101,10 @@ public final class EchoCanceller {
         setPreprocess(SPEEX_PREPROCESS_SET_ECHO_SUPPRESS, Int32(configuration.echoSuppressionDecibels))
         setPreprocess(SPEEX_PREPROCESS_SET_ECHO_SUPPRESS_ACTIVE, Int32(configuration.echoSuppressionActiveDecibels))
         setPreprocess(SPEEX_PREPROCESS_SET_AGC, configuration.agc ? 1 : 0)
-        setPreprocess(SPEEX_PREPROCESS_SET_VAD, configuration.vad ? 1 : 0)
+        // SpeexDSP's own VAD switch only adds a warning on stderr ("replaced by a hack");
+        // its speech probability is computed either way, and `process` applies the same
+        // start/continue thresholds to it.
+        setPreprocess(SPEEX_PREPROCESS_SET_VAD, 0)
         // Dereverberation in SpeexDSP is a stub that does nothing useful; keep it off.
         setPreprocess(SPEEX_PREPROCESS_SET_DEREVERB, 0)
     }
@@ -116,8 +119,8 @@ public final class EchoCanceller {
     }
 
     /// Cleans one frame. `capture` and `reference` are `frameSamples` long, −1…1;
-    /// `output` receives the cleaned frame. Returns true when the preprocessor heard voice
-    /// (always true with VAD off).
+    /// `output` receives the cleaned frame. Returns true when the frame holds voice (always
+    /// true with VAD off).
     @discardableResult
     public func process(
         capture: UnsafeBufferPointer<Float>, reference alignedReference: UnsafeBufferPointer<Float>,
@@ -129,7 +132,7 @@ public final class EchoCanceller {
             input[index] = SampleConversion.int16(capture[index])
             reference[index] = SampleConversion.int16(alignedReference[index])
         }
-        let voice: Int32 = input.withUnsafeMutableBufferPointer { inputBuffer in
+        _ = input.withUnsafeMutableBufferPointer { inputBuffer in
             output.withUnsafeMutableBufferPointer { outputBuffer in
                 if let echo {
                     reference.withUnsafeBufferPointer { referenceBuffer in
@@ -142,8 +145,16 @@ public final class EchoCanceller {
             }
         }
         for index in 0..<frameSamples { cleaned[index] = SampleConversion.float(output[index]) }
-        return voice != 0
+        guard configuration.vad else { return true }
+        var probability: Int32 = 0
+        _ = parley_speex_preprocess_get_int(preprocess, SPEEX_PREPROCESS_GET_PROB, &probability)
+        // Voice starts above 35 % and continues above 20 % (SpeexDSP's defaults), so a
+        // word's quieter end is not cut off.
+        inVoice = probability >= (inVoice ? 20 : 35)
+        return inVoice
     }
+
+    private var inVoice = false
 
     /// Forgets the adapted filter, as after the reference was moved by a new delay estimate:
     /// a filter adapted to the old alignment would otherwise cancel the wrong echo while it

@@ -65,6 +65,8 @@ public final class JitterBuffer {
     private var highestPlayed: Int64?
     /// Set when the speaker went quiet: the next packet restarts the buffering.
     private var waitingForResume = false
+    /// Set from the first packet after a quiet spell until it plays.
+    private var resumedAfterQuiet = false
 
     private var state = State.buffering
     /// The sequence number to decode next.
@@ -153,6 +155,7 @@ public final class JitterBuffer {
                 // Resuming after a quiet spell: keep the expected sequence and timestamp (to
                 // tell DTX from loss) but measure the delay from this packet.
                 waitingForResume = false
+                resumedAfterQuiet = true
                 fifoEndTimestamp = Double(extendedTimestamp)
             } else if nextSequence.map({ sequence < $0 }) ?? true {
                 // Not playing yet: start from the earliest packet seen.
@@ -286,6 +289,7 @@ public final class JitterBuffer {
                 statistics.comfortNoiseSamples += gap
             }
             dryRunSamples = 0
+            resumedAfterQuiet = false
             append(count: decode(packet.payload, samples: packet.samples), endTimestamp: Double(packet.timestamp + Int64(packet.samples)))
             statistics.decodedFrames += 1
             lastWasDTX = packet.payload.count <= 2
@@ -297,10 +301,12 @@ public final class JitterBuffer {
         }
         if let later = packets.keys.min() {
             // `next` is due and missing while later packets are here: it is lost (or too late).
-            if dryRunSamples > 0 {
-                // The concealment played while the buffer was dry already covered the
-                // missing frames' time; skip them rather than add their duration again.
-                let covered = max(1, dryRunSamples / lastFrameSamples)
+            if dryRunSamples > 0 || resumedAfterQuiet {
+                // The concealment (or silence) played while the buffer was dry already
+                // covered the missing frames' time; skip them rather than add their
+                // duration again. After a quiet spell, skip straight to what arrived.
+                let covered = resumedAfterQuiet ? Int(later - next) : max(1, dryRunSamples / lastFrameSamples)
+                resumedAfterQuiet = false
                 nextSequence = min(later, next + Int64(covered))
                 if let expected = expectedTimestamp { expectedTimestamp = expected + Int64(covered * lastFrameSamples) }
                 statistics.concealedFrames += Int(nextSequence! - next)
@@ -418,6 +424,7 @@ public final class JitterBuffer {
         expectedTimestamp = nil
         highestPlayed = nil
         waitingForResume = false
+        resumedAfterQuiet = false
         state = .buffering
         dryRunSamples = 0
         lastWasDTX = false

@@ -10,6 +10,7 @@ struct ParleyBench: ParsableCommand {
         abstract: "Measure Parley's relay, network simulator and audio engine.",
         subcommands: [
             // Each benchmark adds its subcommand here, one per line.
+            AudioBenchmark.self,
         ]
     )
 }

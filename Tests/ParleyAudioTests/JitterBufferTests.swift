@@ -161,4 +161,53 @@ struct JitterBufferTests {
         #expect(down - 40 <= 10)
         #expect(high <= 400)
     }
+
+    /// DTX is told apart from loss by sequence numbers. The sender (DTX on) skips the tiny
+    /// packets libopus marks as silence, as RFC 7587 allows: its sequence numbers stay
+    /// consecutive while timestamps jump. The buffer fills those gaps with comfort noise and
+    /// counts no loss. The same gaps with sequence numbers that jump too are loss.
+    @Test(arguments: [true, false])
+    func dtxGapsAreComfortNoiseWhileSequenceGapsAreLoss(consecutiveSequenceNumbers: Bool) throws {
+        let speech = try TestSpeech.recorded()
+        // Speech, 1 s of silence, speech again.
+        let signal = speech + [Float](repeating: 0, count: 48_000) + speech
+        var configuration = OpusEncoder.Configuration()
+        configuration.dtx = true
+        let encoder = try OpusEncoder(configuration)
+        var sent: [(payload: [UInt8], frame: Int)] = []
+        for frame in 0..<(signal.count / 960) {
+            let packet = try encoder.encode(Array(signal[frame * 960..<(frame + 1) * 960]))
+            if packet.count > 2 { sent.append((packet, frame)) }
+        }
+        let skipped = signal.count / 960 - sent.count
+        let buffer = try JitterBuffer()
+        var chunk = [Float](repeating: 0, count: 480)
+        var next = 0
+        // Read until the last packet has played (after it the stream simply ends, and the
+        // buffer running dry there is not what this test is about).
+        var read = 0
+        while buffer.currentStatistics.decodedFrames < sent.count, read < 2_000 {
+            let now = Double(read) * 0.01
+            while next < sent.count, Double(sent[next].frame) * 0.02 + 0.03 <= now {
+                let sequence = consecutiveSequenceNumbers ? next : sent[next].frame
+                buffer.insert(
+                    payload: sent[next].payload, sequenceNumber: UInt16(sequence), timestamp: UInt32(sent[next].frame * 960),
+                    arrival: Double(sent[next].frame) * 0.02 + 0.03)
+                next += 1
+            }
+            chunk.withUnsafeMutableBufferPointer { _ = buffer.read(into: $0, now: now) }
+            read += 1
+        }
+        let statistics = buffer.currentStatistics
+        print("\(consecutiveSequenceNumbers ? "DTX" : "loss"): \(skipped) frames not sent; comfort noise \(statistics.comfortNoiseSamples / 48) ms, concealed frames \(statistics.concealedFrames), underrun \(statistics.underrunSamples / 48) ms")
+        #expect(skipped >= 30, "the encoder should have gone into DTX in the silence")
+        if consecutiveSequenceNumbers {
+            #expect(statistics.concealedFrames == 0)
+            #expect(statistics.underrunSamples == 0)
+            #expect(statistics.comfortNoiseSamples > 0)
+        } else {
+            #expect(statistics.concealedFrames + statistics.underrunSamples / 960 > 0)
+            #expect(statistics.comfortNoiseSamples == 0)
+        }
+    }
 }

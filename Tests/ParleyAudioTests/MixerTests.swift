@@ -46,13 +46,7 @@ struct MixerTests {
         let sum = (0..<output.count).map { tones[0][$0] + tones[1][$0] + tones[2][$0] }
         let peak = output.map(abs).max()!
         let flipped = zip(output, sum).filter { abs($0.1) > 0.05 && ($0.0 > 0) != ($0.1 > 0) }.count
-        var xy = 0.0, xx = 0.0, yy = 0.0
-        for (x, y) in zip(output, sum) {
-            xy += Double(x * y)
-            xx += Double(x * x)
-            yy += Double(y * y)
-        }
-        let correlation = xy / (xx * yy).squareRoot()
+        let correlation = pearsonCorrelation(output, sum)
         let int16Peak = output.map { abs(Int(SampleConversion.int16($0))) }.max()!
         print("sum peaks at \(sum.map(abs).max()!), mix at \(peak) (ceiling 0.891); sign flips \(flipped); correlation with the sum \(correlation); 16-bit peak \(int16Peak)")
         #expect(peak <= 0.8913)

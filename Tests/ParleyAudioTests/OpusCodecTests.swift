@@ -27,13 +27,7 @@ struct OpusCodecTests {
         }
         let lookahead = encoder.lookahead
         let aligned = Array(decoded[lookahead...])
-        var xy = 0.0, xx = 0.0, yy = 0.0
-        for (x, y) in zip(aligned, speech) {
-            xy += Double(x * y)
-            xx += Double(x * x)
-            yy += Double(y * y)
-        }
-        let correlation = xy / (xx * yy).squareRoot()
+        let correlation = pearsonCorrelation(aligned, speech)
         let frames = SpectralEnvelope.activeFrames(speech, in: 0..<min(speech.count, aligned.count))
         let envelope = SpectralEnvelope.correlation(aligned, speech, frames: frames)
         print("\(duration) frames at 32 kb/s: envelope correlation \(envelope) (threshold 0.9), waveform correlation \(correlation), look-ahead \(lookahead) samples")

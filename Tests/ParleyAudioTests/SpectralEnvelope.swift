@@ -54,13 +54,7 @@ enum SpectralEnvelope {
                 ys.append(b[row][band] - meanB)
             }
         }
-        var xy = 0.0, xx = 0.0, yy = 0.0
-        for (x, y) in zip(xs, ys) {
-            xy += x * y
-            xx += x * x
-            yy += y * y
-        }
-        return xx > 0 && yy > 0 ? xy / (xx * yy).squareRoot() : 0
+        return pearsonCorrelation(xs, ys)
     }
 
     /// Frames (20 ms) in `range` where `signal` is within 30 dB of its loudest frame.

@@ -180,3 +180,15 @@ func energyRatioDecibels(_ numerator: [Float], _ denominator: [Float], in range:
     }
     return 10 * log10(a / max(b, 1e-20))
 }
+
+/// The Pearson correlation of two signals over their common length, without removing the
+/// mean (audio is zero-mean), 0 when either is silent.
+func pearsonCorrelation<T: BinaryFloatingPoint>(_ a: [T], _ b: [T]) -> Double {
+    var xy = 0.0, xx = 0.0, yy = 0.0
+    for (x, y) in zip(a, b) {
+        xy += Double(x) * Double(y)
+        xx += Double(x) * Double(x)
+        yy += Double(y) * Double(y)
+    }
+    return xx > 0 && yy > 0 ? xy / (xx * yy).squareRoot() : 0
+}
