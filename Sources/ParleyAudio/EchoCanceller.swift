@@ -101,10 +101,9 @@ public final class EchoCanceller {
         setPreprocess(SPEEX_PREPROCESS_SET_ECHO_SUPPRESS, Int32(configuration.echoSuppressionDecibels))
         setPreprocess(SPEEX_PREPROCESS_SET_ECHO_SUPPRESS_ACTIVE, Int32(configuration.echoSuppressionActiveDecibels))
         setPreprocess(SPEEX_PREPROCESS_SET_AGC, configuration.agc ? 1 : 0)
-        // SpeexDSP's own VAD switch only adds a warning on stderr ("replaced by a hack");
-        // its speech probability is computed either way, and `process` applies the same
-        // start/continue thresholds to it.
-        setPreprocess(SPEEX_PREPROCESS_SET_VAD, 0)
+        // SPEEX_PREPROCESS_SET_VAD is left alone: setting it, even to 0, prints a warning on
+        // stderr ("replaced by a hack"). The speech probability it would use is computed
+        // either way, and `process` applies SpeexDSP's start/continue thresholds to it.
         // Dereverberation in SpeexDSP is a stub that does nothing useful; keep it off.
         setPreprocess(SPEEX_PREPROCESS_SET_DEREVERB, 0)
     }

@@ -26,12 +26,14 @@ public final class JitterBuffer {
         public var delay = ArrivalDelayTracker.Configuration()
         /// Largest speed change used to move the delay or absorb drift (0.03 = 3 %).
         public var maximumStretch = 0.03
-        /// Speed change per second of delay error (0.3: 30 ms too late → 0.9 % faster).
-        public var stretchGain = 0.3
-        /// Integral gain: how fast the clock-drift estimate follows a lasting error (per s²).
-        public var driftGain = 0.0125
+        /// Speed change per second of delay error (0.6: 30 ms too late → 1.8 % faster), so
+        /// an excess of delay decays with a time constant of about 1.7 s.
+        public var stretchGain = 0.6
+        /// Integral gain: how fast the clock-drift estimate follows a lasting error (per s²);
+        /// with `stretchGain` the loop is overdamped, its slow mode settling in about 10 s.
+        public var driftGain = 0.05
         /// Delay excess smaller than this is left alone.
-        public var deadbandSeconds = 0.004
+        public var deadbandSeconds = 0.002
         /// Packets held at most; beyond, the oldest is dropped.
         public var capacity = 512
         /// After this long without audio (and not in DTX), the speaker counts as gone

@@ -47,3 +47,39 @@ struct EchoCancellerTests {
         #expect { _ = try OutgoingProcessor(outgoing) } throws: { "\($0)".contains("0–500 ms") }
     }
 }
+
+@Suite("Automatic gain control")
+struct AutomaticGainControlTests {
+    /// With AGC on, a distant talker (−40 dBFS) comes out at least 6 dB louder after 4 s
+    /// (SpeexDSP raises its gain only while it hears speech, by at most 12 dB a second);
+    /// with it off, the level is unchanged within 3 dB.
+    @Test func agcLiftsAQuietTalker() throws {
+        let speech = try TestSpeech.farTalker.get()
+        let quiet = TestSpeech.normalized(speech, rmsDecibels: -40)
+        func level(agc: Bool) throws -> Double {
+            var configuration = EchoCanceller.Configuration()
+            configuration.agc = agc
+            configuration.cancelEcho = false
+            let canceller = try EchoCanceller(configuration)
+            var output = [Float](repeating: 0, count: quiet.count)
+            let silence = [Float](repeating: 0, count: 480)
+            quiet.withUnsafeBufferPointer { input in
+                silence.withUnsafeBufferPointer { reference in
+                    output.withUnsafeMutableBufferPointer { out in
+                        for start in stride(from: 0, to: input.count - 479, by: 480) {
+                            canceller.process(
+                                capture: UnsafeBufferPointer(rebasing: input[start..<start + 480]), reference: reference,
+                                into: UnsafeMutableBufferPointer(rebasing: out[start..<start + 480]))
+                        }
+                    }
+                }
+            }
+            return energyRatioDecibels(output, quiet, in: 4 * 48_000..<quiet.count)
+        }
+        let with = try level(agc: true)
+        let without = try level(agc: false)
+        print("a −40 dBFS talker after 4 s: \(with) dB with AGC (threshold +6), \(without) dB without")
+        #expect(with >= 6)
+        #expect(abs(without) <= 3)
+    }
+}
