@@ -66,9 +66,10 @@ public final class DelayEstimator {
     private let lowBin: Int
     private let highBin: Int
 
-    // Decimated history (ring buffers of `windowLength`).
-    private var farHistory: [Float]
-    private var micHistory: [Float]
+    // Decimated history (ring buffers of `windowLength`). The estimator owns all its
+    // buffers as raw allocations (freed in deinit): the transforms run on them directly.
+    private let farHistory: UnsafeMutableBufferPointer<Float>
+    private let micHistory: UnsafeMutableBufferPointer<Float>
     private var writeIndex = 0
     private var filled = 0
     private var sinceHop = 0
@@ -79,14 +80,13 @@ public final class DelayEstimator {
     private var micAccumulator: Float = 0
     private var phase = 0
 
-    // Averaged cross-spectrum and scratch space.
-    private var crossReal: [Float]
-    private var crossImaginary: [Float]
-    private var spectrumReal: [Float]
-    private var spectrumImaginary: [Float]
-    private var frameCrossReal: [Float]
-    private var frameCrossImaginary: [Float]
-    private let window: [Float]
+    // The averaged cross-spectrum, one block's spectrum (later the whitened correlation),
+    // and the analysis window.
+    private let crossReal: UnsafeMutableBufferPointer<Float>
+    private let crossImaginary: UnsafeMutableBufferPointer<Float>
+    private let spectrumReal: UnsafeMutableBufferPointer<Float>
+    private let spectrumImaginary: UnsafeMutableBufferPointer<Float>
+    private let window: UnsafeMutableBufferPointer<Float>
 
     private var candidate: (lag: Int, count: Int)?
 
@@ -96,16 +96,26 @@ public final class DelayEstimator {
         hop = max(1, configuration.hopMilliseconds * Self.rate / 1_000)
         lowBin = 200 * 16_384 / Self.rate
         highBin = 3_800 * 16_384 / Self.rate
-        farHistory = [Float](repeating: 0, count: 8_192)
-        micHistory = [Float](repeating: 0, count: 8_192)
-        crossReal = [Float](repeating: 0, count: 16_384)
-        crossImaginary = [Float](repeating: 0, count: 16_384)
-        spectrumReal = [Float](repeating: 0, count: 16_384)
-        spectrumImaginary = spectrumReal
-        frameCrossReal = spectrumReal
-        frameCrossImaginary = spectrumReal
+        func zeroed(_ count: Int) -> UnsafeMutableBufferPointer<Float> {
+            let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: count)
+            buffer.initialize(repeating: 0)
+            return buffer
+        }
+        farHistory = zeroed(8_192)
+        micHistory = zeroed(8_192)
+        crossReal = zeroed(16_384)
+        crossImaginary = zeroed(16_384)
+        spectrumReal = zeroed(16_384)
+        spectrumImaginary = zeroed(16_384)
         // A Hann window, so the block edges add no spurious broadband energy.
-        window = (0..<8_192).map { 0.5 - 0.5 * cos(2 * Float.pi * Float($0) / 8_192) }
+        window = zeroed(8_192)
+        for index in 0..<8_192 { window[index] = 0.5 - 0.5 * cos(2 * Float.pi * Float(index) / 8_192) }
+    }
+
+    deinit {
+        for buffer in [farHistory, micHistory, crossReal, crossImaginary, spectrumReal, spectrumImaginary, window] {
+            buffer.deallocate()
+        }
     }
 
     /// Feeds `far` (what was handed to playback) and `capture` (the raw microphone) for the
@@ -145,13 +155,8 @@ public final class DelayEstimator {
 
     /// Forgets everything (a new device or a restarted stream).
     public func reset() {
-        for index in 0..<windowLength {
-            farHistory[index] = 0
-            micHistory[index] = 0
-        }
-        for index in 0..<fft.size {
-            crossReal[index] = 0
-            crossImaginary[index] = 0
+        for buffer in [farHistory, micHistory, crossReal, crossImaginary] {
+            buffer.update(repeating: 0)
         }
         filled = 0
         sinceHop = 0
@@ -160,82 +165,67 @@ public final class DelayEstimator {
         candidate = nil
     }
 
-    private func update() {
+    /// Adds the latest window's cross-spectrum to the average and returns the lag (at
+    /// 8 kHz) of the whitened correlation's peak and its peak-to-RMS ratio.
+    private func correlationPeak() -> (lag: Int, confidence: Float) {
         let n = fft.size
         let memory = configuration.memory
-        let (lag, confidence) = spectrumReal.withUnsafeMutableBufferPointer { spectrumReal in
-            spectrumImaginary.withUnsafeMutableBufferPointer { spectrumImaginary in
-                frameCrossReal.withUnsafeMutableBufferPointer { frameCrossReal in
-                    frameCrossImaginary.withUnsafeMutableBufferPointer { frameCrossImaginary in
-                        crossReal.withUnsafeMutableBufferPointer { gr in
-                            crossImaginary.withUnsafeMutableBufferPointer { gi in
-                                farHistory.withUnsafeBufferPointer { farRing in
-                                    micHistory.withUnsafeBufferPointer { micRing in
-                                        // Oldest first, windowed. Both real signals go through one complex
-                                        // transform (far as the real part, mic as the imaginary part) and are
-                                        // separated by symmetry afterwards: one FFT instead of two.
-                                        for index in 0..<windowLength {
-                                            let ring = (writeIndex + index) % windowLength
-                                            spectrumReal[index] = farRing[ring] * window[index]
-                                            spectrumImaginary[index] = micRing[ring] * window[index]
-                                        }
-                                        for index in windowLength..<n {
-                                            spectrumReal[index] = 0
-                                            spectrumImaginary[index] = 0
-                                        }
-                                        fft.transform(real: spectrumReal.baseAddress!, imaginary: spectrumImaginary.baseAddress!)
-                                        // Far[k] = (Z[k] + conj Z[N−k]) / 2, Mic[k] = (Z[k] − conj Z[N−k]) / 2i;
-                                        // G ← memory·G + Mic·conj(Far): its inverse transform peaks at the lag
-                                        // by which the microphone trails the far end.
-                                        for k in 0..<n {
-                                            let mirror = k == 0 ? 0 : n - k
-                                            let zr = spectrumReal[k], zi = spectrumImaginary[k]
-                                            let mr = spectrumReal[mirror], mi = spectrumImaginary[mirror]
-                                            let xr = (zr + mr) * 0.5, xi = (zi - mi) * 0.5
-                                            let yr = (zi + mi) * 0.5, yi = (mr - zr) * 0.5
-                                            frameCrossReal[k] = yr * xr + yi * xi
-                                            frameCrossImaginary[k] = yi * xr - yr * xi
-                                        }
-                                        for k in 0..<n {
-                                            gr[k] = memory * gr[k] + frameCrossReal[k]
-                                            gi[k] = memory * gi[k] + frameCrossImaginary[k]
-                                        }
-                                        // Phase transform over the speech band only (both halves of the spectrum, so the result is real).
-                                        for k in 0..<n {
-                                            let bin = k <= n / 2 ? k : n - k
-                                            if bin >= lowBin && bin <= highBin {
-                                                let magnitude = (gr[k] * gr[k] + gi[k] * gi[k]).squareRoot()
-                                                if magnitude > 0 {
-                                                    spectrumReal[k] = gr[k] / magnitude
-                                                    spectrumImaginary[k] = gi[k] / magnitude
-                                                    continue
-                                                }
-                                            }
-                                            spectrumReal[k] = 0
-                                            spectrumImaginary[k] = 0
-                                        }
-                                        fft.transform(real: spectrumReal.baseAddress!, imaginary: spectrumImaginary.baseAddress!, inverse: true)
-                                        var best = 0
-                                        var peak: Float = -.infinity
-                                        var sumSquares: Float = 0
-                                        for lag in 0...maximumLag {
-                                            let value = spectrumReal[lag]
-                                            sumSquares += value * value
-                                            if value > peak {
-                                                peak = value
-                                                best = lag
-                                            }
-                                        }
-                                        let rms = (sumSquares / Float(maximumLag + 1)).squareRoot()
-                                        return (best, rms > 0 ? peak / rms : 0)
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+        // Oldest first, windowed. Both real signals go through one complex transform (far as
+        // the real part, mic as the imaginary part) and are separated by symmetry: one FFT
+        // instead of two.
+        for index in 0..<windowLength {
+            let ring = (writeIndex + index) % windowLength
+            spectrumReal[index] = farHistory[ring] * window[index]
+            spectrumImaginary[index] = micHistory[ring] * window[index]
+        }
+        for index in windowLength..<n {
+            spectrumReal[index] = 0
+            spectrumImaginary[index] = 0
+        }
+        fft.transform(real: spectrumReal.baseAddress!, imaginary: spectrumImaginary.baseAddress!)
+        // Far[k] = (Z[k] + conj Z[N−k]) / 2 and Mic[k] = (Z[k] − conj Z[N−k]) / 2i, then
+        // G ← memory·G + Mic·conj(Far): the inverse transform of G peaks at the lag by which
+        // the microphone trails the far end.
+        for k in 0..<n {
+            let mirror = k == 0 ? 0 : n - k
+            let zr = spectrumReal[k], zi = spectrumImaginary[k]
+            let mr = spectrumReal[mirror], mi = spectrumImaginary[mirror]
+            let farR = (zr + mr) * 0.5, farI = (zi - mi) * 0.5
+            let micR = (zi + mi) * 0.5, micI = (mr - zr) * 0.5
+            crossReal[k] = memory * crossReal[k] + (micR * farR + micI * farI)
+            crossImaginary[k] = memory * crossImaginary[k] + (micI * farR - micR * farI)
+        }
+        // Phase transform over the speech band only (both halves of the spectrum, so the
+        // result is real).
+        for k in 0..<n {
+            let bin = k <= n / 2 ? k : n - k
+            let magnitude = (crossReal[k] * crossReal[k] + crossImaginary[k] * crossImaginary[k]).squareRoot()
+            if bin >= lowBin && bin <= highBin && magnitude > 0 {
+                spectrumReal[k] = crossReal[k] / magnitude
+                spectrumImaginary[k] = crossImaginary[k] / magnitude
+            } else {
+                spectrumReal[k] = 0
+                spectrumImaginary[k] = 0
             }
         }
+        fft.transform(real: spectrumReal.baseAddress!, imaginary: spectrumImaginary.baseAddress!, inverse: true)
+        var best = 0
+        var peak: Float = -.infinity
+        var sumSquares: Float = 0
+        for lag in 0...maximumLag {
+            let value = spectrumReal[lag]
+            sumSquares += value * value
+            if value > peak {
+                peak = value
+                best = lag
+            }
+        }
+        let rms = (sumSquares / Float(maximumLag + 1)).squareRoot()
+        return (best, rms > 0 ? peak / rms : 0)
+    }
+
+    private func update() {
+        let (lag, confidence) = correlationPeak()
         guard confidence >= configuration.minimumConfidence else { return }
         let samples = lag * Self.decimation
         guard let current = estimate else {

@@ -99,7 +99,7 @@ public final class JitterBuffer {
         resampler = try Resampler(inputRate: AudioClock.sampleRate, outputRate: AudioClock.sampleRate, quality: 4)
         tracker = ArrivalDelayTracker(configuration.delay)
         fifo = [Float](repeating: 0, count: 32_768)
-        scratch = [Float](repeating: 0, count: OpusPacketLimits.maximumSamples * configuration.channels)
+        scratch = [Float](repeating: 0, count: OpusPacket.maximumSamples * configuration.channels)
         statistics.targetDelayMilliseconds = tracker.targetSeconds * 1_000
     }
 
@@ -122,7 +122,7 @@ public final class JitterBuffer {
     /// Accepts one packet's Opus payload with its RTP sequence number and timestamp,
     /// received at `arrival` (seconds, the same clock `read` is given).
     public func insert(payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, arrival: Double) {
-        guard let samples = OpusDecoder.sampleCount(of: payload), samples <= OpusPacketLimits.maximumSamples else {
+        guard let samples = OpusDecoder.sampleCount(of: payload), samples <= OpusPacket.maximumSamples else {
             statistics.invalid += 1
             return
         }
@@ -320,7 +320,7 @@ public final class JitterBuffer {
             let expected = expectedTimestamp ?? 0
             if later == next + 1, let following = packets[later] {
                 var duration = Int(following.timestamp - expected)
-                if duration <= 0 || duration > OpusPacketLimits.maximumSamples || duration % 120 != 0 { duration = lastFrameSamples }
+                if duration <= 0 || duration > OpusPacket.maximumSamples || duration % 120 != 0 { duration = lastFrameSamples }
                 let count = decodeFEC(from: following.payload, samples: duration)
                 append(count: count, endTimestamp: Double(expected + Int64(count)))
                 statistics.fecRecovered += 1
@@ -396,7 +396,7 @@ public final class JitterBuffer {
 
     private func compactFIFO() {
         // Keep room for the longest packet after the write position.
-        guard fifo.count - fifoWrite < OpusPacketLimits.maximumSamples * configuration.channels * 2 else { return }
+        guard fifo.count - fifoWrite < OpusPacket.maximumSamples * configuration.channels * 2 else { return }
         let pending = fifoWrite - fifoRead
         fifo.withUnsafeMutableBufferPointer { buffer in
             for index in 0..<pending { buffer[index] = buffer[fifoRead + index] }
@@ -433,10 +433,4 @@ public final class JitterBuffer {
         fifoRead = fifoWrite
         decoder.reset()
     }
-}
-
-/// Limits from RFC 6716 the buffer relies on.
-enum OpusPacketLimits {
-    /// 120 ms at 48 kHz, the longest an Opus packet can play.
-    static let maximumSamples = 5_760
 }

@@ -1,5 +1,6 @@
 import CALSA
 import Foundation
+import ParleyAudio
 import Synchronization
 
 /// One open ALSA PCM (`snd_pcm_t`), configured for interleaved signed 16-bit samples.
@@ -142,7 +143,7 @@ final class ALSAPCM: @unchecked Sendable {
             }
             if result == 0 { break }
             let count = Int(result) * channels
-            for index in 0..<count { output[done * channels + index] = Float(conversion[index]) / 32_768 }
+            for index in 0..<count { output[done * channels + index] = SampleConversion.float(conversion[index]) }
             done += Int(result)
         }
         return done
@@ -154,10 +155,7 @@ final class ALSAPCM: @unchecked Sendable {
         var done = 0
         while done < frames {
             let chunk = min(frames - done, conversion.count / channels)
-            for index in 0..<chunk * channels {
-                let value = (samples[done * channels + index] * 32_768).rounded()
-                conversion[index] = value >= 32_767 ? 32_767 : value <= -32_768 ? -32_768 : Int16(value)
-            }
+            for index in 0..<chunk * channels { conversion[index] = SampleConversion.int16(samples[done * channels + index]) }
             var offset = 0
             while offset < chunk {
                 let result = conversion.withUnsafeBufferPointer { buffer in

@@ -10,7 +10,7 @@ public final class WAVFileInput: AudioInput {
     public let periodFrames: Int
     public var xruns: Int { 0 }
     private let samples: [Float]
-    private let position = Mutex<(next: Int, pacer: RealTimePacer)>((0, RealTimePacer(sampleRate: 48_000)))
+    private let position: Mutex<(next: Int, pacer: RealTimePacer)>
     private let pacing: Pacing
 
     /// - Parameters:
@@ -45,7 +45,7 @@ public final class WAVFileInput: AudioInput {
         self.channels = channels
         self.periodFrames = periodFrames
         self.pacing = pacing
-        position.withLock { $0.pacer = RealTimePacer(sampleRate: sampleRate) }
+        position = Mutex((0, RealTimePacer(sampleRate: sampleRate)))
     }
 
     /// Frames in the file (at `sampleRate`).

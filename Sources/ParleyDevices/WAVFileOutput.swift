@@ -12,7 +12,7 @@ public final class WAVFileOutput: AudioOutput {
     public var xruns: Int { 0 }
     private let encoding: WAVAudio.Encoding
     private let pacing: Pacing
-    private let state = Mutex<(samples: [Float], pacer: RealTimePacer)>(([], RealTimePacer(sampleRate: 48_000)))
+    private let state: Mutex<(samples: [Float], pacer: RealTimePacer)>
 
     public init(
         path: String, sampleRate: Int = 48_000, channels: Int = 1, periodFrames: Int = 480,
@@ -25,7 +25,7 @@ public final class WAVFileOutput: AudioOutput {
         self.periodFrames = periodFrames
         self.encoding = encoding
         self.pacing = pacing
-        state.withLock { $0.pacer = RealTimePacer(sampleRate: sampleRate) }
+        state = Mutex(([], RealTimePacer(sampleRate: sampleRate)))
     }
 
     public func write(_ samples: UnsafeBufferPointer<Float>) throws(DeviceError) {

@@ -152,7 +152,13 @@ struct EchoScenario {
     private static let cache = Mutex<[String: [Float]]>([:])
 
     private static func convolved(_ far: [Float], rt60: Double, seed: UInt64) -> [Float] {
-        let key = "\(far.count)-\(far.prefix(4_800).reduce(0, +))-\(rt60)-\(seed)"
+        // Keyed by a hash of every sample: two signals that differ anywhere (a test that
+        // silences part of the talker) must not share a convolution.
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        far.withUnsafeBufferPointer { samples in
+            for sample in samples { hash = (hash ^ UInt64(sample.bitPattern)) &* 0x100_0000_01B3 }
+        }
+        let key = "\(far.count)-\(hash)-\(rt60)-\(seed)"
         return cache.withLock { cache in
             if let cached = cache[key] { return cached }
             let result = FFT.convolve(far, with: RoomImpulseResponse.synthetic(rt60: rt60, seed: seed))
