@@ -97,11 +97,18 @@ public final class OutgoingProcessor {
         capture: UnsafeBufferPointer<Float>, played: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>
     ) -> Bool {
         if let estimator, let estimate = estimator.process(far: played, capture: capture) {
-            let wanted = max(0, estimate.samples - AudioClock.samples(milliseconds: configuration.marginMilliseconds))
-            if wanted != appliedDelaySamples {
-                appliedDelaySamples = min(wanted, delayLine.capacity)
-                // The adapted filter models the echo at the old alignment; starting over
-                // converges faster than unlearning it.
+            let margin = AudioClock.samples(milliseconds: configuration.marginMilliseconds)
+            let wanted = min(max(0, estimate.samples - margin), delayLine.capacity)
+            // The filter tolerates the echo's start anywhere from just after the reference
+            // to a few margins later, so small moves of the estimate (two devices' clocks
+            // drifting apart by 0.1 ms a second) are left to its adaptation; only a move
+            // out of that window realigns the reference. Realigning resets the filter: it
+            // modelled the echo at the old alignment, and starting over converges faster
+            // than unlearning it.
+            let offset = estimate.samples - appliedDelaySamples
+            let tolerated = AudioClock.samples(milliseconds: 1)...(3 * margin)
+            if wanted != appliedDelaySamples && !tolerated.contains(offset) {
+                appliedDelaySamples = wanted
                 canceller.resetFilter()
                 realignments += 1
             }

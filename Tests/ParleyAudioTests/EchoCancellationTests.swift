@@ -138,4 +138,33 @@ struct EchoCancellationTests {
         }
         #expect(mic == copy)
     }
+
+    /// Two devices' clocks drift apart, so the delay creeps: here it moves from 60 to 64 ms
+    /// halfway. The estimate follows, but the reference is not realigned (the filter
+    /// adapts within its margin), so the canceller is not reset and keeps cancelling: ERLE
+    /// over the last 2 s stays at least 25 dB.
+    @Test func aCreepingDelayDoesNotResetTheCanceller() throws {
+        let far = try TestSpeech.farTalker.get()
+        let before = EchoScenario(far: far, rt60: 0.2, delayMilliseconds: 60).microphone()
+        let after = EchoScenario(far: far, rt60: 0.2, delayMilliseconds: 64).microphone()
+        let switchAt = 5 * 48_000
+        let mic = Array(before[..<switchAt]) + Array(after[switchAt...])
+        let processor = try OutgoingProcessor()
+        var output = [Float](repeating: 0, count: mic.count)
+        mic.withUnsafeBufferPointer { m in
+            far.withUnsafeBufferPointer { f in
+                output.withUnsafeMutableBufferPointer { o in
+                    for start in stride(from: 0, to: m.count - 479, by: 480) {
+                        processor.process(
+                            capture: UnsafeBufferPointer(rebasing: m[start..<start + 480]), played: UnsafeBufferPointer(rebasing: f[start..<start + 480]),
+                            into: UnsafeMutableBufferPointer(rebasing: o[start..<start + 480]))
+                    }
+                }
+            }
+        }
+        let erle = energyRatioDecibels(mic, output, in: (mic.count - 2 * 48_000)..<mic.count)
+        print("delay 60 → 64 ms at 5 s: estimate \(processor.estimatedDelay?.milliseconds ?? -1) ms, realignments \(processor.realignments), ERLE over the last 2 s \(erle) dB (threshold 25)")
+        #expect(processor.realignments == 1, "only the first estimate should realign")
+        #expect(erle >= 25)
+    }
 }
