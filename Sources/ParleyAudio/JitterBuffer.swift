@@ -86,7 +86,7 @@ public final class JitterBuffer {
     private var fifoWrite = 0
     private var fifoEndTimestamp: Double = 0
     private var scratch: [Float]
-    private var ratioStep = 0  // current speed, in 50 ppm steps around 1
+    private var ratioLevel = 0  // current speed level (see `ratioNumerator`)
     private var driftEstimate = 0.0
     private var lastReadTime = 0.0
     private var lastLossTime = -Double.infinity
@@ -98,6 +98,7 @@ public final class JitterBuffer {
         decoder = try OpusDecoder(channels: configuration.channels)
         resampler = try Resampler(inputRate: AudioClock.sampleRate, outputRate: AudioClock.sampleRate, quality: 4)
         tracker = ArrivalDelayTracker(configuration.delay)
+        resampler.setRatio(input: Self.ratioNumerator(level: 0), output: Int(Self.ratioDenominator))
         fifo = [Float](repeating: 0, count: 32_768)
         scratch = [Float](repeating: 0, count: OpusPacket.maximumSamples * configuration.channels)
         statistics.targetDelayMilliseconds = tracker.targetSeconds * 1_000
@@ -262,19 +263,28 @@ public final class JitterBuffer {
             driftEstimate = max(-0.001, min(0.001, driftEstimate))
         }
         let wanted = 1 + max(-configuration.maximumStretch, min(configuration.maximumStretch, effective * configuration.stretchGain + driftEstimate))
-        // SpeexDSP takes the ratio as a fraction; steps of 50 ppm, at most ten per chunk so
-        // the pitch glides, and the filter is rebuilt only when the step changes.
-        let target = Int(((wanted - 1) * Self.ratioDenominator).rounded())
-        let step = ratioStep + max(-10, min(10, target - ratioStep))
-        if step != ratioStep {
-            ratioStep = step
-            resampler.setRatio(input: Int(Self.ratioDenominator) + step, output: Int(Self.ratioDenominator))
+        // SpeexDSP takes the ratio as a fraction: levels 50 ppm apart, at most ten levels per
+        // chunk so the pitch glides, and the filter is rebuilt only when the level changes.
+        let level = Int(((wanted - 1) * Self.ratioDenominator / 2 - 0.5).rounded())
+        let next = ratioLevel + max(-10, min(10, level - ratioLevel))
+        if next != ratioLevel {
+            ratioLevel = next
+            resampler.setRatio(input: Self.ratioNumerator(level: next), output: Int(Self.ratioDenominator))
         }
-        rate = (Self.ratioDenominator + Double(ratioStep)) / Self.ratioDenominator
+        rate = Double(Self.ratioNumerator(level: ratioLevel)) / Self.ratioDenominator
         statistics.playbackRate = rate
     }
 
-    private static let ratioDenominator = 20_000.0
+    /// Speeds are (denominator + 2·level + 1) / denominator with the denominator twice a
+    /// prime (2 × 20,011): the odd numerator never shares a factor with it, so SpeexDSP
+    /// never reduces the fraction. It rescales its fractional read position to each new
+    /// denominator in integers, and a fraction reduced to 1/1 (a speed of exactly 1)
+    /// would truncate that position: a jump of up to one sample, a click on a pure tone,
+    /// each time the speed passed through 1. So there is no exact 1: the levels nearest are
+    /// ±25 ppm, which no one can hear.
+    private static let ratioDenominator = 40_022.0
+
+    private static func ratioNumerator(level: Int) -> Int { 40_022 + 2 * level + 1 }
 
     /// Decodes, rebuilds or conceals the next frame into the FIFO. Returns false when there
     /// is nothing to play and the speaker has been silent (not in DTX) for `idleAfter`.
