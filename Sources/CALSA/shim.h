@@ -1,6 +1,11 @@
 #ifndef PARLEY_CALSA_SHIM_H
 #define PARLEY_CALSA_SHIM_H
 #include <alsa/asoundlib.h>
+// The ioplug API, for `ClockedPCM`: an in-process PCM with its own clock, which lets tests
+// produce real xruns on a machine with no sound card.
+#include <alsa/pcm_external.h>
+#include <sys/timerfd.h>
+#include <poll.h>
 
 // alsa-lib's error handler is variadic; this installs one that discards messages so
 // a library that is only probing devices does not print to the user's terminal.

@@ -12,6 +12,7 @@ struct ParleyBench: ParsableCommand {
             // Each benchmark adds its subcommand here, one per line.
             RelayBenchmark.self,
             NetsimBenchmark.self,
+            AudioBenchmark.self,
         ]
     )
 }

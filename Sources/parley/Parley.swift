@@ -7,6 +7,10 @@ struct Parley: ParsableCommand {
         commandName: "parley",
         abstract: "Talk with others through a Parley relay.",
         version: ParleyVersion.string,
-        subcommands: [NetsimCommand.self]
+        subcommands: [
+            ProcessCommand.self,
+            DevicesCommand.self,
+            NetsimCommand.self,
+        ]
     )
 }

@@ -1,0 +1,164 @@
+import CSpeexDSP
+
+/// SpeexDSP's acoustic echo canceller followed by its preprocessor, at 48 kHz: the voice
+/// processing of the outgoing stream.
+///
+/// `process` takes one frame of raw capture and the far-end reference *already aligned*
+/// with it (what was handed to playback, delayed by the measured playback→capture delay;
+/// see `OutgoingProcessor`), and writes the cleaned frame to a separate buffer: the
+/// capture is never altered. Because the reference is aligned, this calls
+/// `speex_echo_cancellation` directly rather than SpeexDSP's `echo_playback/echo_capture`
+/// pair, whose internal buffering assumes the two streams are in lock step.
+///
+/// The preprocessor has the echo state attached, so after the linear filter it also
+/// suppresses the residual echo (non-linear, from the filter's own estimate of what it
+/// missed), removes stationary noise, optionally levels the voice (AGC) and reports voice
+/// activity.
+///
+/// Owns both SpeexDSP states; not thread-safe (the capture thread owns it).
+public final class EchoCanceller {
+    public struct Configuration: Sendable {
+        /// 10 or 20 ms frames.
+        public var frameDuration: OpusFrameDuration = .ms10
+        /// Length of the adaptive filter: how much of the room's reverberation is
+        /// modelled after the bulk delay has been removed. 200 ms covers half the
+        /// reverberation time of a lively room (RT60 0.4 s), which the tests show gives
+        /// 35+ dB; 150 ms left only 27 dB there.
+        public var tailMilliseconds: Int = 200
+        /// Cancel echo at all (off for headphones: only the preprocessor runs).
+        public var cancelEcho = true
+        /// Stationary noise suppression.
+        public var denoise = true
+        /// Maximum noise attenuation, dB (negative).
+        public var noiseSuppressionDecibels = -25
+        /// Maximum attenuation of residual echo while only the far end talks, dB.
+        public var echoSuppressionDecibels = -45
+        /// Maximum attenuation of residual echo while the near end also talks, dB: kept mild
+        /// so double talk is not chopped.
+        public var echoSuppressionActiveDecibels = -15
+        /// Automatic gain control.
+        public var agc = false
+        /// Voice activity detection (reported per frame).
+        public var vad = true
+        public init() {}
+    }
+
+    public enum Error: Swift.Error, CustomStringConvertible {
+        case invalidFrameDuration(OpusFrameDuration)
+        case invalidTail(Int)
+        case speex(String)
+
+        public var description: String {
+            switch self {
+            case .invalidFrameDuration(let duration):
+                return "the echo canceller runs on 10 or 20 ms frames, not \(duration)"
+            case .invalidTail(let milliseconds):
+                return "echo tail \(milliseconds) ms is outside 20–1000 ms (100–200 ms suits a room once the delay is measured)"
+            case .speex(let what):
+                return "SpeexDSP could not \(what)"
+            }
+        }
+    }
+
+    public let configuration: Configuration
+    public let frameSamples: Int
+    private let echo: OpaquePointer?
+    private let preprocess: OpaquePointer
+    private var input: [Int16]
+    private var reference: [Int16]
+    private var output: [Int16]
+
+    public init(_ configuration: Configuration = Configuration()) throws(Error) {
+        guard configuration.frameDuration == .ms10 || configuration.frameDuration == .ms20 else {
+            throw .invalidFrameDuration(configuration.frameDuration)
+        }
+        guard (20...1_000).contains(configuration.tailMilliseconds) else { throw .invalidTail(configuration.tailMilliseconds) }
+        self.configuration = configuration
+        let frame = configuration.frameDuration.samples
+        frameSamples = frame
+        let rate = Int32(AudioClock.sampleRate)
+        if configuration.cancelEcho {
+            guard let echo = speex_echo_state_init(Int32(frame), Int32(AudioClock.samples(milliseconds: configuration.tailMilliseconds))) else {
+                throw .speex("create the echo state")
+            }
+            // Without this SpeexDSP assumes 8 kHz and adapts with the wrong time constants.
+            _ = parley_speex_echo_set_int(echo, SPEEX_ECHO_SET_SAMPLING_RATE, rate)
+            self.echo = echo
+        } else {
+            echo = nil
+        }
+        guard let preprocess = speex_preprocess_state_init(Int32(frame), rate) else {
+            if let echo { speex_echo_state_destroy(echo) }
+            throw .speex("create the preprocessor")
+        }
+        self.preprocess = preprocess
+        input = [Int16](repeating: 0, count: frame)
+        reference = [Int16](repeating: 0, count: frame)
+        output = [Int16](repeating: 0, count: frame)
+        if let echo { _ = parley_speex_preprocess_attach_echo(preprocess, echo) }
+        setPreprocess(SPEEX_PREPROCESS_SET_DENOISE, configuration.denoise ? 1 : 0)
+        setPreprocess(SPEEX_PREPROCESS_SET_NOISE_SUPPRESS, Int32(configuration.noiseSuppressionDecibels))
+        setPreprocess(SPEEX_PREPROCESS_SET_ECHO_SUPPRESS, Int32(configuration.echoSuppressionDecibels))
+        setPreprocess(SPEEX_PREPROCESS_SET_ECHO_SUPPRESS_ACTIVE, Int32(configuration.echoSuppressionActiveDecibels))
+        setPreprocess(SPEEX_PREPROCESS_SET_AGC, configuration.agc ? 1 : 0)
+        // SPEEX_PREPROCESS_SET_VAD is left alone: setting it, even to 0, prints a warning on
+        // stderr ("replaced by a hack"). The speech probability it would use is computed
+        // either way, and `process` applies SpeexDSP's start/continue thresholds to it.
+        // Dereverberation in SpeexDSP is a stub that does nothing useful; keep it off.
+        setPreprocess(SPEEX_PREPROCESS_SET_DEREVERB, 0)
+    }
+
+    deinit {
+        speex_preprocess_state_destroy(preprocess)
+        if let echo { speex_echo_state_destroy(echo) }
+    }
+
+    private func setPreprocess(_ request: Int32, _ value: Int32) {
+        _ = parley_speex_preprocess_set_int(preprocess, request, value)
+    }
+
+    /// Cleans one frame. `capture` and `reference` are `frameSamples` long, −1…1;
+    /// `output` receives the cleaned frame. Returns true when the frame holds voice (always
+    /// true with VAD off).
+    @discardableResult
+    public func process(
+        capture: UnsafeBufferPointer<Float>, reference alignedReference: UnsafeBufferPointer<Float>,
+        into cleaned: UnsafeMutableBufferPointer<Float>
+    ) -> Bool {
+        precondition(capture.count == frameSamples && alignedReference.count == frameSamples && cleaned.count >= frameSamples)
+        // SpeexDSP's interface is 16-bit even in its float build.
+        for index in 0..<frameSamples {
+            input[index] = SampleConversion.int16(capture[index])
+            reference[index] = SampleConversion.int16(alignedReference[index])
+        }
+        _ = input.withUnsafeMutableBufferPointer { inputBuffer in
+            output.withUnsafeMutableBufferPointer { outputBuffer in
+                if let echo {
+                    reference.withUnsafeBufferPointer { referenceBuffer in
+                        speex_echo_cancellation(echo, inputBuffer.baseAddress, referenceBuffer.baseAddress, outputBuffer.baseAddress)
+                    }
+                } else {
+                    outputBuffer.baseAddress!.update(from: inputBuffer.baseAddress!, count: frameSamples)
+                }
+                return speex_preprocess_run(preprocess, outputBuffer.baseAddress)
+            }
+        }
+        for index in 0..<frameSamples { cleaned[index] = SampleConversion.float(output[index]) }
+        guard configuration.vad else { return true }
+        var probability: Int32 = 0
+        _ = parley_speex_preprocess_get_int(preprocess, SPEEX_PREPROCESS_GET_PROB, &probability)
+        // Voice starts above 35 % and continues above 20 % (SpeexDSP's defaults), so a
+        // word's quieter end is not cut off.
+        inVoice = probability >= (inVoice ? 20 : 35)
+        return inVoice
+    }
+
+    private var inVoice = false
+
+    /// Forgets the adapted filter, as after the reference was moved by a new delay estimate:
+    /// a filter adapted to the old alignment would otherwise cancel the wrong echo while it
+    /// re-adapts.
+    public func resetFilter() {
+        if let echo { speex_echo_state_reset(echo) }
+    }
+}

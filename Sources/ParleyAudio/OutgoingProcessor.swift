@@ -1,0 +1,122 @@
+/// The outgoing stream's voice processing, from raw capture to the frame handed to the
+/// encoder: aligns the far-end reference by the playback→capture delay (measured or
+/// given), cancels echo, then suppresses residual echo and noise.
+///
+/// ```
+/// played ─▶ ReferenceDelayLine (delay = estimate − margin) ─┐
+///    └──────────▶ DelayEstimator ◀── raw capture ──▶ EchoCanceller ─▶ cleaned frame
+/// ```
+///
+/// The raw capture is read, never written: callers keep it for `--record-raw` or a
+/// monitor. Owned by the capture thread, which calls `process` once per frame with the
+/// frame it captured and the samples handed to playback over the same interval (the call
+/// layer copies those from the playback thread).
+public final class OutgoingProcessor {
+    /// How the reference is aligned.
+    public enum Delay: Sendable, Equatable, CustomStringConvertible {
+        /// A known playback→capture delay, in milliseconds.
+        case fixed(milliseconds: Int)
+        /// Estimated continuously from the signals (GCC-PHAT, `DelayEstimator`).
+        case automatic
+
+        public var description: String {
+            switch self {
+            case .fixed(let milliseconds): return "\(milliseconds) ms"
+            case .automatic: return "auto"
+            }
+        }
+    }
+
+    public struct Configuration: Sendable {
+        public var echoCanceller = EchoCanceller.Configuration()
+        public var delay: Delay = .automatic
+        public var delayEstimator = DelayEstimator.Configuration()
+        /// The reference is aligned this much *earlier* than the estimated delay, so taps of
+        /// the echo path just before its strongest one still fall inside the filter.
+        public var marginMilliseconds = 5
+        public init() {}
+    }
+
+    public enum Error: Swift.Error, CustomStringConvertible {
+        case delayOutOfRange(milliseconds: Int, maximum: Int)
+        case echoCanceller(EchoCanceller.Error)
+
+        public var description: String {
+            switch self {
+            case .delayOutOfRange(let milliseconds, let maximum):
+                return "a playback→capture delay of \(milliseconds) ms is outside 0–\(maximum) ms"
+            case .echoCanceller(let error):
+                return error.description
+            }
+        }
+    }
+
+    public let configuration: Configuration
+    public let frameSamples: Int
+    private let canceller: EchoCanceller
+    private let estimator: DelayEstimator?
+    private var delayLine: ReferenceDelayLine
+    private var aligned: [Float]
+    /// The delay currently applied to the reference, in samples.
+    public private(set) var appliedDelaySamples: Int
+    /// Times the canceller was reset because the alignment moved.
+    public private(set) var realignments = 0
+
+    public init(_ configuration: Configuration = Configuration()) throws(Error) {
+        self.configuration = configuration
+        do {
+            canceller = try EchoCanceller(configuration.echoCanceller)
+        } catch {
+            throw .echoCanceller(error)
+        }
+        frameSamples = canceller.frameSamples
+        let maximum = configuration.delayEstimator.maximumDelayMilliseconds
+        switch configuration.delay {
+        case .fixed(let milliseconds):
+            guard (0...maximum).contains(milliseconds) else { throw .delayOutOfRange(milliseconds: milliseconds, maximum: maximum) }
+            appliedDelaySamples = AudioClock.samples(milliseconds: max(0, milliseconds - configuration.marginMilliseconds))
+            estimator = nil
+        case .automatic:
+            appliedDelaySamples = 0
+            estimator = configuration.echoCanceller.cancelEcho ? DelayEstimator(configuration.delayEstimator) : nil
+        }
+        delayLine = ReferenceDelayLine(maximumDelaySamples: AudioClock.samples(milliseconds: maximum), frameSamples: frameSamples)
+        aligned = [Float](repeating: 0, count: frameSamples)
+    }
+
+    /// The estimator's current belief, when the delay is automatic.
+    public var estimatedDelay: DelayEstimator.Estimate? { estimator?.estimate }
+
+    /// Samples into the stream at which the first delay estimate was published.
+    public var firstEstimateAtSample: Int? { estimator?.firstEstimateAtSample }
+
+    /// Processes one frame (`frameSamples` long). `played` is what went to the speaker over
+    /// the same interval as `capture` was recorded. Returns true if the frame holds voice.
+    @discardableResult
+    public func process(
+        capture: UnsafeBufferPointer<Float>, played: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>
+    ) -> Bool {
+        if let estimator, let estimate = estimator.process(far: played, capture: capture) {
+            let margin = AudioClock.samples(milliseconds: configuration.marginMilliseconds)
+            let wanted = min(max(0, estimate.samples - margin), delayLine.capacity)
+            // The filter tolerates the echo's start anywhere from just after the reference
+            // to a few margins later, so small moves of the estimate (two devices' clocks
+            // drifting apart by 0.1 ms a second) are left to its adaptation; only a move
+            // out of that window realigns the reference. Realigning resets the filter: it
+            // modelled the echo at the old alignment, and starting over converges faster
+            // than unlearning it.
+            let offset = estimate.samples - appliedDelaySamples
+            let tolerated = AudioClock.samples(milliseconds: 1)...(3 * margin)
+            if wanted != appliedDelaySamples && !tolerated.contains(offset) {
+                appliedDelaySamples = wanted
+                canceller.resetFilter()
+                realignments += 1
+            }
+        }
+        let delay = appliedDelaySamples
+        return aligned.withUnsafeMutableBufferPointer { alignedBuffer in
+            delayLine.push(played, delay: delay, into: alignedBuffer)
+            return canceller.process(capture: capture, reference: UnsafeBufferPointer(alignedBuffer), into: output)
+        }
+    }
+}

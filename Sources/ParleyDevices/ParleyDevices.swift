@@ -1,1 +1,0 @@
-// ParleyDevices: ALSA capture and playback, file devices, real-time pacing.
