@@ -46,6 +46,9 @@ let package = Package(
         // MARK: The wire: pure Swift, no dependencies, shared by every other target.
         .target(name: "ParleyWire"),
 
+        // MARK: Secure transport: Noise NK handshake, sealed packets, replay window, address cookies.
+        .target(name: "ParleySecurity", dependencies: ["ParleyWire", crypto]),
+
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         .target(
             name: "ParleyRelay",
@@ -81,6 +84,7 @@ let package = Package(
         // MARK: Tests, one target per module.
         .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
+        .testTarget(name: "ParleySecurityTests", dependencies: ["ParleySecurity", "ParleyWire"]),
         .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyRelay", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyAudio", "ParleyWire"]),
