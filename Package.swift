@@ -63,6 +63,12 @@ let package = Package(
         // ALSA capture and playback, file devices, real-time pacing.
         .target(name: "ParleyDevices", dependencies: ["ParleyAudio", "CALSA"]),
 
+        // MARK: The call: the link to the relay, the send and receive pipelines, statistics.
+        .target(
+            name: "ParleyClient",
+            dependencies: ["ParleyWire", "ParleySecurity", "ParleyAudio", "ParleyDevices", nioCore, nioPosix, logging]
+        ),
+
         // MARK: Command lines.
         .executableTarget(
             name: "parley",
@@ -88,6 +94,7 @@ let package = Package(
         .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyRelay", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyAudio", "ParleyWire"]),
+        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyDevices", "ParleyAudio", "CALSA"]),
     ]
 )

@@ -238,6 +238,8 @@ public struct ControlMessage: Sendable, Hashable {
         case unsupportedVersion
         case publishNotAllowed
         case malformedRequest
+        /// The token's identity (`sub`) breaks the rules of ``ParleyNames``.
+        case tokenIdentityInvalid
         /// A code this build does not know; carried so that newer relays stay readable.
         case unknown = 0xFFFF
 
