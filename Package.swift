@@ -51,6 +51,9 @@ let package = Package(
         // MARK: The wire: pure Swift, no dependencies, shared by every other target.
         .target(name: "ParleyWire"),
 
+        // MARK: Secure transport: Noise NK handshake, sealed packets, replay window, address cookies.
+        .target(name: "ParleySecurity", dependencies: ["ParleyWire", crypto]),
+
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         .target(
             name: "ParleyRelay",
@@ -64,6 +67,12 @@ let package = Package(
         .target(name: "ParleyAudio", dependencies: ["ParleyWire", "COpus", "CSpeexDSP"]),
         // ALSA capture and playback, file devices, real-time pacing.
         .target(name: "ParleyDevices", dependencies: ["ParleyAudio", "CALSA"]),
+
+        // MARK: The call: the link to the relay, the send and receive pipelines, statistics.
+        .target(
+            name: "ParleyClient",
+            dependencies: ["ParleyWire", "ParleySecurity", "ParleyAudio", "ParleyDevices", nioCore, nioPosix, logging]
+        ),
 
         // MARK: Command lines.
         .executableTarget(
@@ -86,9 +95,11 @@ let package = Package(
         // MARK: Tests, one target per module.
         .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
+        .testTarget(name: "ParleySecurityTests", dependencies: ["ParleySecurity", "ParleyWire"]),
         .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyRelay", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyAudio", "ParleyWire"]),
+        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyDevices", "ParleyAudio", "CALSA"]),
     ]
 )

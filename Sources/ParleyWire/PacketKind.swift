@@ -9,7 +9,8 @@
 ///              |      [16..19] -+--> ZRTP        (not used by Parley)
 ///              |      [20..63] -+--> DTLS        (not used by Parley)
 ///              |      [64..79] -+--> TURN        (not used by Parley)
-///              |      [80..95] -+--> Parley control (this range cannot be RTP)
+///              |      [80..95] -+--> Parley (this range cannot be RTP):
+///              |                |      0x50 control, 0x51–0x54 handshake, 0x55 sealed
 ///              |    [128..191] -+--> RTP or RTCP
 ///              +----------------+
 /// ```
@@ -20,7 +21,12 @@
 public enum PacketKind: Sendable, Hashable {
     case rtp
     case rtcp
+    /// A plaintext control message (``ControlMessage``), used only in insecure mode.
     case control
+    /// A step of the secure transport's handshake (``SecureMessageType`` hello to response).
+    case handshake
+    /// A sealed packet (``SealedHeader``) whose ciphertext holds an RTP, RTCP or control packet.
+    case sealed
     /// Anything else, including empty datagrams; receivers drop these.
     case unknown
 
@@ -32,8 +38,12 @@ public enum PacketKind: Sendable, Hashable {
         case 128...191:
             guard let secondByte else { self = .unknown; return }
             self = (192...223).contains(secondByte) ? .rtcp : .rtp
-        case Self.parleyFirstByteRange:
+        case ControlMessage.magic:
             self = .control
+        case SecureMessageType.hello.rawValue...SecureMessageType.handshakeResponse.rawValue:
+            self = .handshake
+        case SecureMessageType.sealed.rawValue:
+            self = .sealed
         default:
             self = .unknown
         }

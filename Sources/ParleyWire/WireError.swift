@@ -14,6 +14,7 @@ public enum WireElement: String, Sendable, Hashable {
     case rtcpFeedback = "RTCP feedback"
     case opusPacket = "Opus packet"
     case controlMessage = "Parley control message"
+    case secureMessage = "Parley secure transport message"
     case inviteURL = "invite URL"
 }
 

@@ -146,6 +146,10 @@ struct PacketKindTests {
         #expect(PacketKind(firstByte: 0x80, secondByte: 223) == .rtcp)
         #expect(PacketKind(firstByte: 0x80, secondByte: 224) == .rtp)
         #expect(PacketKind(firstByte: 0x50, secondByte: 1) == .control)
+        #expect(PacketKind(firstByte: 0x51, secondByte: 1) == .handshake)
+        #expect(PacketKind(firstByte: 0x54, secondByte: 1) == .handshake)
+        #expect(PacketKind(firstByte: 0x55, secondByte: 1) == .sealed)
+        #expect(PacketKind(firstByte: 0x56, secondByte: 1) == .unknown)
         #expect(PacketKind(firstByte: 0x00, secondByte: 1) == .unknown)  // STUN
         #expect(PacketKind(firstByte: 0x16, secondByte: 1) == .unknown)  // DTLS
         #expect(PacketKind(firstByte: 0x80, secondByte: nil) == .unknown)

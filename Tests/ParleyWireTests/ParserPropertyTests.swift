@@ -136,6 +136,58 @@ struct ParserPropertyTests {
         }
     }
 
+    @Test func secureTransportParsersNeverTrapAndRespectTheirSizes() throws {
+        let hello = try [UInt8](serializedSize: HandshakeHello.size) { (w: inout ByteWriter) throws(WireError) in
+            try HandshakeHello(nonce: 7).write(to: &w)
+        }
+        let cookie = try [UInt8](serializedSize: HandshakeCookie.size) { (w: inout ByteWriter) throws(WireError) in
+            try HandshakeCookie(nonce: 7, cookie: [UInt8](repeating: 1, count: 16), relayKeyID: [UInt8](repeating: 2, count: 8)).write(to: &w)
+        }
+        let initHeader = try [UInt8](serializedSize: HandshakeInit.headerSize) { (w: inout ByteWriter) throws(WireError) in
+            try HandshakeInit.writeHeader(to: &w, senderIndex: 5, cookie: [UInt8](repeating: 3, count: 16))
+        }
+        let responseHeader = try [UInt8](serializedSize: HandshakeResponse.headerSize) { (w: inout ByteWriter) throws(WireError) in
+            try HandshakeResponse.writeHeader(to: &w, receiverIndex: 5)
+        }
+        let sealedHeader = try [UInt8](serializedSize: SealedHeader.size) { (w: inout ByteWriter) throws(WireError) in
+            try SealedHeader(keyPhase: true, receiverIndex: 9, counter: 1 << 40).write(to: &w)
+        }
+        let examples = [hello, cookie, initHeader + [UInt8](repeating: 4, count: 80),
+                        responseHeader + [UInt8](repeating: 5, count: 60), sealedHeader + [UInt8](repeating: 6, count: 40)]
+        var accepted = 0
+        for input in Self.inputs(seed: 0x5345_4352, validExamples: examples, plausibleFirstBytes: [0x51, 0x52, 0x53, 0x54, 0x55]) {
+            try input.withUnsafeBytes { raw in
+                if let value = try? HandshakeHello(parsing: raw) {
+                    accepted += 1
+                    #expect(raw.count >= HandshakeHello.size)
+                    _ = value
+                }
+                if let value = try? HandshakeCookie(parsing: raw) {
+                    accepted += 1
+                    #expect(value.cookie.count == 16 && value.relayKeyID.count == 8)
+                }
+                if let value = try? HandshakeInit(parsing: raw) {
+                    accepted += 1
+                    #expect(value.header.count == HandshakeInit.headerSize)
+                    #expect(value.noiseMessage.count + HandshakeInit.headerSize == raw.count)
+                }
+                if let value = try? HandshakeResponse(parsing: raw) {
+                    accepted += 1
+                    #expect(value.noiseMessage.count + HandshakeResponse.headerSize == raw.count)
+                }
+                if let value = try? SealedHeader(parsing: raw) {
+                    accepted += 1
+                    #expect(raw.count >= SealedHeader.overhead)
+                    let rewritten = try [UInt8](serializedSize: SealedHeader.size) { (w: inout ByteWriter) throws(WireError) in
+                        try value.write(to: &w)
+                    }
+                    #expect(Array(raw.prefix(2)) + [raw[2] & 0x80] + Array(raw[4..<16]) == Array(rewritten.prefix(2)) + [rewritten[2]] + Array(rewritten[4..<16]))
+                }
+            }
+        }
+        #expect(accepted > 1_000)
+    }
+
     @Test func inviteParserNeverTraps() throws {
         var rng = SeededGenerator(seed: 0x494E_5654)
         let alphabet = Array("parley:/[]?&=%0123456789abcdefXYZ._-+ ".utf8)

@@ -25,6 +25,15 @@ public func fuzzWire(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     if let message = try? ControlMessage(parsing: bytes) {
         precondition(try! ControlMessage(parsing: message.serialized()) == message, "control message changed in a round trip")
     }
+    if let hello = try? HandshakeHello(parsing: bytes) { precondition(size >= HandshakeHello.size && hello.nonce == hello.nonce) }
+    if let cookie = try? HandshakeCookie(parsing: bytes) { precondition(cookie.cookie.count == HandshakeCookie.cookieSize) }
+    if let message = try? HandshakeInit(parsing: bytes) {
+        precondition(message.noiseMessage.count + HandshakeInit.headerSize == size, "init body outside the packet")
+    }
+    if let message = try? HandshakeResponse(parsing: bytes) {
+        precondition(message.noiseMessage.count + HandshakeResponse.headerSize == size, "response body outside the packet")
+    }
+    if (try? SealedHeader(parsing: bytes)) != nil { precondition(size >= SealedHeader.overhead, "sealed packet shorter than its overhead") }
     if let text = String(validating: bytes, as: UTF8.self), let invite = try? InviteURL(parsing: text) {
         precondition(try! InviteURL(parsing: invite.description) == invite, "invite changed in a round trip")
     }

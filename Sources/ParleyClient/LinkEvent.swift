@@ -1,0 +1,84 @@
+import ParleyWire
+
+/// What the link to the relay tells the call, for its status line and its decisions.
+public enum LinkEvent: Sendable, Equatable {
+    /// Joined (or rejoined) and the first roster arrived: media may flow.
+    case joined(identity: String, room: String, canPublish: Bool, rejoin: Bool)
+    /// The room's members, identity ↔ SSRC, ourselves included.
+    case roster([ControlMessage.Roster.Member])
+    /// A round trip to the relay and back, measured by ping/pong.
+    case roundTrip(nanoseconds: UInt64)
+    /// The link was lost or the relay went away; the link is rejoining by itself.
+    case reconnecting(reason: String)
+    /// The link gave up for good; the call should end with this failure.
+    case failed(LinkFailure)
+    /// The member left cleanly (the relay acknowledged, or the wait for it ended).
+    case left
+}
+
+/// Why a link ended for good. Each has its own exit code so scripts can tell them apart.
+public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Nothing answered within the join timeout.
+    case unreachable(relay: String, seconds: Int)
+    /// The relay answered the address check but not the handshake: the key differs.
+    case handshakeUnanswered(relay: String)
+    /// The relay presented a key other than the one pinned in the invite.
+    case relayKeyMismatch(relay: String)
+    /// The relay refused the join (token, room full, …).
+    case refused(code: ControlMessage.ErrorCode, message: String)
+    /// Another session with the same identity joined the room.
+    case replaced
+
+    public var description: String {
+        switch self {
+        case let .unreachable(relay, seconds):
+            return "the relay at \(relay) did not answer for \(seconds) s: check the address and port, "
+                + "that the relay is running, and that UDP to it is not blocked by a firewall"
+        case let .handshakeUnanswered(relay):
+            return "the relay at \(relay) answers but does not accept the encrypted handshake: "
+                + "its key is probably not the one in your invite; ask for a fresh invite"
+        case let .relayKeyMismatch(relay):
+            return "the relay at \(relay) presented a different key from the one in your invite, so Parley "
+                + "refused to talk to it (the invite is stale, or someone is intercepting); ask for a fresh invite"
+        case let .refused(code, message):
+            return Self.explain(code, message)
+        case .replaced:
+            return "you joined this room from somewhere else, so this session was closed"
+        }
+    }
+
+    /// The process exit code for this failure (documented in `parley call --help`).
+    public var exitCode: Int32 {
+        switch self {
+        case .unreachable: return 3
+        case .handshakeUnanswered, .relayKeyMismatch: return 4
+        case let .refused(code, _):
+            switch code {
+            case .tokenMalformed, .tokenSignatureInvalid, .tokenExpired, .tokenNotYetValid, .tokenWrongRoom,
+                 .tokenIdentityInvalid, .publishNotAllowed:
+                return 5
+            case .roomFull, .tooManyRooms: return 6
+            default: return 7
+            }
+        case .replaced: return 8
+        }
+    }
+
+    private static func explain(_ code: ControlMessage.ErrorCode, _ message: String) -> String {
+        let relaySays = message.isEmpty ? "" : " (relay: \(message))"
+        switch code {
+        case .tokenExpired: return "your access token has expired\(relaySays); ask for a new invite"
+        case .tokenNotYetValid: return "your access token is not valid yet\(relaySays); check this computer's clock"
+        case .tokenSignatureInvalid:
+            return "the relay did not accept your token's signature\(relaySays): it was minted for another relay or with an old secret; ask for a new invite"
+        case .tokenMalformed: return "the relay could not read your token\(relaySays); copy the whole invite again"
+        case .tokenWrongRoom: return "your token is for another room\(relaySays); use the room the invite names"
+        case .tokenIdentityInvalid: return "the name in your token is not allowed\(relaySays); ask for a new invite"
+        case .roomFull: return "the room is full\(relaySays); try again later or ask the relay's owner to raise the limit"
+        case .tooManyRooms: return "the relay has as many rooms as it allows\(relaySays); try again later"
+        case .publishNotAllowed: return "your token does not allow you to speak in this room\(relaySays)"
+        case .ssrcInUse: return "the relay refused the join because another member uses the same stream ID\(relaySays); try again"
+        default: return "the relay refused the join: \(message.isEmpty ? "error \(code.rawValue)" : message)"
+        }
+    }
+}

@@ -1,0 +1,464 @@
+import Crypto
+import ParleySecurity
+import ParleyWire
+
+/// The client's side of the conversation with a relay, as a state machine with time passed
+/// in: join (through the secure handshake, or in plaintext with `--insecure`), address
+/// confirmation, roster, keepalive and round-trip time, reliable messages, a clean leave,
+/// and rejoining by itself when the relay restarts or the network drops.
+///
+/// It does no I/O. The transport hands it datagrams and clock ticks and sends what it
+/// returns; the call reads its events. Media (RTP and RTCP) passes through: inbound packets
+/// are unsealed and handed to a closure, outbound ones are sealed with ``protector``.
+///
+/// ```
+///            start                cookie            response/joined          roster
+///   idle ──────────▶ greeting ──────────▶ handshaking ─────────────▶ confirming ──────▶ active
+///                 (plaintext: joining ─────────────── joined ───────▶)                 │
+///                                                                                       │ lost, goodbye,
+///     failed ◀── refused, key mismatch, unreachable            reconnecting ◀───────────┘ not joined
+/// ```
+public struct RelayLink {
+    public enum Security: Sendable {
+        /// Noise NK handshake against this pinned relay key; every packet sealed.
+        case secure(relayKey: Curve25519.KeyAgreement.PublicKey)
+        /// Plaintext, only with `--insecure` on both sides.
+        case insecure
+    }
+
+    public struct Configuration: Sendable {
+        public var relayAddress: String
+        public var room: String
+        public var token: String
+        public var ssrc: UInt32
+        public var security: Security
+        public var software = ParleyVersion.software
+        /// How long the first join keeps trying before the relay counts as unreachable.
+        public var joinTimeoutNanoseconds: UInt64 = 10_000_000_000
+        /// First retransmission interval; it doubles up to ``maximumRetransmitNanoseconds``.
+        public var retransmitNanoseconds: UInt64 = 250_000_000
+        public var maximumRetransmitNanoseconds: UInt64 = 2_000_000_000
+        /// With nothing heard from the relay for this long, probe with pings every second…
+        public var probeAfterSilenceNanoseconds: UInt64 = 1_500_000_000
+        /// …and after this long, count the link as lost and rejoin.
+        public var lostAfterSilenceNanoseconds: UInt64 = 5_000_000_000
+        /// How long a clean leave waits for the relay's acknowledgement.
+        public var leaveTimeoutNanoseconds: UInt64 = 1_000_000_000
+
+        public init(relayAddress: String, room: String, token: String, ssrc: UInt32, security: Security) {
+            self.relayAddress = relayAddress
+            self.room = room
+            self.token = token
+            self.ssrc = ssrc
+            self.security = security
+        }
+    }
+
+    public enum Phase: Sendable, Equatable {
+        case idle
+        /// Secure: hello sent, waiting for the address cookie.
+        case greeting
+        /// Secure: handshake init (carrying the join) sent.
+        case handshaking
+        /// Plaintext: join sent.
+        case joining
+        /// Joined; ready sent to prove our address, waiting for the roster.
+        case confirming
+        case active
+        /// Lost or sent away; trying again with backoff.
+        case reconnecting
+        case leaving
+        case failed(LinkFailure)
+        case closed
+    }
+
+    /// What the transport should send, and what the call should know.
+    public struct Output: Sendable {
+        public var datagrams: [[UInt8]] = []
+        public var events: [LinkEvent] = []
+    }
+
+    public let configuration: Configuration
+    /// Seals outbound media with the current session; shared with the capture thread.
+    public let protector = MediaProtector()
+    public private(set) var phase: Phase = .idle
+    /// The identity and room the relay confirmed, once joined.
+    public private(set) var joined: ControlMessage.Joined?
+    /// Smoothed round-trip time (RFC 6298 style, 1/8 gain), nanoseconds.
+    public private(set) var smoothedRoundTrip: UInt64?
+    public private(set) var roster: [ControlMessage.Roster.Member] = []
+    /// Inbound datagrams that were not for us or did not authenticate.
+    public private(set) var droppedDatagrams = 0
+
+    private var handshake: ClientHandshake?
+    private var pendingSend: [UInt8]?          // the message being retransmitted in this phase
+    private var sendsInPhase = 0
+    private var nextAction: UInt64 = 0
+    private var retransmitInterval: UInt64 = 0
+    private var attemptStarted: UInt64 = 0
+    private var cookieReceived = false
+    private var everJoined = false
+    private var lastHeard: UInt64 = 0
+    private var lastPing: UInt64 = 0
+    private var controlSequence: UInt32 = 0
+    private var leaveSequence: UInt32?
+    private var leaveDeadline: UInt64 = 0
+    private var seenReliable = RecentSequenceSet()
+    private var rosterAssembler = RosterAssembler()
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    /// When ``tick(now:)`` should next be called, if ever.
+    public var nextDeadline: UInt64? {
+        switch phase {
+        case .failed, .closed, .idle: return nil
+        case .leaving: return min(nextAction, leaveDeadline)
+        default: return nextAction
+        }
+    }
+
+    // MARK: Inputs
+
+    public mutating func start(now: UInt64) -> Output {
+        var output = Output()
+        attemptStarted = now
+        lastHeard = now
+        beginJoin(now: now, output: &output)
+        return output
+    }
+
+    /// Leaves the room: sends a reliable leave and waits a moment for the acknowledgement.
+    public mutating func leave(now: UInt64) -> Output {
+        var output = Output()
+        guard case .active = phase else {
+            phase = .closed
+            protector.set(nil)
+            output.events.append(.left)
+            return output
+        }
+        controlSequence &+= 1
+        leaveSequence = controlSequence
+        let message = ControlMessage(sequence: controlSequence, isReliable: true, body: .leave(.init()))
+        pendingSend = seal(message, now: now)
+        phase = .leaving
+        leaveDeadline = now + configuration.leaveTimeoutNanoseconds
+        retransmitInterval = configuration.retransmitNanoseconds
+        nextAction = now + retransmitInterval
+        if let pendingSend { output.datagrams.append(pendingSend) }
+        return output
+    }
+
+    public mutating func tick(now: UInt64) -> Output {
+        var output = Output()
+        switch phase {
+        case .idle, .failed, .closed:
+            return output
+        case .greeting, .handshaking, .joining, .confirming:
+            guard now >= nextAction else { return output }
+            if !everJoined, now - attemptStarted >= configuration.joinTimeoutNanoseconds {
+                let failure: LinkFailure = cookieReceived
+                    ? .handshakeUnanswered(relay: configuration.relayAddress)
+                    : .unreachable(relay: configuration.relayAddress, seconds: Int(configuration.joinTimeoutNanoseconds / 1_000_000_000))
+                fail(failure, output: &output)
+                return output
+            }
+            // A secure init unanswered several times may hold a stale cookie: start over.
+            if phase == .handshaking, sendsInPhase >= 4 {
+                beginJoin(now: now, output: &output)
+                return output
+            }
+            retransmit(now: now, output: &output)
+        case .reconnecting:
+            guard now >= nextAction else { return output }
+            beginJoin(now: now, output: &output)
+        case .active:
+            let silence = now - lastHeard
+            if silence >= configuration.lostAfterSilenceNanoseconds {
+                reconnect(reason: "nothing heard from the relay for \(silence / 1_000_000_000) s", now: now, output: &output)
+                return output
+            }
+            let interval = silence >= configuration.probeAfterSilenceNanoseconds
+                ? 1_000_000_000
+                : UInt64(joined?.keepaliveIntervalMilliseconds ?? 5_000) * 1_000_000
+            if now - lastPing >= interval {
+                sendPing(now: now, output: &output)
+            }
+            nextAction = min(lastPing + interval, lastHeard + configuration.lostAfterSilenceNanoseconds)
+        case .leaving:
+            if now >= leaveDeadline {
+                finishLeave(output: &output)
+            } else if now >= nextAction {
+                retransmit(now: now, output: &output)
+            }
+        }
+        return output
+    }
+
+    /// Handles one datagram from the relay. Media inside it (RTP or RTCP, unsealed) goes to `media`.
+    public mutating func handle(
+        datagram: UnsafeRawBufferPointer, now: UInt64, media: (UnsafeRawBufferPointer) -> Void
+    ) -> Output {
+        var output = Output()
+        switch PacketKind(datagram) {
+        case .handshake:
+            handleHandshake(datagram, now: now, output: &output)
+        case .sealed:
+            guard let session = protector.session else { droppedDatagrams += 1; return output }
+            var plaintext = [UInt8](repeating: 0, count: datagram.count)
+            let count: Int
+            do {
+                count = try plaintext.withUnsafeMutableBytes { try session.open(datagram, into: $0) }
+            } catch {
+                droppedDatagrams += 1
+                return output
+            }
+            lastHeard = now
+            plaintext.withUnsafeBytes { inner in
+                let inner = UnsafeRawBufferPointer(rebasing: inner[0..<count])
+                switch PacketKind(inner) {
+                case .control:
+                    if let message = try? ControlMessage(parsing: inner) {
+                        handleControl(message, authenticated: true, now: now, output: &output)
+                    }
+                case .rtp, .rtcp:
+                    media(inner)
+                default:
+                    droppedDatagrams += 1
+                }
+            }
+        case .control:
+            guard let message = try? ControlMessage(parsing: datagram) else { droppedDatagrams += 1; return output }
+            if case .insecure = configuration.security {
+                lastHeard = now
+                handleControl(message, authenticated: true, now: now, output: &output)
+            } else if case let .error(error) = message.body, error.code == .notJoined {
+                // Unauthenticated, but only ever a hint to rejoin, which backoff rate-limits.
+                handleControl(message, authenticated: false, now: now, output: &output)
+            } else {
+                droppedDatagrams += 1
+            }
+        case .rtp, .rtcp:
+            if case .insecure = configuration.security, phase == .active {
+                lastHeard = now
+                media(datagram)
+            } else {
+                droppedDatagrams += 1
+            }
+        case .unknown:
+            droppedDatagrams += 1
+        }
+        return output
+    }
+
+    // MARK: Joining
+
+    private mutating func beginJoin(now: UInt64, output: inout Output) {
+        protector.set(nil)
+        rosterAssembler = RosterAssembler()
+        sendsInPhase = 0
+        retransmitInterval = configuration.retransmitNanoseconds
+        switch configuration.security {
+        case let .secure(relayKey):
+            let handshake = ClientHandshake(relayPublicKey: relayKey)
+            pendingSend = handshake.helloBytes
+            self.handshake = handshake
+            phase = .greeting
+        case .insecure:
+            pendingSend = try? joinMessage().serialized()
+            phase = .joining
+        }
+        retransmit(now: now, output: &output)
+    }
+
+    private func joinMessage() -> ControlMessage {
+        ControlMessage(body: .join(.init(
+            ssrc: configuration.ssrc, room: configuration.room, token: configuration.token, software: configuration.software
+        )))
+    }
+
+    private mutating func retransmit(now: UInt64, output: inout Output) {
+        if let pendingSend { output.datagrams.append(pendingSend) }
+        sendsInPhase += 1
+        nextAction = now + retransmitInterval
+        retransmitInterval = min(retransmitInterval * 2, configuration.maximumRetransmitNanoseconds)
+    }
+
+    private mutating func handleHandshake(_ datagram: UnsafeRawBufferPointer, now: UInt64, output: inout Output) {
+        guard var handshake else { droppedDatagrams += 1; return }
+        switch (phase, datagram.first.flatMap(SecureMessageType.init(rawValue:))) {
+        case (.greeting, .cookie):
+            do {
+                let initBytes = try handshake.makeInit(cookieReply: datagram, payload: try joinMessage().serialized())
+                self.handshake = handshake
+                cookieReceived = true
+                lastHeard = now
+                pendingSend = initBytes
+                phase = .handshaking
+                sendsInPhase = 0
+                retransmitInterval = configuration.retransmitNanoseconds
+                retransmit(now: now, output: &output)
+            } catch SecurityError.relayKeyMismatch {
+                fail(.relayKeyMismatch(relay: configuration.relayAddress), output: &output)
+            } catch {
+                droppedDatagrams += 1
+            }
+        case (.handshaking, .handshakeResponse):
+            guard let (payload, session) = try? handshake.finish(response: datagram, nowNanoseconds: now),
+                  let message = try? ControlMessage(parsing: payload) else {
+                droppedDatagrams += 1
+                return
+            }
+            self.handshake = nil
+            lastHeard = now
+            protector.set(session)
+            handleControl(message, authenticated: true, now: now, output: &output)
+        default:
+            droppedDatagrams += 1
+        }
+    }
+
+    // MARK: Control
+
+    private mutating func handleControl(_ message: ControlMessage, authenticated: Bool, now: UInt64, output: inout Output) {
+        if message.isReliable, authenticated {
+            sendControl(.ack(.init(sequence: message.sequence)), now: now, output: &output)
+            guard seenReliable.insert(message.sequence) else { return }  // a retransmission we already acted on
+        }
+        switch message.body {
+        case let .joined(joined):
+            guard authenticated, [.handshaking, .joining, .confirming].contains(phase) else { return }
+            self.joined = joined
+            phase = .confirming
+            sendsInPhase = 0
+            retransmitInterval = configuration.retransmitNanoseconds
+            pendingSend = seal(ControlMessage(body: .ready(.init(cookie: joined.cookie))), now: now)
+            retransmit(now: now, output: &output)
+        case let .roster(page):
+            guard authenticated, let members = rosterAssembler.add(page) else { return }
+            roster = members
+            if phase == .confirming, let joined {
+                phase = .active
+                pendingSend = nil
+                output.events.append(.joined(identity: joined.identity, room: joined.room, canPublish: joined.canPublish, rejoin: everJoined))
+                everJoined = true
+                lastPing = now
+                nextAction = now + UInt64(joined.keepaliveIntervalMilliseconds) * 1_000_000
+            }
+            output.events.append(.roster(members))
+        case let .pong(pong):
+            guard authenticated, pong.timestamp <= now else { return }
+            let sample = now - pong.timestamp
+            smoothedRoundTrip = smoothedRoundTrip.map { $0 - $0 / 8 + sample / 8 } ?? sample
+            output.events.append(.roundTrip(nanoseconds: sample))
+        case let .ping(ping):
+            guard authenticated else { return }
+            sendControl(.pong(.init(timestamp: ping.timestamp)), now: now, output: &output)
+        case let .ack(ack):
+            if phase == .leaving, ack.sequence == leaveSequence { finishLeave(output: &output) }
+        case let .error(error):
+            handleError(error, now: now, output: &output)
+        case let .goodbye(goodbye):
+            guard authenticated else { return }
+            switch goodbye.reason {
+            case .replaced:
+                fail(.replaced, output: &output)
+            case .relayShuttingDown, .idleTimeout, .unknown:
+                let why = goodbye.reason == .relayShuttingDown ? "the relay is restarting" : "the relay closed the session"
+                reconnect(reason: goodbye.message.isEmpty ? why : "\(why): \(goodbye.message)", now: now, output: &output)
+            }
+        case .join, .ready, .leave:
+            droppedDatagrams += 1  // client-to-relay messages
+        }
+    }
+
+    private mutating func handleError(_ error: ControlMessage.ErrorReply, now: UInt64, output: inout Output) {
+        switch error.code {
+        case .notJoined:
+            // The relay does not know us: it restarted, or dropped us after a silence.
+            if phase == .active || phase == .confirming {
+                reconnect(reason: "the relay no longer knows this session (it may have restarted)", now: now, output: &output)
+            }
+        case .rateLimited:
+            nextAction = now + configuration.maximumRetransmitNanoseconds
+        default:
+            guard [.greeting, .handshaking, .joining, .confirming, .reconnecting].contains(phase) else { return }
+            fail(.refused(code: error.code, message: error.message), output: &output)
+        }
+    }
+
+    private mutating func sendPing(now: UInt64, output: inout Output) {
+        lastPing = now
+        sendControl(.ping(.init(timestamp: now)), now: now, output: &output)
+    }
+
+    private mutating func sendControl(_ body: ControlMessage.Body, now: UInt64, output: inout Output) {
+        if let bytes = seal(ControlMessage(body: body), now: now) { output.datagrams.append(bytes) }
+    }
+
+    /// Serialises a control message and seals it when the link is secure.
+    private func seal(_ message: ControlMessage, now: UInt64) -> [UInt8]? {
+        guard let bytes = try? message.serialized() else { return nil }
+        guard case .secure = configuration.security else { return bytes }
+        return bytes.withUnsafeBytes { protector.protect($0, nowNanoseconds: now) }
+    }
+
+    private mutating func reconnect(reason: String, now: UInt64, output: inout Output) {
+        protector.set(nil)
+        phase = .reconnecting
+        output.events.append(.reconnecting(reason: reason))
+        // Back off from a quarter second; the relay may still be starting.
+        nextAction = now + configuration.retransmitNanoseconds
+        attemptStarted = now
+    }
+
+    private mutating func finishLeave(output: inout Output) {
+        phase = .closed
+        protector.set(nil)
+        output.events.append(.left)
+    }
+
+    private mutating func fail(_ failure: LinkFailure, output: inout Output) {
+        phase = .failed(failure)
+        protector.set(nil)
+        output.events.append(.failed(failure))
+    }
+}
+
+/// The last 64 reliable sequence numbers seen, so a retransmitted message is acknowledged
+/// again but acted on once.
+struct RecentSequenceSet {
+    private var recent: [UInt32] = []
+
+    /// Returns false when `sequence` was already seen.
+    mutating func insert(_ sequence: UInt32) -> Bool {
+        if recent.contains(sequence) { return false }
+        recent.append(sequence)
+        if recent.count > 64 { recent.removeFirst() }
+        return true
+    }
+}
+
+/// Puts roster pages back together; a newer version replaces an unfinished older one.
+struct RosterAssembler {
+    private var version: UInt32?
+    private var pages: [UInt8: [ControlMessage.Roster.Member]] = [:]
+    private var completedVersion: UInt32?
+
+    /// Returns the whole roster once every page of the newest version is in.
+    mutating func add(_ page: ControlMessage.Roster) -> [ControlMessage.Roster.Member]? {
+        if let completedVersion, !isNewer(page.version, than: completedVersion) { return nil }
+        if version != page.version {
+            if let version, !isNewer(page.version, than: version) { return nil }
+            version = page.version
+            pages = [:]
+        }
+        pages[page.pageIndex] = page.members
+        guard pages.count == Int(page.pageCount) else { return nil }
+        completedVersion = page.version
+        return (0..<page.pageCount).flatMap { pages[$0] ?? [] }
+    }
+
+    private func isNewer(_ a: UInt32, than b: UInt32) -> Bool { Int32(bitPattern: a &- b) > 0 }
+}

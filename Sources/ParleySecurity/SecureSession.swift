@@ -1,0 +1,164 @@
+import Crypto
+import Foundation
+import ParleyWire
+import Synchronization
+
+/// One peer's end of an established secure session: it seals packets for the peer and
+/// opens the peer's packets, with a replay window and scheduled rekeying.
+///
+/// Each sealed packet carries an explicit counter (the ChaCha20-Poly1305 nonce), so packets
+/// may arrive lost or reordered — unlike Noise's own transport phase, which assumes an
+/// ordered stream. The counter never repeats under a key: it only grows, and a session
+/// refuses to seal once it nears 2^64.
+///
+/// Rekeying uses Noise's `Rekey()` (a one-way step of the key), so an attacker who later
+/// steals the current key cannot read earlier traffic. The sender rekeys after
+/// ``Policy/rekeyAfterPackets`` packets or ``Policy/rekeyAfterSeconds`` and flips the key
+/// phase bit; the receiver follows on the first packet of the new phase that authenticates,
+/// and keeps the previous key for stragglers. A rejoin makes a whole new session.
+///
+/// Thread safety: the relay seals for one receiver from several event loops, so sending
+/// and receiving each sit behind their own per-session `Mutex` (never a global lock).
+public final class SecureSession: Sendable {
+    public struct Policy: Sendable {
+        public var rekeyAfterPackets: UInt64
+        public var rekeyAfterSeconds: UInt64
+
+        /// 2^30 packets is 200 days of one 50 pps stream; ten minutes bounds a stolen key's reach.
+        public static let standard = Policy(rekeyAfterPackets: 1 << 30, rekeyAfterSeconds: 600)
+
+        public init(rekeyAfterPackets: UInt64, rekeyAfterSeconds: UInt64) {
+            self.rekeyAfterPackets = rekeyAfterPackets
+            self.rekeyAfterSeconds = rekeyAfterSeconds
+        }
+    }
+
+    /// The index the peer writes in packets to us (our session's name at our end).
+    public let localIndex: UInt32
+    /// The index we write in packets to the peer.
+    public let remoteIndex: UInt32
+    /// A name for the session both sides agree on (the Noise handshake hash).
+    public let handshakeHash: [UInt8]
+
+    private struct SendState {
+        var key: SymmetricKey
+        var phase: Bool = false
+        var counter: UInt64 = 0
+        var packetsUnderKey: UInt64 = 0
+        var keyCreatedNanoseconds: UInt64
+    }
+
+    private struct ReceiveState {
+        var key: SymmetricKey
+        var phase: Bool = false
+        /// The lowest counter seen under the current key; older packets of the other phase
+        /// belong to the previous key.
+        var phaseStartCounter: UInt64 = 0
+        var previousKey: SymmetricKey?
+        var window = ReplayWindow()
+    }
+
+    private let policy: Policy
+    private let sendState: Mutex<SendState>
+    private let receiveState: Mutex<ReceiveState>
+
+    /// The largest counter ever used: Noise reserves 2^64 - 1 for `Rekey()`.
+    static let counterLimit = UInt64.max - 1
+
+    public init(keys: NoiseTransportKeys, localIndex: UInt32, remoteIndex: UInt32, policy: Policy = .standard, nowNanoseconds: UInt64) {
+        self.localIndex = localIndex
+        self.remoteIndex = remoteIndex
+        self.handshakeHash = keys.handshakeHash
+        self.policy = policy
+        self.sendState = Mutex(SendState(key: keys.sending, keyCreatedNanoseconds: nowNanoseconds))
+        self.receiveState = Mutex(ReceiveState(key: keys.receiving))
+    }
+
+    /// Bytes a sealed packet needs for a `plaintextCount`-byte inner packet.
+    public static func sealedSize(plaintextCount: Int) -> Int { plaintextCount + SealedHeader.overhead }
+
+    /// Seals `plaintext` (an RTP, RTCP or control packet) into `output`; returns the bytes written.
+    public func seal(_ plaintext: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, nowNanoseconds: UInt64) throws(SecurityError) -> Int {
+        let needed = Self.sealedSize(plaintextCount: plaintext.count)
+        guard output.count >= needed else { throw .malformed("output buffer too small for the sealed packet") }
+        let (key, header) = try sendState.withLock { state throws(SecurityError) -> (SymmetricKey, SealedHeader) in
+            if state.packetsUnderKey >= policy.rekeyAfterPackets
+                || nowNanoseconds &- state.keyCreatedNanoseconds >= policy.rekeyAfterSeconds &* 1_000_000_000 {
+                state.key = Self.rekey(state.key)
+                state.phase.toggle()
+                state.packetsUnderKey = 0
+                state.keyCreatedNanoseconds = nowNanoseconds
+            }
+            guard state.counter < Self.counterLimit else { throw .counterExhausted }
+            let header = SealedHeader(keyPhase: state.phase, receiverIndex: remoteIndex, counter: state.counter)
+            state.counter += 1
+            state.packetsUnderKey += 1
+            return (state.key, header)
+        }
+        var writer = ByteWriter(output)
+        try? header.write(to: &writer)  // cannot fail: the size was checked above
+        let headerBytes = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(output)[0..<SealedHeader.size])
+        guard let box = try? ChaChaPoly.seal(plaintext, using: key, nonce: Noise.nonce(header.counter), authenticating: headerBytes) else {
+            throw .malformed("sealing failed")
+        }
+        let body = output.baseAddress! + SealedHeader.size
+        box.ciphertext.withUnsafeBytes { body.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        box.tag.withUnsafeBytes { (body + plaintext.count).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        return needed
+    }
+
+    /// Opens a sealed packet into `output` (at least `packet.count - 32` bytes); returns the
+    /// inner packet's size. Replays, stale packets and anything that fails authentication
+    /// throw, and leave the session exactly as it was.
+    public func open(_ packet: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws(SecurityError) -> Int {
+        let header: SealedHeader
+        do { header = try SealedHeader(parsing: packet) } catch { throw .malformed(error.description) }
+        guard header.receiverIndex == localIndex else { throw .authenticationFailed }
+        let plaintextCount = packet.count - SealedHeader.overhead
+        guard output.count >= plaintextCount else { throw .malformed("output buffer too small for the opened packet") }
+
+        return try receiveState.withLock { state throws(SecurityError) -> Int in
+            guard state.window.mayAccept(header.counter) else { throw .replayed(counter: header.counter) }
+            let key: SymmetricKey
+            var advancesPhase = false
+            if header.keyPhase == state.phase {
+                key = state.key
+            } else if header.counter < state.phaseStartCounter, let previous = state.previousKey {
+                key = previous
+            } else {
+                key = Self.rekey(state.key)
+                advancesPhase = true
+            }
+            let headerBytes = UnsafeRawBufferPointer(rebasing: packet[0..<SealedHeader.size])
+            let ciphertext = UnsafeRawBufferPointer(rebasing: packet[SealedHeader.size..<(SealedHeader.size + plaintextCount)])
+            let tag = UnsafeRawBufferPointer(rebasing: packet[(packet.count - SealedHeader.tagSize)...])
+            guard let box = try? ChaChaPoly.SealedBox(nonce: Noise.nonce(header.counter), ciphertext: ciphertext, tag: tag),
+                  let plaintext = try? ChaChaPoly.open(box, using: key, authenticating: headerBytes) else {
+                throw .authenticationFailed
+            }
+            // Authenticated: only now may the packet change the session.
+            state.window.record(header.counter)
+            if advancesPhase {
+                state.previousKey = state.key
+                state.key = key
+                state.phase = header.keyPhase
+                state.phaseStartCounter = header.counter
+            } else if header.keyPhase == state.phase {
+                state.phaseStartCounter = min(state.phaseStartCounter, header.counter)
+            }
+            plaintext.copyBytes(to: output)
+            return plaintextCount
+        }
+    }
+
+    /// Noise `Rekey(k)`: the first 32 bytes of ENCRYPT(k, 2^64 - 1, empty, 32 zero bytes).
+    static func rekey(_ key: SymmetricKey) -> SymmetricKey {
+        let box = try! ChaChaPoly.seal([UInt8](repeating: 0, count: 32), using: key, nonce: Noise.nonce(UInt64.max))
+        return SymmetricKey(data: box.ciphertext.prefix(32))
+    }
+
+    /// The counter the next sealed packet will carry (for tests and diagnostics).
+    public var nextSendCounter: UInt64 { sendState.withLock { $0.counter } }
+    /// The current sending key phase.
+    public var sendingKeyPhase: Bool { sendState.withLock { $0.phase } }
+}
