@@ -110,7 +110,7 @@ final class RelayWorker: @unchecked Sendable {
             case .rtp: forwardMedia(buffer, from: session, now: now)
             case .rtcp: receiveRTCP(buffer, from: session, now: now)
             case .control: receiveControl(buffer, from: session, now: now)
-            case .unknown: drop(.unknownKind)
+            case .handshake, .sealed, .unknown: drop(.unknownKind)
             }
         } else {
             switch kind {
@@ -118,7 +118,7 @@ final class RelayWorker: @unchecked Sendable {
                 drop(.notJoined)
                 answerStranger(peer, address: address, receivedSize: size, now: now)
             case .control: receiveStrangerControl(buffer, from: address, peer: peer, now: now)
-            case .unknown: drop(.unknownKind)
+            case .handshake, .sealed, .unknown: drop(.unknownKind)
             }
         }
     }

@@ -9,7 +9,7 @@ enum ReceivedKind: Int, CaseIterable {
         case .rtp: self = .rtp
         case .rtcp: self = .rtcp
         case .control: self = .control
-        case .unknown: self = .unknown
+        case .handshake, .sealed, .unknown: self = .unknown
         }
     }
 

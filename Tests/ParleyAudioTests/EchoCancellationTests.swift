@@ -127,7 +127,7 @@ struct EchoCancellationTests {
         _ = try OfflineOutgoingPath.run(mic: mic, far: far, options: OfflineOutgoingPath.Options())
         let processor = try OutgoingProcessor()
         var output = [Float](repeating: 0, count: processor.frameSamples)
-        mic.withUnsafeBufferPointer { capture in
+        _ = mic.withUnsafeBufferPointer { capture in
             far.withUnsafeBufferPointer { played in
                 output.withUnsafeMutableBufferPointer { out in
                     processor.process(

@@ -103,7 +103,7 @@ final class TestClient {
             guard let message = try? ControlMessage(parsing: datagram) else { return }
             if message.isReliable, autoAck { send(ControlMessage(body: .ack(.init(sequence: message.sequence)))) }
             controlInbox.append(message)
-        case .unknown: break
+        case .handshake, .sealed, .unknown: break
         }
     }
 
