@@ -57,7 +57,7 @@ let package = Package(
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         .target(
             name: "ParleyRelay",
-            dependencies: ["ParleyWire", nioCore, nioPosix, nioHTTP1, crypto, logging, metrics, prometheus, atomics]
+            dependencies: ["ParleyWire", "ParleySecurity", nioCore, nioPosix, nioHTTP1, crypto, logging, metrics, prometheus, atomics]
         ),
 
         // MARK: Network impairment models and the UDP impairment proxy.
@@ -96,7 +96,7 @@ let package = Package(
         .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
         .testTarget(name: "ParleySecurityTests", dependencies: ["ParleySecurity", "ParleyWire"]),
-        .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyRelay", "ParleyWire", nioCore, nioPosix]),
+        .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyRelay", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyAudio", "ParleyWire"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity"]),

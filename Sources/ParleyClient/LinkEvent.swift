@@ -54,6 +54,7 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .handshakeUnanswered, .relayKeyMismatch: return 4
         case let .refused(code, _):
             switch code {
+            case .encryptionRequired, .encryptionUnavailable: return 4
             case .tokenMalformed, .tokenSignatureInvalid, .tokenExpired, .tokenNotYetValid, .tokenWrongRoom,
                  .tokenIdentityInvalid, .publishNotAllowed:
                 return 5
@@ -78,6 +79,10 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .tooManyRooms: return "the relay has as many rooms as it allows\(relaySays); try again later"
         case .publishNotAllowed: return "your token does not allow you to speak in this room\(relaySays)"
         case .ssrcInUse: return "the relay refused the join because another member uses the same stream ID\(relaySays); try again"
+        case .encryptionRequired:
+            return "the relay accepts encrypted clients only\(relaySays); use an invite that carries the relay's key (key=…) and leave out --insecure"
+        case .encryptionUnavailable:
+            return "the relay runs without encryption\(relaySays); join it with --insecure only if you trust every network between you, or ask its owner to run it encrypted"
         default: return "the relay refused the join: \(message.isEmpty ? "error \(code.rawValue)" : message)"
         }
     }

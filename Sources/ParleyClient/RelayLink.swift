@@ -236,6 +236,11 @@ public struct RelayLink {
             } else if case let .error(error) = message.body, error.code == .notJoined {
                 // Unauthenticated, but only ever a hint to rejoin, which backoff rate-limits.
                 handleControl(message, authenticated: false, now: now, output: &output)
+            } else if case let .error(error) = message.body, error.code == .encryptionUnavailable,
+                      phase == .greeting || phase == .handshaking {
+                // An insecure relay answering our hello. Unauthenticated, but it can only make
+                // the link give up, never talk in plaintext: the user decides about --insecure.
+                fail(.refused(code: error.code, message: error.message), output: &output)
             } else {
                 droppedDatagrams += 1
             }

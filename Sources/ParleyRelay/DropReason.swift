@@ -22,6 +22,18 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case nackNotServed
     /// A `ready` with the wrong cookie, or a control message that makes no sense in the session's state.
     case unexpectedControl
+    /// Plaintext RTP, RTCP or control on a relay that requires encryption.
+    case plaintextRefused
+    /// A sealed packet that failed authentication: tampered, truncated, or sealed with other keys.
+    case decryptFailed
+    /// A sealed packet whose counter was seen before or is too far behind (the replay window).
+    case replayed
+    /// A handshake init that did not decrypt under the relay's key, or was malformed.
+    case handshakeFailed
+    /// A handshake init whose address cookie is wrong for its source or expired.
+    case cookieInvalid
+    /// A handshake init seen before that made no session here any more: a replay.
+    case handshakeReplayed
 
     public var label: String {
         switch self {
@@ -36,6 +48,12 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .sendQueueFull: return "send_queue_full"
         case .nackNotServed: return "nack_not_served"
         case .unexpectedControl: return "unexpected_control"
+        case .plaintextRefused: return "plaintext_refused"
+        case .decryptFailed: return "decrypt_failed"
+        case .replayed: return "replayed"
+        case .handshakeFailed: return "handshake_failed"
+        case .cookieInvalid: return "cookie_invalid"
+        case .handshakeReplayed: return "handshake_replayed"
         }
     }
 }

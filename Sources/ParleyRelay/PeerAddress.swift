@@ -66,6 +66,15 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         return true
     }
 
+    /// The address as bytes, what an address cookie is bound to.
+    var cookieBytes: [UInt8] {
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(19)
+        withUnsafeBytes(of: (high, low, port.bigEndian)) { bytes += $0.prefix(18) }
+        bytes.append(isIPv6 ? 6 : 4)
+        return bytes
+    }
+
     /// Two words into the hasher instead of four fields: this runs for every datagram.
     func hash(into hasher: inout Hasher) {
         hasher.combine(low ^ (high &* 0x9E37_79B9_7F4A_7C15))

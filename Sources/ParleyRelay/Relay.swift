@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import ParleySecurity
 import Synchronization
 
 /// A running relay: its event loops, one UDP socket per loop on the same port, the admin
@@ -38,25 +39,37 @@ public final class Relay: Sendable {
     public static func start(
         configuration: RelayConfiguration,
         secret: TokenSecret,
+        relayKey: RelayKey? = nil,
         logger: Logger,
         metrics: RelayMetrics = RelayMetrics()
     ) throws -> Relay {
         try configuration.validate()
+        guard configuration.insecure || relayKey != nil else {
+            throw ConfigurationError(
+                "the secret file has no relay-private-key line, so the relay cannot run encrypted; "
+                    + "make a new secret file with `parley-relay keygen --out FILE --force` (old invites stop working), "
+                    + "or run with --insecure on a trusted network only")
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.threads)
         do {
-            return try Relay(configuration: configuration, secret: secret, logger: logger, metrics: metrics, group: group)
+            return try Relay(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger, metrics: metrics, group: group)
         } catch {
             try? group.syncShutdownGracefully()
             throw error
         }
     }
 
-    private init(configuration: RelayConfiguration, secret: TokenSecret, logger: Logger, metrics: RelayMetrics, group: MultiThreadedEventLoopGroup) throws {
+    private init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, logger: Logger, metrics: RelayMetrics, group: MultiThreadedEventLoopGroup) throws {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
         self.group = group
-        let core = RelayCore(configuration: configuration, secret: secret, metrics: metrics, logger: logger)
+        let core = RelayCore(configuration: configuration, secret: secret, relayKey: relayKey, metrics: metrics, logger: logger)
+        if configuration.insecure {
+            logger.warning("running WITHOUT encryption (--insecure): anyone on the path can listen to calls and read tokens; use this on trusted networks and for tests only")
+        } else if let relayKey {
+            logger.info("encrypted transport on; relay public key \(relayKey.publicKeyText)")
+        }
         self.core = core
         let loops = Array(group.makeIterator())
         let workers = loops.enumerated().map { RelayWorker(index: $0.offset, eventLoop: $0.element, core: core) }

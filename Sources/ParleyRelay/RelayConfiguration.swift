@@ -29,6 +29,9 @@ public struct RelayConfiguration: Sendable {
     public var limits = RelayLimits()
     /// How long shutdown keeps telling members goodbye before closing.
     public var shutdownGraceMilliseconds = 1_000
+    /// Plaintext on the wire, no handshake: for tests and trusted networks only. Clients must
+    /// pass `--insecure` too; each side refuses the other mode with a clear error.
+    public var insecure = false
 
     public init() {}
 
@@ -86,6 +89,13 @@ public struct RelayConfiguration: Sendable {
         },
         Setting(key: "idle-timeout", help: "silence after which a member is removed, e.g. 30s") { configuration, text throws(ConfigurationError) in
             configuration.limits.idleTimeoutMilliseconds = try parseMilliseconds(text, in: 500...3_600_000)
+        },
+        Setting(key: "insecure", help: "true to run without encryption (tests and trusted networks only)") { configuration, text throws(ConfigurationError) in
+            switch text.lowercased() {
+            case "true", "yes", "1", "on": configuration.insecure = true
+            case "false", "no", "0", "off": configuration.insecure = false
+            default: throw ConfigurationError("is \"\(text)\"; write true or false")
+            }
         },
     ]
 

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import ParleySecurity
 import ParleyWire
 import Synchronization
 
@@ -16,6 +17,10 @@ final class RelayCore: Sendable {
     let logger: Logger
     /// The SSRC of the relay's own receiver reports.
     let relaySSRC: UInt32
+    /// The relay's side of the encrypted handshake; nil on a relay started `--insecure`.
+    let handshake: RelayHandshake?
+    /// Handshakes accepted in the last two cookie lifetimes, shared by every loop.
+    let replayCache = HandshakeReplayCache()
 
     private struct Rooms {
         var directory: RoomDirectory
@@ -28,9 +33,10 @@ final class RelayCore: Sendable {
     private let rooms: Mutex<Rooms>
     private let workers: Mutex<[RelayWorker]>
 
-    init(configuration: RelayConfiguration, secret: TokenSecret, metrics: RelayMetrics, logger: Logger) {
+    init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, metrics: RelayMetrics, logger: Logger) {
         self.configuration = configuration
         self.secret = secret
+        self.handshake = configuration.insecure ? nil : relayKey.map { RelayHandshake(key: $0) }
         self.metrics = metrics
         self.logger = logger
         self.relaySSRC = UInt32.random(in: 1 ... .max)

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import ParleySecurity
 import ParleyWire
 
 #if canImport(Glibc)
@@ -64,6 +65,8 @@ final class RelayWorker: @unchecked Sendable {
         var goodbye: ReliableSender
         let expiresNanoseconds: UInt64
         let address: SocketAddress
+        /// The departed member's keys: its goodbye is sealed, and so is its ack.
+        let protector: PacketProtector
     }
 
     init(index: Int, eventLoop: EventLoop, core: RelayCore) {
@@ -105,12 +108,17 @@ final class RelayWorker: @unchecked Sendable {
         guard size <= limits.maximumPacketSize else { return drop(.oversize) }
         guard let peer = PeerAddress(address) else { return drop(.malformed) }
 
+        if core.handshake != nil {
+            receiveOnSecureRelay(buffer, kind: kind, from: address, peer: peer, now: now)
+            return
+        }
         if let session = sessions[peer] {
             switch kind {
             case .rtp: forwardMedia(buffer, from: session, now: now)
             case .rtcp: receiveRTCP(buffer, from: session, now: now)
-            case .control: receiveControl(buffer, from: session, now: now)
-            case .handshake, .sealed, .unknown: drop(.unknownKind)
+            case .control: receiveControl(buffer, from: session, receivedSize: size, now: now)
+            case .handshake: refuseHandshakeOnInsecureRelay(buffer, from: address, peer: peer, now: now)
+            case .sealed, .unknown: drop(.unknownKind)
             }
         } else {
             switch kind {
@@ -118,8 +126,64 @@ final class RelayWorker: @unchecked Sendable {
                 drop(.notJoined)
                 answerStranger(peer, address: address, receivedSize: size, now: now)
             case .control: receiveStrangerControl(buffer, from: address, peer: peer, now: now)
-            case .handshake, .sealed, .unknown: drop(.unknownKind)
+            case .handshake: refuseHandshakeOnInsecureRelay(buffer, from: address, peer: peer, now: now)
+            case .sealed, .unknown: drop(.unknownKind)
             }
+        }
+    }
+
+    /// A datagram on a relay that requires encryption: after the handshake, members send only
+    /// sealed packets; each is opened once with the member's keys, then handled exactly as a
+    /// plaintext packet would be on an insecure relay.
+    private func receiveOnSecureRelay(_ buffer: ByteBuffer, kind: PacketKind, from address: SocketAddress, peer: PeerAddress, now: UInt64) {
+        let size = buffer.readableBytes
+        switch kind {
+        case .handshake:
+            receiveHandshake(buffer, from: address, peer: peer, now: now)
+        case .sealed:
+            if let session = sessions[peer] {
+                guard let inner = open(buffer, with: session.protector) else { return }
+                switch inner.withUnsafeReadableBytes({ PacketKind($0) }) {
+                case .rtp: forwardMedia(inner, from: session, now: now)
+                case .rtcp: receiveRTCP(inner, from: session, now: now)
+                case .control: receiveControl(inner, from: session, receivedSize: size, now: now)
+                case .handshake, .sealed, .unknown: drop(.malformed)
+                }
+            } else if let departure = departures[peer] {
+                guard let inner = open(buffer, with: departure.protector),
+                      let message = inner.withUnsafeReadableBytes({ try? ControlMessage(parsing: $0) }) else { return }
+                receiveDepartedControl(message, peer: peer, address: address)
+            } else {
+                drop(.notJoined)
+                answerStranger(peer, address: address, receivedSize: size, now: now)
+            }
+        case .control:
+            // A plaintext join gets told why (a client run with --insecure); nothing else is answered.
+            drop(.plaintextRefused)
+            guard let message = buffer.withUnsafeReadableBytes({ try? ControlMessage(parsing: $0) }),
+                  case .join = message.body, peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
+            sendError(.encryptionRequired, "this relay accepts encrypted clients only: use an invite with a key= and no --insecure",
+                      sequence: message.sequence, to: address, limit: size)
+        case .rtp, .rtcp:
+            drop(.plaintextRefused)
+            if sessions[peer] == nil { answerStranger(peer, address: address, receivedSize: size, now: now) }
+        case .unknown:
+            drop(.unknownKind)
+        }
+    }
+
+    /// Opens a sealed datagram; a failure is counted by its reason and the packet goes no further.
+    private func open(_ buffer: ByteBuffer, with protector: PacketProtector) -> ByteBuffer? {
+        guard let context else { return nil }
+        do {
+            return try protector.open(buffer, allocator: context.channel.allocator)
+        } catch {
+            switch error {
+            case .replayed: drop(.replayed)
+            case .malformed: drop(.malformed)
+            default: drop(.decryptFailed)
+            }
+            return nil
         }
     }
 
@@ -140,15 +204,16 @@ final class RelayWorker: @unchecked Sendable {
             return
         }
         session.lastHeardNanoseconds = now
-        let copies = writeToOthers(buffer, from: session, kind: .media)
+        let copies = writeToOthers(buffer, from: session, kind: .media, now: now)
         if copies > 0 && forwardedReadTimes.count < forwardedReadTimes.capacity {
             forwardedReadTimes.append(now)
         }
     }
 
-    /// Writes `buffer` to every receiver of the session's room but the session; returns the copies written.
+    /// Writes `buffer` to every receiver of the session's room but the session, sealed for each
+    /// receiver on a secure relay; returns the copies written.
     @inline(__always)
-    private func writeToOthers(_ buffer: ByteBuffer, from session: Session, kind: SentKind) -> Int {
+    private func writeToOthers(_ buffer: ByteBuffer, from session: Session, kind: SentKind, now: UInt64) -> Int {
         guard let context else { return 0 }
         let receivers = session.forwarding.receivers
         let allocator = context.channel.allocator
@@ -159,13 +224,15 @@ final class RelayWorker: @unchecked Sendable {
             for receiver in receivers where receiver.sessionID != session.id { drop(.sendQueueFull) }
             return 0
         }
+        var bytes = 0
         for receiver in receivers where receiver.sessionID != session.id {
-            let sealed = receiver.protector.seal(buffer, allocator: allocator)
+            guard let sealed = receiver.protector.seal(buffer, allocator: allocator, nowNanoseconds: now) else { continue }
             // nil promise: no allocation for a completion nobody waits on.
             context.write(NIOAny(AddressedEnvelope(remoteAddress: receiver.address, data: sealed)), promise: nil)
             copies += 1
+            bytes += sealed.readableBytes
         }
-        statistics.sent(kind, bytes: buffer.readableBytes, count: copies)
+        statistics.sent(kind, bytes: bytes / max(copies, 1), count: copies)
         unflushedWrites += copies
         if unflushedWrites >= Self.maximumUnflushedWrites { flush() }
         return copies
@@ -222,7 +289,7 @@ final class RelayWorker: @unchecked Sendable {
             gauges.downstreamJitter.record(Double(blocks.map(\.jitter).max() ?? 0) / 48_000)
         }
         if hasSenderReport && session.canPublish {
-            _ = writeToOthers(buffer, from: session, kind: .rtcp)
+            _ = writeToOthers(buffer, from: session, kind: .rtcp, now: now)
         }
     }
 
@@ -237,16 +304,19 @@ final class RelayWorker: @unchecked Sendable {
         session.gauges?.upstreamJitter.record(reception.jitterSeconds)
         let report = RTCPPacket.receiverReport(RTCPReceiverReport(ssrc: core.relaySSRC, reportBlocks: [block]))
         guard let bytes = try? RTCPCompoundPacket.serialized([report]) else { return }
-        send(bytes, to: session.address, kind: .rtcp)
+        send(bytes, to: session, kind: .rtcp)
     }
 
     // MARK: Control from members
 
-    private func receiveControl(_ buffer: ByteBuffer, from session: Session, now: UInt64) {
-        let size = buffer.readableBytes
+    /// A control message from a member; `receivedSize` is the datagram's size on the wire, what
+    /// an answer to it may not exceed.
+    private func receiveControl(_ buffer: ByteBuffer, from session: Session, receivedSize size: Int, now: UInt64) {
         let parsed = buffer.withUnsafeReadableBytes { raw -> ControlMessage? in try? ControlMessage(parsing: raw) }
         guard let message = parsed else { return drop(.malformed) }
         if case .join = message.body {
+            // On a secure relay joins come inside a handshake, never inside a session.
+            guard !session.protector.isSecure else { return drop(.unexpectedControl) }
             // Joins are handled even over the rate: a client retransmits them with backoff.
             return receiveJoin(message, size: size, from: session.address, peer: session.peer, existing: session, now: now)
         }
@@ -263,14 +333,14 @@ final class RelayWorker: @unchecked Sendable {
             }
         case let .ping(ping):
             session.lastHeardNanoseconds = now
-            sendControl(.pong(ControlMessage.Pong(timestamp: ping.timestamp)), sequence: message.sequence, to: session.address, limit: size)
+            sendControl(.pong(ControlMessage.Pong(timestamp: ping.timestamp)), sequence: message.sequence, to: session, limit: size)
         case let .ack(ack):
             session.lastHeardNanoseconds = now
             session.reliable.acknowledge(sequence: ack.sequence)
         case .leave:
             // An ack is larger than a leave, so an address that never proved itself gets none.
             if session.state == .active {
-                sendControl(.ack(ControlMessage.Ack(sequence: message.sequence)), sequence: 0, to: session.address, limit: nil)
+                sendControl(.ack(ControlMessage.Ack(sequence: message.sequence)), sequence: 0, to: session, limit: nil)
             }
             logger.info("member left", metadata: ["member": "\(session.logDescription)"])
             remove(session, reason: .left, now: now)
@@ -290,17 +360,28 @@ final class RelayWorker: @unchecked Sendable {
         switch message.body {
         case .join:
             receiveJoin(message, size: size, from: address, peer: peer, existing: nil, now: now)
-        case .leave:
-            // A retransmitted leave whose ack was lost: the address was proven, answer it.
+        case .leave, .ack:
             guard departures[peer] != nil else { return drop(.notJoined) }
-            sendControl(.ack(ControlMessage.Ack(sequence: message.sequence)), sequence: 0, to: address, limit: nil)
-        case let .ack(ack):
-            guard departures[peer] != nil else { return drop(.notJoined) }
-            departures[peer]!.goodbye.acknowledge(sequence: ack.sequence)
+            receiveDepartedControl(message, peer: peer, address: address)
         case .ready, .ping:
             drop(.notJoined)
             answerStranger(peer, address: address, receivedSize: size, now: now)
         case .joined, .roster, .pong, .error, .goodbye:
+            drop(.notJoined)
+        }
+    }
+
+    /// A retransmitted leave whose ack was lost, or the ack of a goodbye: the address was
+    /// proven before the member left, so answering it is safe.
+    private func receiveDepartedControl(_ message: ControlMessage, peer: PeerAddress, address: SocketAddress) {
+        guard let departure = departures[peer] else { return drop(.notJoined) }
+        switch message.body {
+        case .leave:
+            guard let bytes = try? ControlMessage(body: .ack(ControlMessage.Ack(sequence: message.sequence))).serialized() else { return }
+            send(bytes, to: address, protector: departure.protector, kind: .control)
+        case let .ack(ack):
+            departures[peer]!.goodbye.acknowledge(sequence: ack.sequence)
+        default:
             drop(.notJoined)
         }
     }
@@ -314,6 +395,7 @@ final class RelayWorker: @unchecked Sendable {
 
     // MARK: Joining
 
+    /// A plaintext join (relays started `--insecure`).
     private func receiveJoin(_ message: ControlMessage, size: Int, from address: SocketAddress, peer: PeerAddress, existing: Session?, now: UInt64) {
         guard case let .join(join) = message.body else { return }
         // Joins are padded so the answer is never larger than the question; a short one is
@@ -327,47 +409,79 @@ final class RelayWorker: @unchecked Sendable {
             return
         }
         guard joinAttempts.allow(peer, nowNanoseconds: now) else { return drop(.rateLimited) }
-        if let problem = ParleyNames.problem(withRoom: join.room) {
-            metrics.joinRefused(.malformedRequest)
-            refuseJoin(.malformedRequest, message: problem, logReason: "bad room name: \(problem)", sequence: message.sequence,
-                       peer: peer, address: address, size: size, now: now)
-            return
-        }
         let token: AccessToken
-        do {
-            token = try AccessToken.verify(join.token, secret: core.secret, room: join.room, now: unixSeconds())
-        } catch {
-            metrics.joinRefused(error.errorCode)
-            refuseJoin(error.errorCode, message: error.message, logReason: error.description, sequence: message.sequence,
-                       peer: peer, address: address, size: size, now: now)
+        switch verify(join) {
+        case let .refused(code, text, logReason):
+            metrics.joinRefused(code)
+            refuseJoin(code, message: text, logReason: logReason, sequence: message.sequence, peer: peer, address: address, size: size, now: now)
             return
+        case let .verified(verified):
+            token = verified
         }
-        if let existing {
-            // The same address joins afresh (a new SSRC or token): the old session ends quietly,
-            // since the client that would hear its goodbye is the one joining.
-            remove(existing, reason: .replaced, now: now, tellMember: false)
+        let session = makeSession(join, sequence: message.sequence, token: token, address: address, peer: peer, now: now)
+        switch admit(session, replacing: existing, software: join.software, now: now) {
+        case let .refused(code, text):
+            refuseJoin(code, message: text, logReason: text, sequence: message.sequence, peer: peer, address: address, size: size, now: now)
+        case .admitted:
+            if session.joinedMessage.count <= size { send(session.joinedMessage, to: address, kind: .control) }
         }
+    }
+
+    private enum Verdict {
+        case verified(AccessToken)
+        case refused(ControlMessage.ErrorCode, String, logReason: String)
+    }
+
+    /// The checks every join passes, plaintext or inside a handshake: room name and token.
+    private func verify(_ join: ControlMessage.Join) -> Verdict {
+        if let problem = ParleyNames.problem(withRoom: join.room) {
+            return .refused(.malformedRequest, problem, logReason: "bad room name: \(problem)")
+        }
+        do {
+            return .verified(try AccessToken.verify(join.token, secret: core.secret, room: join.room, now: unixSeconds()))
+        } catch {
+            return .refused(error.errorCode, error.message, logReason: error.description)
+        }
+    }
+
+    /// A session for a verified join, with its `joined` answer ready.
+    private func makeSession(_ join: ControlMessage.Join, sequence: UInt32, token: AccessToken, address: SocketAddress, peer: PeerAddress, now: UInt64) -> Session {
         let session = Session(
             id: core.makeSessionID(), address: address, peer: peer, room: join.room, identity: token.identity,
             ssrc: join.ssrc, canPublish: token.canPublish, cookie: UInt64.random(in: 1 ... .max), token: join.token,
             workerIndex: index, limits: limits, nowNanoseconds: now)
+        let joined = ControlMessage(sequence: sequence, body: .joined(ControlMessage.Joined(
+            cookie: session.cookie, ssrc: session.ssrc, identity: session.identity, room: session.room,
+            canPublish: session.canPublish,
+            keepaliveIntervalMilliseconds: UInt32(limits.keepaliveIntervalMilliseconds),
+            idleTimeoutMilliseconds: UInt32(limits.idleTimeoutMilliseconds))))
+        session.joinedMessage = (try? joined.serialized()) ?? []
+        return session
+    }
+
+    private enum Admission {
+        case admitted
+        case refused(ControlMessage.ErrorCode, String)
+    }
+
+    /// Puts `session` in its room (limits, SSRC, identity), ending `existing` — a session from
+    /// the same address — and any session of the same identity elsewhere.
+    private func admit(_ session: Session, replacing existing: Session?, software: String, now: UInt64) -> Admission {
+        if let existing {
+            // The same address joins afresh (a new SSRC, token or handshake): the old session
+            // ends quietly, since the client that would hear its goodbye is the one joining.
+            remove(existing, reason: .replaced, now: now, tellMember: false)
+        }
         switch core.admit(session) {
         case let .refused(code, text):
             metrics.joinRefused(code)
-            refuseJoin(code, message: text, logReason: text, sequence: message.sequence, peer: peer, address: address, size: size, now: now)
+            return .refused(code, text)
         case let .admitted(replaced):
-            sessions[peer] = session
-            let joined = ControlMessage(sequence: message.sequence, body: .joined(ControlMessage.Joined(
-                cookie: session.cookie, ssrc: session.ssrc, identity: session.identity, room: session.room,
-                canPublish: session.canPublish,
-                keepaliveIntervalMilliseconds: UInt32(limits.keepaliveIntervalMilliseconds),
-                idleTimeoutMilliseconds: UInt32(limits.idleTimeoutMilliseconds))))
-            session.joinedMessage = (try? joined.serialized()) ?? []
-            if session.joinedMessage.count <= size { send(session.joinedMessage, to: address, kind: .control) }
+            sessions[session.peer] = session
             metrics.joinsAccepted.increment()
             logger.info("member joining", metadata: [
-                "member": "\(session.logDescription)", "software": "\(join.software.prefix(64))",
-                "publish": "\(session.canPublish)",
+                "member": "\(session.logDescription)", "software": "\(software.prefix(64))",
+                "publish": "\(session.canPublish)", "encrypted": "\(session.protector.isSecure)",
             ])
             if let replaced {
                 logger.info("member replaced by a new session", metadata: ["member": "\(replaced.logDescription)"])
@@ -375,6 +489,7 @@ final class RelayWorker: @unchecked Sendable {
                     worker.closeReplaced(replaced)
                 }
             }
+            return .admitted
         }
     }
 
@@ -388,6 +503,110 @@ final class RelayWorker: @unchecked Sendable {
             logger.notice("join refused", metadata: ["from": "\(peer)", "reason": "\(logReason)"])
         }
         sendError(code, message, sequence: sequence, to: address, limit: size)
+    }
+
+    // MARK: The encrypted handshake
+
+    /// Hello and handshake init. Answers only what checks out, never with more bytes than came
+    /// in, and spends a Diffie-Hellman operation only on an init from an address that proved
+    /// itself with a cookie and is within its join rate.
+    private func receiveHandshake(_ buffer: ByteBuffer, from address: SocketAddress, peer: PeerAddress, now: UInt64) {
+        guard let handshake = core.handshake else { return }
+        let size = buffer.readableBytes
+        guard peer.canBeAnswered else { return drop(.malformed) }
+        switch buffer.getInteger(at: buffer.readerIndex, as: UInt8.self).flatMap(SecureMessageType.init(rawValue:)) {
+        case .hello:
+            guard strangerReplies.allow(peer, nowNanoseconds: now) else { return drop(.rateLimited) }
+            let reply = buffer.withUnsafeReadableBytes {
+                handshake.cookieReply(toHello: $0, address: peer.cookieBytes, unixSeconds: UInt64(unixSeconds()))
+            }
+            guard let reply, reply.count <= size else { return drop(.malformed) }
+            send(reply, to: address, kind: .control)
+        case .handshakeInit:
+            guard !isShuttingDown else { return }
+            guard joinAttempts.allow(peer, nowNanoseconds: now) else { return drop(.rateLimited) }
+            let existing = sessions[peer]
+            let result: Result<AcceptedHandshake, SecurityError> = buffer.withUnsafeReadableBytes { raw in
+                do throws(SecurityError) {
+                    return .success(try handshake.acceptInit(raw, address: peer.cookieBytes, unixSeconds: UInt64(unixSeconds()), replayCache: core.replayCache))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            switch result {
+            case let .success(accepted):
+                receiveSecureJoin(accepted, size: size, from: address, peer: peer, existing: existing, now: now)
+            case .failure(.replayedHandshake):
+                // A retransmitted init (its response was lost) gets the same response again; a
+                // replay of one whose session is gone gets nothing.
+                let ephemeral = buffer.getBytes(at: buffer.readerIndex + HandshakeInit.headerSize, length: 32)
+                if let existing, let made = existing.handshake, made.ephemeralKey == ephemeral, made.response.count <= size {
+                    send(made.response, to: address, kind: .control)
+                } else {
+                    drop(.handshakeReplayed)
+                }
+            case .failure(.invalidCookie):
+                drop(.cookieInvalid)
+            case .failure:
+                drop(.handshakeFailed)
+            }
+        default:
+            drop(.unexpectedControl)
+        }
+    }
+
+    /// The join inside an accepted handshake: the same checks as a plaintext join; the answer
+    /// (joined, or the refusal) goes back inside the handshake response, so it is authenticated.
+    private func receiveSecureJoin(_ accepted: AcceptedHandshake, size: Int, from address: SocketAddress, peer: PeerAddress, existing: Session?, now: UInt64) {
+        guard let message = try? ControlMessage(parsing: accepted.payload), case let .join(join) = message.body else {
+            return drop(.malformed)
+        }
+        // Refusals answer with a copy of the accepted handshake, so one can be made whatever happens.
+        let refusalHandshake = accepted
+        func refuse(_ code: ControlMessage.ErrorCode, _ text: String, logReason: String) {
+            drop(.notJoined)
+            guard strangerReplies.allow(peer, nowNanoseconds: now) else { return }
+            if strangerLogs.allow(nowNanoseconds: now) {
+                logger.notice("join refused", metadata: ["from": "\(peer)", "reason": "\(logReason)"])
+            }
+            var handshake = refusalHandshake
+            let error = ControlMessage(sequence: message.sequence, body: .error(ControlMessage.ErrorReply(code: code, message: String(text.prefix(200)))))
+            guard let payload = try? error.serialized(),
+                  let (response, _) = try? handshake.respond(relayIndex: 0, payload: payload, nowNanoseconds: now),
+                  response.count <= size else { return }
+            send(response, to: address, kind: .control)
+        }
+
+        let token: AccessToken
+        switch verify(join) {
+        case let .refused(code, text, logReason):
+            metrics.joinRefused(code)
+            return refuse(code, text, logReason: logReason)
+        case let .verified(verified):
+            token = verified
+        }
+        let session = makeSession(join, sequence: message.sequence, token: token, address: address, peer: peer, now: now)
+        var handshake = accepted
+        guard let (response, secureSession) = try? handshake.respond(
+            relayIndex: UInt32.random(in: 1 ... .max), payload: session.joinedMessage, nowNanoseconds: now),
+              response.count <= size else {
+            return drop(.handshakeFailed)
+        }
+        session.secure(with: PacketProtector(session: secureSession), ephemeralKey: accepted.ephemeralKey, response: response)
+        switch admit(session, replacing: existing, software: join.software, now: now) {
+        case let .refused(code, text):
+            refuse(code, text, logReason: text)
+        case .admitted:
+            send(response, to: address, kind: .control)
+        }
+    }
+
+    /// A hello on a relay started `--insecure`: say so, in no more bytes than the hello.
+    private func refuseHandshakeOnInsecureRelay(_ buffer: ByteBuffer, from address: SocketAddress, peer: PeerAddress, now: UInt64) {
+        drop(.unknownKind)
+        guard buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) == SecureMessageType.hello.rawValue,
+              peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
+        sendError(.encryptionUnavailable, "this relay runs without encryption (--insecure)", sequence: 0, to: address, limit: buffer.readableBytes)
     }
 
     /// The member proved its address: it gets the roster and media, the others a new roster.
@@ -410,7 +629,7 @@ final class RelayWorker: @unchecked Sendable {
             let message = ControlMessage(sequence: sequence, isReliable: true, body: .roster(page))
             guard let bytes = try? message.serialized() else { continue }
             session.reliable.enqueue(sequence: sequence, kind: .roster(version: page.version), bytes: bytes, nowNanoseconds: now)
-            send(bytes, to: session.address, kind: .control)
+            send(bytes, to: session, kind: .control)
         }
         flush()
     }
@@ -443,11 +662,13 @@ final class RelayWorker: @unchecked Sendable {
             if let bytes = try? message.serialized() {
                 // Idle members are told once, best-effort: they are probably gone.
                 goodbye.enqueue(sequence: sequence, kind: .goodbye, bytes: bytes, nowNanoseconds: now, attempts: reason == .idleTimeout ? 1 : ReliableSender.maximumAttempts)
-                send(bytes, to: session.address, kind: .control)
+                send(bytes, to: session, kind: .control)
             }
         }
         if reason != .neverReady, sessions[session.peer] == nil {
-            departures[session.peer] = Departure(sessionID: session.id, goodbye: goodbye, expiresNanoseconds: now + Self.departureLifetimeNanoseconds, address: session.address)
+            departures[session.peer] = Departure(
+                sessionID: session.id, goodbye: goodbye, expiresNanoseconds: now + Self.departureLifetimeNanoseconds,
+                address: session.address, protector: session.protector)
         }
     }
 
@@ -484,7 +705,7 @@ final class RelayWorker: @unchecked Sendable {
                 continue
             }
             var goodbye = departure.goodbye
-            for bytes in goodbye.due(nowNanoseconds: now) { send(bytes, to: departure.address, kind: .control) }
+            for bytes in goodbye.due(nowNanoseconds: now) { send(bytes, to: departure.address, protector: departure.protector, kind: .control) }
             departures[peer]!.goodbye = goodbye
         }
         if now &- lastStatisticsFlush >= 500_000_000 { flushStatistics(now: now) }
@@ -493,9 +714,9 @@ final class RelayWorker: @unchecked Sendable {
 
     private func resendReliable(_ session: Session, now: UInt64, force: Bool) {
         if force {
-            for message in session.reliable.outstanding { send(message.bytes, to: session.address, kind: .control) }
+            for message in session.reliable.outstanding { send(message.bytes, to: session, kind: .control) }
         } else {
-            for bytes in session.reliable.due(nowNanoseconds: now) { send(bytes, to: session.address, kind: .control) }
+            for bytes in session.reliable.due(nowNanoseconds: now) { send(bytes, to: session, kind: .control) }
         }
     }
 
@@ -525,10 +746,20 @@ final class RelayWorker: @unchecked Sendable {
 
     // MARK: Sending control
 
+    /// To a stranger: plaintext, and never more than `limit` bytes.
     private func sendControl(_ body: ControlMessage.Body, sequence: UInt32, to address: SocketAddress, limit: Int?) {
         guard let bytes = try? ControlMessage(sequence: sequence, body: body).serialized() else { return }
         if let limit, bytes.count > limit { return }
         send(bytes, to: address, kind: .control)
+    }
+
+    /// To a member: sealed with its keys on a secure relay (the seal adds the same overhead
+    /// the member's own packet carried, so the limit compares plaintexts).
+    private func sendControl(_ body: ControlMessage.Body, sequence: UInt32, to session: Session, limit: Int?) {
+        guard let bytes = try? ControlMessage(sequence: sequence, body: body).serialized() else { return }
+        let overhead = session.protector.isSecure ? SealedHeader.overhead : 0
+        if let limit, bytes.count + overhead > limit { return }
+        send(bytes, to: session, kind: .control)
     }
 
     /// An error reply cut to `limit` bytes: the message text is shortened (at a character
@@ -544,12 +775,22 @@ final class RelayWorker: @unchecked Sendable {
         sendControl(.error(ControlMessage.ErrorReply(code: code, message: fitted)), sequence: sequence, to: address, limit: limit)
     }
 
+    /// Plaintext bytes to an address: replies to strangers, and everything on an insecure relay.
     private func send(_ bytes: [UInt8], to address: SocketAddress, kind: SentKind) {
+        send(bytes, to: address, protector: .plaintext, kind: kind)
+    }
+
+    /// Bytes for a member, sealed with its keys on a secure relay.
+    private func send(_ bytes: [UInt8], to session: Session, kind: SentKind) {
+        send(bytes, to: session.address, protector: session.protector, kind: kind)
+    }
+
+    private func send(_ bytes: [UInt8], to address: SocketAddress, protector: PacketProtector, kind: SentKind) {
         guard let context, !bytes.isEmpty else { return }
         guard context.channel.isWritable else { return drop(.sendQueueFull) }
-        let buffer = context.channel.allocator.buffer(bytes: bytes)
+        guard let buffer = protector.seal(bytes, allocator: context.channel.allocator, nowNanoseconds: monotonicNanoseconds()) else { return }
         context.write(NIOAny(AddressedEnvelope(remoteAddress: address, data: buffer)), promise: nil)
-        statistics.sent(kind, bytes: bytes.count)
+        statistics.sent(kind, bytes: buffer.readableBytes)
         unflushedWrites += 1
     }
 

@@ -1,3 +1,5 @@
+import ParleySecurity
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -10,27 +12,46 @@ import Darwin
 ///
 /// ```
 /// token-secret = <base64 of 32 random bytes>
+/// relay-private-key = <base64 of the relay's X25519 private key>
 /// ```
 ///
-/// and, once per-hop encryption lands, a `relay-private-key = …` line beside it. The file is
-/// created with mode 0600 and never overwritten unless asked.
+/// The token secret signs access tokens; the private key is the relay's long-term identity
+/// in the encrypted handshake (its public key travels in invites and clients pin it). The
+/// file is created with mode 0600 and never overwritten unless asked.
 public struct SecretFile: Sendable {
     public static let tokenSecretKey = "token-secret"
-    /// Keys this build reads; `relay-private-key` is reserved for the secure-transport issue.
-    public static let knownKeys = [tokenSecretKey, "relay-private-key"]
+    public static let relayPrivateKeyKey = "relay-private-key"
+    public static let knownKeys = [tokenSecretKey, relayPrivateKeyKey]
 
     public var tokenSecret: TokenSecret
+    /// Nil only in files written before the secure transport; such a relay can run `--insecure` only.
+    public var relayKey: RelayKey?
 
-    public init(tokenSecret: TokenSecret) { self.tokenSecret = tokenSecret }
+    public init(tokenSecret: TokenSecret, relayKey: RelayKey?) {
+        self.tokenSecret = tokenSecret
+        self.relayKey = relayKey
+    }
+
+    /// A new token secret and a new key pair.
+    public static func random() -> SecretFile { SecretFile(tokenSecret: .random(), relayKey: RelayKey()) }
 
     public var text: String {
-        """
-        # parley-relay secret. Anyone who holds this file can mint access tokens for this relay:
-        # keep it readable by the relay's user only (mode 0600) and out of backups you share.
-        # Make a new one with `parley-relay keygen --out FILE --force`; old tokens then stop working.
+        var text = """
+        # parley-relay secret. Anyone who holds this file can mint access tokens for this relay
+        # and impersonate it: keep it readable by the relay's user only (mode 0600) and out of
+        # backups you share. Make a new one with `parley-relay keygen --out FILE --force`; old
+        # tokens and invites then stop working (see SECURITY.md, "Rotating keys").
         \(Self.tokenSecretKey) = \(tokenSecret.base64)
 
         """
+        if let relayKey {
+            text += """
+            # The relay's X25519 private key; its public key is \(relayKey.publicKeyText)
+            \(Self.relayPrivateKeyKey) = \(relayKey.privateKeyBase64)
+
+            """
+        }
+        return text
     }
 
     public init(parsing text: String, source: String) throws(ConfigurationError) {
@@ -43,6 +64,15 @@ public struct SecretFile: Sendable {
             tokenSecret = try TokenSecret(base64: entry.value)
         } catch {
             throw ConfigurationError("\(source):\(entry.line): \(error)")
+        }
+        if let keyEntry = file[Self.relayPrivateKeyKey] {
+            do {
+                relayKey = try RelayKey(privateKeyBase64: keyEntry.value)
+            } catch {
+                throw ConfigurationError("\(source):\(keyEntry.line): \(error); make a new secret file with `parley-relay keygen --out \(source) --force`")
+            }
+        } else {
+            relayKey = nil
         }
     }
 

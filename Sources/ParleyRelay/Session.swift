@@ -27,8 +27,12 @@ final class Session: @unchecked Sendable {
     let token: String
     /// Index of the worker (event loop) that owns the session.
     let workerIndex: Int
-    /// Per-hop keys, once the secure-transport issue adds them.
-    let protector: PacketProtector
+    /// The member's hop keys (plaintext on an `--insecure` relay). Set once, before the
+    /// session is admitted and shared with other loops.
+    private(set) var protector: PacketProtector = .plaintext
+    /// The handshake that made the session, so a retransmitted init (same ephemeral key, same
+    /// address) gets the same response instead of a second session.
+    private(set) var handshake: (ephemeralKey: [UInt8], response: [UInt8])?
 
     // MARK: Loop-confined state (one thread, never re-entrant: no dynamic exclusivity checks)
 
@@ -60,10 +64,15 @@ final class Session: @unchecked Sendable {
         self.cookie = cookie
         self.token = token
         self.workerIndex = workerIndex
-        self.protector = .identity
         self.lastHeardNanoseconds = nowNanoseconds
         self.joinedNanoseconds = nowNanoseconds
         self.media = Forwarder.Sender(ssrc: ssrc, canPublish: canPublish, limits: limits, nowNanoseconds: nowNanoseconds)
+    }
+
+    /// Attaches the keys agreed in the member's handshake; before the session is admitted only.
+    func secure(with protector: PacketProtector, ephemeralKey: [UInt8], response: [UInt8]) {
+        self.protector = protector
+        self.handshake = (ephemeralKey, response)
     }
 
     func takeSequence() -> UInt32 {

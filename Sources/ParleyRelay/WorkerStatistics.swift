@@ -2,14 +2,16 @@ import ParleyWire
 
 /// What arrived, by RFC 7983 demultiplexing.
 enum ReceivedKind: Int, CaseIterable {
-    case rtp, rtcp, control, unknown
+    case rtp, rtcp, control, handshake, sealed, unknown
 
     init(_ kind: PacketKind) {
         switch kind {
         case .rtp: self = .rtp
         case .rtcp: self = .rtcp
         case .control: self = .control
-        case .handshake, .sealed, .unknown: self = .unknown
+        case .handshake: self = .handshake
+        case .sealed: self = .sealed
+        case .unknown: self = .unknown
         }
     }
 
@@ -18,6 +20,8 @@ enum ReceivedKind: Int, CaseIterable {
         case .rtp: return "rtp"
         case .rtcp: return "rtcp"
         case .control: return "control"
+        case .handshake: return "handshake"
+        case .sealed: return "sealed"
         case .unknown: return "unknown"
         }
     }

@@ -240,6 +240,10 @@ public struct ControlMessage: Sendable, Hashable {
         case malformedRequest
         /// The token's identity (`sub`) breaks the rules of ``ParleyNames``.
         case tokenIdentityInvalid
+        /// The relay accepts only the encrypted handshake; the client sent a plaintext join.
+        case encryptionRequired
+        /// The relay runs without encryption (`--insecure`); the client asked for a handshake.
+        case encryptionUnavailable
         /// A code this build does not know; carried so that newer relays stay readable.
         case unknown = 0xFFFF
 

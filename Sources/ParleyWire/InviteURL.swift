@@ -11,6 +11,11 @@ public struct InviteURL: Sendable, Hashable, CustomStringConvertible {
     public static let scheme = "parley"
     /// The relay's port when an invite names none.
     public static let defaultPort = 7800
+    /// The query parameter holding the relay's public key (base64url X25519), which clients pin.
+    public static let relayKeyParameter = "key"
+
+    /// The relay's public key text, when the invite carries one.
+    public var relayKeyText: String? { parameter(Self.relayKeyParameter) }
 
     /// A host name, an IPv4 address, or an IPv6 address without brackets.
     public var host: String

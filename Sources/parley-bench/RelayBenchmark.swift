@@ -326,9 +326,9 @@ final class RelayProcess: Forwarder {
         port = freeUDPPort()
         secret = .random()
         secretPath = "/tmp/parley-bench-relay-\(getpid()).secret"
-        try SecretFile(tokenSecret: secret).write(path: secretPath, overwrite: true)
+        try SecretFile(tokenSecret: secret, relayKey: nil).write(path: secretPath, overwrite: true)
         let arguments = ["nice", "-n", "\(nice)", "taskset", "-c", "\(cpu)", binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "off",
-                         "--threads", "1", "--secret-file", secretPath, "--log-level", "error",
+                         "--threads", "1", "--secret-file", secretPath, "--log-level", "error", "--insecure",
                          "--max-rooms", "10000", "--socket-buffer", "4MiB",
                          // The overload test sends up to 10× 50 packets/s per member; the
                          // per-member limit is not what is being measured.

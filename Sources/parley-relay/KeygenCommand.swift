@@ -1,16 +1,17 @@
 import ArgumentParser
 import ParleyRelay
+import ParleySecurity
 
 struct KeygenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keygen",
-        abstract: "Write a new random secret for signing access tokens (mode 0600).",
+        abstract: "Write a new secret file: the token-signing secret and the relay's key pair (mode 0600).",
         discussion: """
         Example:
 
           parley-relay keygen --out /etc/parley/relay.secret
 
-        The file holds `token-secret = …` (32 random bytes, base64) with comments; it is never overwritten unless you pass --force, because every token signed with the old secret stops working.
+        The file holds `token-secret = …` (32 random bytes that sign access tokens) and `relay-private-key = …` (the relay's X25519 key; invites carry its public key and clients pin it). It is never overwritten unless you pass --force, because every token and invite made with the old file stops working.
         """
     )
 
@@ -20,7 +21,9 @@ struct KeygenCommand: ParsableCommand {
     var force = false
 
     func run() throws {
-        try SecretFile(tokenSecret: .random()).write(path: out, overwrite: force)
-        print("wrote a new secret to \(out) (mode 0600); start the relay with --secret-file \(out)")
+        let secrets = SecretFile.random()
+        try secrets.write(path: out, overwrite: force)
+        print("wrote a new secret and key pair to \(out) (mode 0600); start the relay with --secret-file \(out)")
+        if let key = secrets.relayKey { print("relay public key: \(key.publicKeyText)") }
     }
 }

@@ -56,6 +56,8 @@ struct ServeCommand: ParsableCommand {
     var keepaliveInterval: String?
     @Option(help: ArgumentHelp("Silence after which a member is removed. Default 30s.", valueName: "duration"))
     var idleTimeout: String?
+    @Flag(help: "Run WITHOUT encryption: tokens and audio in the clear. For tests and trusted networks only; clients need --insecure too.")
+    var insecure = false
 
     func run() throws {
         let environment = Self.environment()
@@ -64,6 +66,7 @@ struct ServeCommand: ParsableCommand {
             "socket-buffer": socketBuffer, "max-rooms": maxRooms, "max-members-per-room": maxMembersPerRoom,
             "max-packet-rate": maxPacketRate, "max-packet-size": maxPacketSize,
             "keepalive-interval": keepaliveInterval, "idle-timeout": idleTimeout,
+            "insecure": insecure ? "true" : nil,
         ]
         var file: KeyValueFile?
         let configPath = config ?? environment["PARLEY_RELAY_CONFIG"]
@@ -91,7 +94,7 @@ struct ServeCommand: ParsableCommand {
         signal(SIGINT, SIG_IGN)
         let relay: Relay
         do {
-            relay = try Relay.start(configuration: configuration, secret: secret.tokenSecret, logger: logger)
+            relay = try Relay.start(configuration: configuration, secret: secret.tokenSecret, relayKey: secret.relayKey, logger: logger)
         } catch let error as ConfigurationError {
             throw error
         } catch {

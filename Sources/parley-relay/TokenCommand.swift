@@ -18,7 +18,7 @@ struct TokenCommand: ParsableCommand {
           parley-relay token --secret-file /etc/parley/relay.secret --room standup --identity ada \\
               --ttl 7d --relay relay.example.org:7800
 
-        prints the token, then parley://relay.example.org:7800/standup?token=… which the client accepts. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub), so a web app holding the same secret can mint them too.
+        prints the token, then parley://relay.example.org:7800/standup?token=…&key=… which the client accepts. The key is the relay's public key: the client pins it, so nobody between the two can pose as the relay. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub), so a web app holding the same secret can mint them too.
         """
     )
 
@@ -34,6 +34,8 @@ struct TokenCommand: ParsableCommand {
     var relay: String?
     @Flag(help: "The member may listen but not send audio.")
     var listenOnly = false
+    @Flag(help: "Leave the relay's key out of the invite, for a relay run with --insecure.")
+    var insecure = false
 
     func run() throws {
         if let problem = ParleyNames.problem(withRoom: room) { throw ConfigurationError("--room: \(problem)") }
@@ -59,7 +61,14 @@ struct TokenCommand: ParsableCommand {
         let token = AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + Int64(milliseconds / 1000),
                                 canPublish: !listenOnly)
         let signed = token.signed(with: secret.tokenSecret)
-        let invite = InviteURL(host: host, port: port, room: room, token: signed)
+        var parameters: [(name: String, value: String)] = []
+        if !insecure {
+            guard let key = secret.relayKey else {
+                throw ConfigurationError("\(secretFile) has no relay-private-key line, so the invite cannot carry the relay's key; make a new secret file with `parley-relay keygen --out \(secretFile) --force`, or pass --insecure for a relay run without encryption")
+            }
+            parameters.append((InviteURL.relayKeyParameter, key.publicKeyText))
+        }
+        let invite = InviteURL(host: host, port: port, room: room, token: signed, parameters: parameters)
         // Prove the invite reads back before handing it to a person.
         guard (try? InviteURL(parsing: invite.description)) == invite else {
             throw ConfigurationError("--relay \(relayText!) does not make a valid invite; give a host name or IP address and a port")

@@ -50,10 +50,12 @@ extension RelayOverUDP {
             let lines = token.output.split(separator: "\n")
             let invite = try InviteURL(parsing: String(lines.last ?? ""))
             #expect(invite.room == "standup" && invite.port == 7800 && invite.token == String(lines.first ?? ""))
+            #expect(invite.relayKeyText?.count == 43, "the invite carries the relay's public key for the client to pin")
 
             // serve, with a member in a room; SIGTERM tells the member goodbye and exits 0 within 2 s.
             let port = freeUDPPort()
-            let server = try spawn(["serve", "--secret-file", secret, "--listen", "127.0.0.1:\(port)", "--admin", "off", "--log-level", "warning"])
+            // The plaintext test client needs --insecure; SecureRelayTests join an encrypted relay.
+            let server = try spawn(["serve", "--secret-file", secret, "--listen", "127.0.0.1:\(port)", "--admin", "off", "--log-level", "warning", "--insecure"])
             defer { kill(server.pid, SIGKILL) }
             let member = TestClient(relayPort: Int(port))
             guard case .joined = member.join(room: "standup", token: String(lines.first ?? ""), ssrc: 7), member.ready() else {

@@ -106,15 +106,15 @@ struct ConfigurationTests {
     @Test func theSecretFileIsPrivateAndNeverSilentlyReplaced() throws {
         let path = "/tmp/parley-relay-secret-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { unlink(path) }
-        let secret = SecretFile(tokenSecret: .random())
+        let secret = SecretFile.random()
         try secret.write(path: path, overwrite: false)
         var info = stat()
         #expect(stat(path, &info) == 0)
         #expect(info.st_mode & 0o777 == 0o600)
-        #expect(throws: ConfigurationError.self) { try SecretFile(tokenSecret: .random()).write(path: path, overwrite: false) }
+        #expect(throws: ConfigurationError.self) { try SecretFile.random().write(path: path, overwrite: false) }
         let loaded = try SecretFile.load(path: path)
         #expect(loaded.tokenSecret.base64 == secret.tokenSecret.base64)
-        try SecretFile(tokenSecret: .random()).write(path: path, overwrite: true)
+        try SecretFile.random().write(path: path, overwrite: true)
         #expect(try SecretFile.load(path: path).tokenSecret.base64 != secret.tokenSecret.base64)
         #expect(secret.text.contains("token-secret = "))
     }

@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import ParleyRelay
+import ParleySecurity
 import ParleyWire
 import Testing
 
@@ -220,8 +221,21 @@ func now() -> Double {
 struct RelayFixture {
     let relay: Relay
     let secret: TokenSecret
+    /// The relay's key pair when it runs encrypted.
+    var relayKey: RelayKey?
 
-    static func start(threads: Int = 1, configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
+    /// An encrypted relay, as `parley-relay serve` runs by default.
+    static func startSecure(threads: Int = 1, configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
+        let key = RelayKey()
+        var fixture = try start(threads: threads, relayKey: key) { configuration in
+            configuration.insecure = false
+            configure(&configuration)
+        }
+        fixture.relayKey = key
+        return fixture
+    }
+
+    static func start(threads: Int = 1, relayKey: RelayKey? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
         configuration.admin = HostAndPort(host: "127.0.0.1", port: 0)
@@ -229,11 +243,14 @@ struct RelayFixture {
         configuration.socketBufferBytes = 4 << 20
         // Test clients that stop reading never ack goodbye; don't wait a full second for them.
         configuration.shutdownGraceMilliseconds = 300
+        // The plaintext test client speaks the protocol without the secure transport, so these
+        // tests run the relay --insecure; SecureRelayTests cover the encrypted relay.
+        configuration.insecure = true
         configure(&configuration)
         let secret = TokenSecret.random()
         var logger = Logger(label: "parley-relay-test")
         logger.logLevel = .warning
-        return RelayFixture(relay: try Relay.start(configuration: configuration, secret: secret, logger: logger), secret: secret)
+        return RelayFixture(relay: try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger), secret: secret)
     }
 
     var port: Int { relay.localAddress.port! }
