@@ -1,6 +1,8 @@
 import ArgumentParser
 import CParleyNet
 import ParleyRelay
+import ParleySecurity
+import Crypto
 import ParleyWire
 
 #if canImport(FoundationEssentials)
@@ -48,6 +50,10 @@ struct RelayBenchmark: ParsableCommand {
     var nice: Int = 0
     @Option(help: "Run one trial of this many rooms per fan-out instead of searching (for profiling).")
     var fixedRooms: Int?
+    @Flag(help: "Skip the encrypted relay (measured by default beside the plaintext one, in the same run).")
+    var plaintextOnly = false
+    @Flag(help: "With --fixed-rooms: run the relay encrypted.")
+    var encrypted = false
     @Flag(help: "Skip the baseline forwarder (for profiling the relay).")
     var relayOnly = false
     @Flag(help: "Instead of the capacity search: rooms sized at the relay's capacity (found, or --fixed-rooms), 5 s at --overload-factor times 50 packets/s per talker, then half of what the relay delivered while overloaded, and how soon every stream forwards without loss again.")
@@ -98,7 +104,7 @@ struct RelayBenchmark: ParsableCommand {
         }
         if let fixedRooms {
             for fanout in fanoutList {
-                let trial = try runTrial(rooms: fixedRooms, members: fanout + 1, forwarder: RelayProcess(binary: binary, cpu: forwarderCPU, nice: nice))
+                let trial = try runTrial(rooms: fixedRooms, members: fanout + 1, forwarder: RelayProcess(binary: binary, cpu: forwarderCPU, nice: nice, encrypted: encrypted))
                 log("relay: \(trial.line)")
                 if !relayOnly {
                     let baseline = try runTrial(rooms: fixedRooms, members: fanout + 1, forwarder: BaselineForwarder(cpu: forwarderCPU))
@@ -110,9 +116,14 @@ struct RelayBenchmark: ParsableCommand {
         for fanout in fanoutList {
             log("fan-out \(fanout): searching the baseline forwarder's capacity")
             let baseline = try findCapacity(fanout: fanout) { try BaselineForwarder(cpu: forwarderCPU) }
-            log("fan-out \(fanout): searching parley-relay's capacity")
+            log("fan-out \(fanout): searching parley-relay's capacity (plaintext, --insecure)")
             let relay = try findCapacity(fanout: fanout) { try RelayProcess(binary: binary, cpu: forwarderCPU, nice: nice) }
-            let result = FanoutResult(fanout: fanout, relay: relay, baseline: baseline)
+            var encryptedCapacity: Capacity?
+            if !plaintextOnly {
+                log("fan-out \(fanout): searching parley-relay's capacity (encrypted)")
+                encryptedCapacity = try findCapacity(fanout: fanout) { try RelayProcess(binary: binary, cpu: forwarderCPU, nice: nice, encrypted: true) }
+            }
+            let result = FanoutResult(fanout: fanout, relay: relay, baseline: baseline, encrypted: encryptedCapacity)
             log(result.summary)
             results.append(result)
         }
@@ -244,23 +255,36 @@ struct Capacity: Codable {
 
 struct FanoutResult: Codable {
     var fanout: Int
+    /// The relay run --insecure, against the baseline forwarder.
     var relay: Capacity
     var baseline: Capacity
+    /// The relay encrypted (open once, seal per receiver), in the same run.
+    var encrypted: Capacity?
     var throughputRatio: Double
     var halfLoadP99RelayMicroseconds: Double
     var halfLoadP99BaselineMicroseconds: Double
+    /// Encrypted over plaintext forwarded packets per second, one core each.
+    var encryptedThroughputRatio: Double?
+    var halfLoadP99EncryptedMicroseconds: Double?
 
-    init(fanout: Int, relay: Capacity, baseline: Capacity) {
+    init(fanout: Int, relay: Capacity, baseline: Capacity, encrypted: Capacity? = nil) {
         self.fanout = fanout
         self.relay = relay
         self.baseline = baseline
+        self.encrypted = encrypted
         throughputRatio = relay.maximum.forwardedPacketsPerSecond / baseline.maximum.forwardedPacketsPerSecond
         halfLoadP99RelayMicroseconds = relay.halfLoad.latencyP99Microseconds
         halfLoadP99BaselineMicroseconds = baseline.halfLoad.latencyP99Microseconds
+        encryptedThroughputRatio = encrypted.map { $0.maximum.forwardedPacketsPerSecond / relay.maximum.forwardedPacketsPerSecond }
+        halfLoadP99EncryptedMicroseconds = encrypted?.halfLoad.latencyP99Microseconds
     }
 
     var summary: String {
-        "fan-out \(fanout): relay \(Int(relay.maximum.forwardedPacketsPerSecond)) pps, baseline \(Int(baseline.maximum.forwardedPacketsPerSecond)) pps, ratio \(percent(throughputRatio)); half-load p99 relay \(Int(halfLoadP99RelayMicroseconds)) µs, baseline \(Int(halfLoadP99BaselineMicroseconds)) µs"
+        var text = "fan-out \(fanout): relay \(Int(relay.maximum.forwardedPacketsPerSecond)) pps, baseline \(Int(baseline.maximum.forwardedPacketsPerSecond)) pps, ratio \(percent(throughputRatio)); half-load p99 relay \(Int(halfLoadP99RelayMicroseconds)) µs, baseline \(Int(halfLoadP99BaselineMicroseconds)) µs"
+        if let encrypted, let ratio = encryptedThroughputRatio {
+            text += "; encrypted \(Int(encrypted.maximum.forwardedPacketsPerSecond)) pps (\(percent(ratio)) of plaintext), half-load p99 \(Int(encrypted.halfLoad.latencyP99Microseconds)) µs"
+        }
+        return text
     }
 }
 
@@ -280,6 +304,18 @@ struct RelayBenchmarkReport: Codable {
         for result in results {
             let r = result.relay, b = result.baseline
             lines.append("| \(result.fanout) | \(Int(r.maximum.forwardedPacketsPerSecond))\(r.reachedTalkerLimit ? "+" : "") | \(Int(b.maximum.forwardedPacketsPerSecond))\(b.reachedTalkerLimit ? "+" : "") | \(percent(result.throughputRatio)) | \(Int(r.maximum.forwarderCPUPercent)) % | \(Int(r.halfLoad.latencyP50Microseconds)) / \(Int(r.halfLoad.latencyP99Microseconds)) / \(Int(r.halfLoad.latencyP999Microseconds)) | \(Int(b.halfLoad.latencyP50Microseconds)) / \(Int(b.halfLoad.latencyP99Microseconds)) / \(Int(b.halfLoad.latencyP999Microseconds)) |")
+        }
+        let encrypted = results.filter { $0.encrypted != nil }
+        if !encrypted.isEmpty {
+            lines += [
+                "",
+                "| fan-out | encrypted max pps (<0.1% loss) | plaintext max pps | encrypted/plaintext | encrypted CPU at max | half-load p50 / p99 / p99.9 encrypted (µs) | added p99 vs plaintext (µs) |",
+                "| --- | --- | --- | --- | --- | --- | --- |",
+            ]
+            for result in encrypted {
+                let e = result.encrypted!, r = result.relay
+                lines.append("| \(result.fanout) | \(Int(e.maximum.forwardedPacketsPerSecond))\(e.reachedTalkerLimit ? "+" : "") | \(Int(r.maximum.forwardedPacketsPerSecond)) | \(percent(result.encryptedThroughputRatio ?? 0)) | \(Int(e.maximum.forwarderCPUPercent)) % | \(Int(e.halfLoad.latencyP50Microseconds)) / \(Int(e.halfLoad.latencyP99Microseconds)) / \(Int(e.halfLoad.latencyP999Microseconds)) | \(Int(e.halfLoad.latencyP99Microseconds - r.halfLoad.latencyP99Microseconds)) |")
+            }
         }
         return lines.joined(separator: "\n")
     }
@@ -309,6 +345,8 @@ protocol Forwarder: AnyObject {
     /// Tells the forwarder who is in which room (the baseline's lookup table).
     func setRooms(_ rooms: [[sockaddr_in]])
     var token: (String, String) -> String { get }
+    /// The relay's public key when it runs encrypted; members then join by handshake and seal.
+    var relayKey: Curve25519.KeyAgreement.PublicKey? { get }
     /// CPU seconds used so far.
     func cpuSeconds() -> Double
     func stop()
@@ -320,19 +358,22 @@ final class RelayProcess: Forwarder {
     let pid: pid_t
     let secret: TokenSecret
     let secretPath: String
+    let relayKey: Curve25519.KeyAgreement.PublicKey?
     var needsJoin: Bool { true }
 
-    init(binary: String, cpu: Int, nice: Int) throws {
+    init(binary: String, cpu: Int, nice: Int, encrypted: Bool = false) throws {
         port = freeUDPPort()
-        secret = .random()
+        let secrets = SecretFile.random()
+        secret = secrets.tokenSecret
+        relayKey = encrypted ? secrets.relayKey?.publicKey : nil
         secretPath = "/tmp/parley-bench-relay-\(getpid()).secret"
-        try SecretFile(tokenSecret: secret, relayKey: nil).write(path: secretPath, overwrite: true)
+        try secrets.write(path: secretPath, overwrite: true)
         let arguments = ["nice", "-n", "\(nice)", "taskset", "-c", "\(cpu)", binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "off",
-                         "--threads", "1", "--secret-file", secretPath, "--log-level", "error", "--insecure",
+                         "--threads", "1", "--secret-file", secretPath, "--log-level", "error",
                          "--max-rooms", "10000", "--socket-buffer", "4MiB",
                          // The overload test sends up to 10× 50 packets/s per member; the
                          // per-member limit is not what is being measured.
-                         "--max-packet-rate", "1000"]
+                         "--max-packet-rate", "1000"] + (encrypted ? [] : ["--insecure"])
         let argv = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var child: pid_t = 0
@@ -373,6 +414,7 @@ final class RelayProcess: Forwarder {
 /// source port up in a table of room-mates, sendmmsg one copy per room-mate. No parsing,
 /// no checks, no control protocol: what forwarding costs with nothing else.
 final class BaselineForwarder: Forwarder, @unchecked Sendable {
+    var relayKey: Curve25519.KeyAgreement.PublicKey? { nil }
     let descriptor: Int32
     let port: UInt16
     var needsJoin: Bool { false }
@@ -515,6 +557,9 @@ final class LoadGenerator {
     let membersPerRoom: Int
     let payload: Int
     let socket: MultiAddressSocket
+    /// Each member's session with an encrypted relay (its own handshake, as a real client).
+    var sessions: [SecureSession?] = []
+    var encrypted: Bool { !sessions.isEmpty }
 
     init(rooms: Int, members: Int, payload: Int, forwarder: any Forwarder) throws {
         roomsCount = rooms
@@ -528,7 +573,97 @@ final class LoadGenerator {
             }
         }
         forwarder.setRooms((0..<rooms).map { room in self.members.filter { $0.room == room }.map(\.address) })
-        if forwarder.needsJoin { try joinAll(forwarder: forwarder) }
+        if let relayKey = forwarder.relayKey {
+            try joinAllEncrypted(forwarder: forwarder, relayKey: relayKey)
+        } else if forwarder.needsJoin {
+            try joinAll(forwarder: forwarder)
+        }
+    }
+
+    /// hello → cookie → init (the join) → response (joined) → sealed ready → sealed roster, for
+    /// every member, pipelined; acks the rosters, sealed.
+    private func joinAllEncrypted(forwarder: any Forwarder, relayKey: Curve25519.KeyAgreement.PublicKey) throws {
+        var handshakes = members.map { _ in ClientHandshake(relayPublicKey: relayKey) }
+        var initBytes = [[UInt8]?](repeating: nil, count: members.count)
+        var cookies = [UInt64?](repeating: nil, count: members.count)
+        sessions = [SecureSession?](repeating: nil, count: members.count)
+        var ready = [Bool](repeating: false, count: members.count)
+        let deadline = monotonic() + 60
+        var lastSend = 0.0
+        func sendSealed(_ message: ControlMessage, for index: Int) {
+            guard let session = sessions[index], let plain = try? message.serialized() else { return }
+            var sealed = [UInt8](repeating: 0, count: SecureSession.sealedSize(plaintextCount: plain.count))
+            guard let count = try? plain.withUnsafeBytes({ raw in try sealed.withUnsafeMutableBytes { try session.seal(raw, into: $0, nowNanoseconds: monotonicNanoseconds()) } }) else { return }
+            socket.queue(Array(sealed.prefix(count)), from: members[index].address)
+        }
+        while ready.contains(false) {
+            guard monotonic() < deadline else {
+                throw ValidationError("\(ready.filter { !$0 }.count) of \(members.count) members could not join the encrypted relay")
+            }
+            if monotonic() - lastSend > 0.5 {
+                lastSend = monotonic()
+                for index in members.indices where !ready[index] {
+                    if let cookie = cookies[index] {
+                        sendSealed(ControlMessage(body: .ready(.init(cookie: cookie))), for: index)
+                    } else if let initBytes = initBytes[index] {
+                        socket.queue(initBytes, from: members[index].address)
+                    } else {
+                        socket.queue(handshakes[index].helloBytes, from: members[index].address)
+                    }
+                    if socket.queued >= 256 { socket.flush() }
+                }
+                socket.flush()
+            }
+            socket.receive { destination, bytes in
+                guard let index = memberIndex(destination), index < members.count, let first = bytes.first else { return }
+                switch SecureMessageType(rawValue: first) {
+                case .cookie:
+                    guard initBytes[index] == nil else { return }
+                    let member = members[index]
+                    let join = ControlMessage(body: .join(.init(ssrc: member.ssrc, room: "room-\(member.room)",
+                                                                token: forwarder.token("room-\(member.room)", "member-\(index)"), software: "parley-bench")))
+                    guard let payload = try? join.serialized(), let message = try? handshakes[index].makeInit(cookieReply: bytes, payload: payload) else { return }
+                    initBytes[index] = message
+                    socket.queue(message, from: member.address)
+                case .handshakeResponse:
+                    guard sessions[index] == nil, let (payload, session) = try? handshakes[index].finish(response: bytes, nowNanoseconds: monotonicNanoseconds()),
+                          let message = try? ControlMessage(parsing: payload) else { return }
+                    switch message.body {
+                    case let .joined(joined):
+                        sessions[index] = session
+                        cookies[index] = joined.cookie
+                        sendSealed(ControlMessage(body: .ready(.init(cookie: joined.cookie))), for: index)
+                    case let .error(error):
+                        log("join refused: \(error.code) \(error.message)")
+                    default: break
+                    }
+                case .sealed:
+                    guard let session = sessions[index] else { return }
+                    var plain = [UInt8](repeating: 0, count: bytes.count)
+                    guard let count = try? plain.withUnsafeMutableBytes({ try session.open(bytes, into: $0) }),
+                          let message = try? ControlMessage(parsing: Array(plain.prefix(count))) else { return }
+                    if message.isReliable { sendSealed(ControlMessage(body: .ack(.init(sequence: message.sequence))), for: index) }
+                    if case .roster = message.body { ready[index] = true }
+                default: break
+                }
+            }
+            socket.flush()
+            usleep(1000)
+        }
+        // Let the last rosters settle (and ack them), so they do not mix with the measurement.
+        let settle = monotonic() + 0.3
+        while monotonic() < settle {
+            socket.receive { destination, bytes in
+                guard let index = memberIndex(destination), index < members.count, bytes.first == SecureMessageType.sealed.rawValue,
+                      let session = sessions[index] else { return }
+                var plain = [UInt8](repeating: 0, count: bytes.count)
+                guard let count = try? plain.withUnsafeMutableBytes({ try session.open(bytes, into: $0) }),
+                      let message = try? ControlMessage(parsing: Array(plain.prefix(count))), message.isReliable else { return }
+                sendSealed(ControlMessage(body: .ack(.init(sequence: message.sequence))), for: index)
+            }
+            socket.flush()
+            usleep(1000)
+        }
     }
 
     /// join → joined → ready → roster for every member, pipelined; acks the rosters.
@@ -603,6 +738,8 @@ final class LoadGenerator {
         let windowEnd = windowStart + seconds
         let stopReceiving = windowEnd + 0.3
         var packet = [UInt8](repeating: 0, count: 12 + payload)
+        var sealedPacket = [UInt8](repeating: 0, count: SecureSession.sealedSize(plaintextCount: 12 + payload))
+        var opened = [UInt8](repeating: 0, count: 2048)
         var latencies: [Int64] = []
         latencies.reserveCapacity(Int(Double(talkers) * 50 * seconds) * (membersPerRoom - 1) + 1024)
         var received = 0
@@ -636,7 +773,15 @@ final class LoadGenerator {
                     let inWindow = dueTime >= windowStart && dueTime < windowEnd
                     members[cursor].sequence &+= 1
                     fill(&packet, member: members[cursor], stamp: stamp, inWindow: inWindow)
-                    socket.queue(packet, from: members[cursor].address)
+                    if let session = sessions.isEmpty ? nil : sessions[cursor] {
+                        // A real client seals each packet once for the relay; so does the generator.
+                        let count = packet.withUnsafeBytes { plain in
+                            sealedPacket.withUnsafeMutableBytes { (try? session.seal(plain, into: $0, nowNanoseconds: stamp)) ?? 0 }
+                        }
+                        socket.queue(Array(sealedPacket.prefix(count)), from: members[cursor].address)
+                    } else {
+                        socket.queue(packet, from: members[cursor].address)
+                    }
                     if inWindow { members[cursor].sentInWindow += 1; sentTotal += 1 }
                     cursor += 1
                     if cursor == talkers { cursor = 0; round += 1 }
@@ -651,7 +796,24 @@ final class LoadGenerator {
                 var poller = pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0)
                 _ = poll(&poller, 1, 1)
             }
-            socket.receive { destination, bytes in
+            socket.receive { destination, sealedBytes in
+                // Encrypted: open with the receiving member's session (what its client would do).
+                var bytes = sealedBytes
+                if encrypted {
+                    guard sealedBytes.first == SecureMessageType.sealed.rawValue, let index = memberIndex(destination), index < members.count,
+                          let session = sessions[index] else { return }
+                    guard let count = try? opened.withUnsafeMutableBytes({ try session.open(sealedBytes, into: $0) }) else { strays += 1; return }
+                    bytes = opened.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[0..<count]) }
+                    if bytes.first == ControlMessage.magic {
+                        // Rosters are reliable; the relay's receiver reports need nothing.
+                        if let message = try? ControlMessage(parsing: Array(bytes)), message.isReliable,
+                           let ack = try? ControlMessage(body: .ack(.init(sequence: message.sequence))).serialized() {
+                            let count = ack.withUnsafeBytes { plain in sealedPacket.withUnsafeMutableBytes { (try? session.seal(plain, into: $0, nowNanoseconds: monotonicNanoseconds())) ?? 0 } }
+                            socket.queue(Array(sealedPacket.prefix(count)), from: members[index].address)
+                        }
+                        return
+                    }
+                }
                 guard bytes.count >= 21, bytes[bytes.startIndex] >> 6 == 2 else {
                     // Control (rosters) and the relay's receiver reports: ack what is reliable.
                     if bytes.count >= 8, bytes.first == ControlMessage.magic, bytes[bytes.startIndex + 3] & 1 != 0,
