@@ -77,7 +77,7 @@ let package = Package(
         // MARK: Command lines.
         .executableTarget(
             name: "parley",
-            dependencies: ["ParleyWire", "ParleyNetSim", "ParleyAudio", "ParleyDevices", argumentParser, logging]
+            dependencies: ["ParleyWire", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleySecurity", argumentParser, logging]
         ),
         .executableTarget(
             name: "parley-relay",
@@ -87,7 +87,7 @@ let package = Package(
         .executableTarget(
             name: "parley-bench",
             dependencies: [
-                "ParleyWire", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "CParleyNet",
+                "ParleyWire", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "CParleyNet",
                 argumentParser, nioCore, nioPosix, logging,
             ]
         ),
