@@ -101,5 +101,10 @@ let package = Package(
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyAudio", "ParleyWire"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyDevices", "ParleyAudio", "CALSA"]),
+        // End to end: relay, impairment proxy and calls in one process, over real UDP on 127.0.0.1.
+        .testTarget(
+            name: "ParleyCallTests",
+            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyWire", nioCore, nioPosix, logging]
+        ),
     ]
 )

@@ -54,12 +54,18 @@ final class RemoteSpeaker {
         return block
     }
 
-    /// Samples the jitter buffer's delay (the network loop calls this about once a second).
+    /// Samples the jitter buffer's delay (the network loop calls this about once a second),
+    /// while the speaker talks: in their silences the figure means nothing.
     func sampleDelay(now: UInt64) {
-        guard isReceiving(now: now) else { return }
+        let received = reception?.received ?? 0
+        defer { receivedAtLastSample = received }
+        // A talker sends 50 packets a second; DTX silence, 2 or 3.
+        guard isReceiving(now: now), received - receivedAtLastSample >= 25 else { return }
         delaySum += buffer.statistics.currentDelayMilliseconds
         delaySamples += 1
     }
+
+    private var receivedAtLastSample: UInt64 = 0
 
     func isReceiving(now: UInt64) -> Bool {
         guard let lastPacketAt else { return false }
@@ -74,7 +80,10 @@ final class RemoteSpeaker {
 
     func snapshot(now: UInt64) -> CallStatistics.Speaker {
         let jitter = buffer.statistics
-        let frames = Double(jitter.decodedFrames + jitter.fecRecovered + jitter.concealedFrames) + Double(jitter.underrunSamples) / 960
+        // A dry spell still going on is not counted until a packet says what it was.
+        let underrunSamples = jitter.underrunSamples - jitter.unresolvedUnderrunSamples
+        let underruns = jitter.underruns - (jitter.unresolvedUnderrunSamples > 0 ? 1 : 0)
+        let frames = Double(jitter.decodedFrames + jitter.fecRecovered + jitter.concealedFrames) + Double(underrunSamples) / 960
         func percent(_ value: Double) -> Double { frames > 0 ? 100 * value / frames : 0 }
         return CallStatistics.Speaker(
             identity: identity ?? String(ssrc, radix: 16), ssrc: ssrc,
@@ -84,8 +93,8 @@ final class RemoteSpeaker {
             fecRecoveredFrames: jitter.fecRecovered,
             fecRecoveredPercent: percent(Double(jitter.fecRecovered)),
             concealedFrames: jitter.concealedFrames,
-            concealedPercent: percent(Double(jitter.concealedFrames) + Double(jitter.underrunSamples) / 960),
-            underruns: jitter.underruns,
+            concealedPercent: percent(Double(jitter.concealedFrames) + Double(underrunSamples) / 960),
+            underruns: underruns,
             latePackets: jitter.late,
             duplicatePackets: jitter.duplicates,
             jitterBufferDelayMilliseconds: jitter.currentDelayMilliseconds,
