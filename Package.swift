@@ -99,7 +99,7 @@ let package = Package(
         .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyRelay", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyAudio", "ParleyWire"]),
-        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity"]),
+        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity", "ParleyAudio"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyDevices", "ParleyAudio", "CALSA"]),
         // End to end: relay, impairment proxy and calls in one process, over real UDP on 127.0.0.1.
         .testTarget(

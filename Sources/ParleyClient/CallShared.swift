@@ -23,6 +23,7 @@ final class CallShared: Sendable {
         /// The relay's latest fraction lost on our upstream, and the worst any member reported
         /// for the whole path.
         var lossUp: Double?
+        var lossUpTotal: Double?
         var lossUpEndToEnd: Double?
         var captureStartedAt: UInt64?
         var playbackStartedAt: UInt64?

@@ -16,12 +16,12 @@ public struct CallStatistics: Sendable, Codable, Equatable {
         /// speaker's audio.
         public var fecRecoveredFrames: Int
         public var fecRecoveredPercent: Double
-        /// Frames concealed (Opus PLC) because they were lost and FEC could not help, and
-        /// the share of the speaker's audio that was concealed, counting the time the
-        /// buffer ran dry waiting for late packets.
+        /// Frames concealed (Opus PLC) because they were lost (or came too late) and FEC
+        /// could not rebuild them, and their share of the frames that were due.
         public var concealedFrames: Int
         public var concealedPercent: Double
-        /// Times the jitter buffer ran dry.
+        /// Times the jitter buffer ran dry waiting for late audio (the sender's DTX silences
+        /// are not counted).
         public var underruns: Int
         public var latePackets: Int
         public var duplicatePackets: Int
@@ -33,7 +33,7 @@ public struct CallStatistics: Sendable, Codable, Equatable {
         public var networkJitterMilliseconds: Double
         /// Times the stream restarted (the sender rejoined, say).
         public var restarts: Int
-        /// Frames of this speaker's audio played (decoded, rebuilt or concealed; not the
+        /// Frames of this speaker's that were due (decoded, rebuilt or concealed; not the
         /// comfort noise of their silences): what the percentages above are of.
         public var audioFrames: Double
         /// The jitter-buffer delay averaged over the seconds this speaker was heard.
@@ -54,9 +54,11 @@ public struct CallStatistics: Sendable, Codable, Equatable {
     /// Remote speakers heard within the last 0.3 s.
     public var speaking: [String]
     public var roundTripMilliseconds: Double?
-    /// Our stream's loss on the way to the relay (its receiver reports), and the worst any
-    /// member reported for the whole path, percent.
+    /// Our stream's loss on the way to the relay over the last report interval (its receiver
+    /// reports), over the whole call so far, and the worst any member reported for the whole
+    /// path, percent.
     public var lossUpPercent: Double?
+    public var lossUpTotalPercent: Double?
     public var lossUpEndToEndPercent: Double?
     /// Loss on the way to us, over every remote stream, percent (before repair).
     public var lossDownPercent: Double?

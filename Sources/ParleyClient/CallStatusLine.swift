@@ -35,7 +35,7 @@ public enum CallStatusLine {
         var lines: [String] = []
         lines.append("\(statistics.name): \(clock(statistics.elapsedSeconds)) in room \(statistics.room); sent \(statistics.packetsSent) packets "
             + "(\(statistics.bytesSent / 1_024) KiB), ended at \(statistics.bitrate / 1_000) kb/s protecting against \(statistics.expectedLossPercent)% loss; "
-            + "loss up \(percent(statistics.lossUpPercent)); rtt \(statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"); "
+            + "loss up \(percent(statistics.lossUpTotalPercent)); rtt \(statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"); "
             + "rejoins \(statistics.rejoins); xruns \(statistics.captureXruns) in, \(statistics.playbackXruns) out")
         if statistics.speakers.isEmpty {
             lines.append("  heard nobody")

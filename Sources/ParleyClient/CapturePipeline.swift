@@ -73,6 +73,13 @@ final class CapturePipeline {
                 count = period
                 for index in 0..<period { capture[index] = 0 }
             } else {
+                if captureIndex == 0 {
+                    // The timeline's origin: a device (or a paced file) starts capturing when
+                    // first read. Taken before the read, not after: a read that returns late
+                    // on a busy machine must not move the origin.
+                    let started = MonotonicClock.now()
+                    shared.update { if $0.captureStartedAt == nil { $0.captureStartedAt = started } }
+                }
                 do {
                     count = try capture.withUnsafeMutableBufferPointer { try input.read(into: $0) }
                 } catch {
@@ -87,11 +94,6 @@ final class CapturePipeline {
             }
             let readAt = MonotonicClock.now()
             for index in count..<period { capture[index] = 0 }
-            if captureIndex == 0 {
-                // The read returns when its period has been captured: the first sample is a period older.
-                let started = readAt - UInt64(period) * 1_000_000_000 / UInt64(AudioClock.sampleRate)
-                shared.update { $0.captureStartedAt = started }
-            }
             if filled == 0 { frameCapturedAt = readAt - UInt64(period) * 1_000_000_000 / UInt64(AudioClock.sampleRate) }
             try capture.withUnsafeBufferPointer { buffer throws(CallError) in
                 do { try raw?.append(UnsafeBufferPointer(rebasing: buffer[0..<count])) } catch { throw .cannotWriteOutput("--record-raw: \(error)") }

@@ -5,8 +5,8 @@ import ParleyAudio
 import ParleyWire
 import Synchronization
 
-/// The network side of a call, on one SwiftNIO event loop: a datagram channel connected
-/// to the relay, the `RelayLink` driven by what arrives and by a timer set for its next
+/// The network side of a call, on one SwiftNIO event loop: a datagram channel that talks
+/// only with the relay, the `RelayLink` driven by what arrives and by a timer set for its next
 /// deadline, the remote speakers' streams, RTCP both ways, and the encoder adaptation the
 /// relay's reports drive.
 ///
@@ -23,6 +23,7 @@ final class RelayConnection: @unchecked Sendable {
     private let onEvent: @Sendable (LinkEvent) -> Void
 
     private var channel: (any Channel)?
+    fileprivate var relayAddress: SocketAddress?
     private var link: RelayLink
     private var reporter: RTCPReporter
     private var adaptation: EncoderAdaptation
@@ -34,9 +35,7 @@ final class RelayConnection: @unchecked Sendable {
     private var endToEndLoss: [UInt32: Double] = [:]
     private var scheduled: Scheduled<Void>?
     private var scheduledFor: UInt64?
-    private(set) var droppedMedia = 0
-    /// Refusals the kernel reported (ICMP port unreachable): nothing listens at the relay's port.
-    private(set) var refusals = 0
+    fileprivate(set) var droppedMedia = 0
 
     /// Remote streams kept at most (a room's limit is far lower; this bounds memory).
     static let maximumSpeakers = 64
@@ -60,8 +59,16 @@ final class RelayConnection: @unchecked Sendable {
         reporter = RTCPReporter(ssrc: configuration.ssrc, cname: cname, name: configuration.name)
     }
 
-    /// Resolves the relay's address, connects the socket and starts joining.
+    /// Opens the socket and starts joining the relay at `relayAddress`.
+    ///
+    /// The socket is not connected: on Linux a connected UDP socket turns the relay's
+    /// absence (an ICMP port unreachable while it restarts) into ECONNREFUSED on the next
+    /// send, and SwiftNIO closes a datagram channel on that error, which would leave the
+    /// call deaf for good instead of rejoining. Datagrams from anyone but the relay are dropped.
     func start(relayAddress: SocketAddress) throws {
+        self.relayAddress = relayAddress
+        relayLock.withLock { $0 = relayAddress }
+        let wildcard = relayAddress.protocol == .inet6 ? "::" : "0.0.0.0"
         let channel = try DatagramBootstrap(group: group)
             .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
             .channelInitializer { [self] channel in
@@ -69,7 +76,7 @@ final class RelayConnection: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(Handler(connection: self))
                 }
             }
-            .connect(to: relayAddress)
+            .bind(host: wildcard, port: 0)
             .wait()
         try eventLoop.submit { [self] in
             ThreadPriority.favourCurrentThread()
@@ -107,7 +114,7 @@ final class RelayConnection: @unchecked Sendable {
     /// Sends one RTP packet, sealed when the link is secure. Dropped (and counted) when the
     /// link is not joined.
     func sendMedia(_ packet: UnsafeRawBufferPointer) -> Bool {
-        guard let channel = channelForSending else { return false }
+        guard let channel = channelForSending, let relay = relayForSending else { return false }
         let bytes: [UInt8]
         switch configuration.security {
         case .insecure:
@@ -116,13 +123,15 @@ final class RelayConnection: @unchecked Sendable {
             guard let sealed = link.protector.protect(packet, nowNanoseconds: MonotonicClock.now()) else { return false }
             bytes = sealed
         }
-        channel.writeAndFlush(channel.allocator.buffer(bytes: bytes), promise: nil)
+        channel.writeAndFlush(AddressedEnvelope(remoteAddress: relay, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
         return true
     }
 
     // The channel as the capture thread sees it: set once on the loop before media flows.
     private let channelLock = Mutex<(any Channel)?>(nil)
     private var channelForSending: (any Channel)? { channelLock.withLock { $0 } }
+    private let relayLock = Mutex<SocketAddress?>(nil)
+    private var relayForSending: SocketAddress? { relayLock.withLock { $0 } }
 
     // MARK: The loop
 
@@ -137,8 +146,6 @@ final class RelayConnection: @unchecked Sendable {
         for packet in media { packet.withUnsafeBytes { handleMedia($0, now: now) } }
         apply(output)
     }
-
-    fileprivate func refused() { refusals += 1 }
 
     private func handleMedia(_ bytes: UnsafeRawBufferPointer, now: UInt64) {
         switch PacketKind(bytes) {
@@ -186,6 +193,10 @@ final class RelayConnection: @unchecked Sendable {
                     let arrival = NTPTimestamp(unixNanoseconds: Self.unixNanoseconds())
                     shared.update { state in
                         state.lossUp = block.lossFraction
+                        // Cumulative lost over what we sent: the relay counts from its first packet of ours.
+                        if state.packetsSent > 0 {
+                            state.lossUpTotal = min(1, max(0, Double(block.cumulativeLost) / Double(state.packetsSent)))
+                        }
                         if state.roundTripNanoseconds == nil, let rtt = block.roundTripTime(arrival: arrival) {
                             state.roundTripNanoseconds = UInt64(rtt) * 1_000_000_000 / 65_536
                         }
@@ -220,7 +231,7 @@ final class RelayConnection: @unchecked Sendable {
     }
 
     private func sendOnLoop(_ packet: UnsafeRawBufferPointer) -> Bool {
-        guard let channel else { return false }
+        guard let channel, let relayAddress else { return false }
         let bytes: [UInt8]
         switch configuration.security {
         case .insecure: bytes = Array(packet)
@@ -228,15 +239,15 @@ final class RelayConnection: @unchecked Sendable {
             guard let sealed = link.protector.protect(packet, nowNanoseconds: MonotonicClock.now()) else { return false }
             bytes = sealed
         }
-        channel.writeAndFlush(channel.allocator.buffer(bytes: bytes), promise: nil)
+        channel.writeAndFlush(AddressedEnvelope(remoteAddress: relayAddress, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
         return true
     }
 
     /// Sends what the link asks, acts on its events, and sets the timer for its next deadline.
     private func apply(_ output: RelayLink.Output) {
-        if let channel {
+        if let channel, let relayAddress {
             for datagram in output.datagrams {
-                channel.write(channel.allocator.buffer(bytes: datagram), promise: nil)
+                channel.write(AddressedEnvelope(remoteAddress: relayAddress, data: channel.allocator.buffer(bytes: datagram)), promise: nil)
             }
             if !output.datagrams.isEmpty { channel.flush() }
         }
@@ -371,15 +382,17 @@ final class RelayConnection: @unchecked Sendable {
         init(connection: RelayConnection) { self.connection = connection }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            connection.received(Self.unwrapInboundIn(data).data)
+            let envelope = Self.unwrapInboundIn(data)
+            guard envelope.remoteAddress == connection.relayAddress else {
+                connection.droppedMedia += 1  // not from the relay
+                return
+            }
+            connection.received(envelope.data)
         }
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) {
-            // ICMP "port unreachable" surfaces as ECONNREFUSED on a connected socket: the
-            // relay is not running (yet). The link's timeouts decide what that means.
-            if let error = error as? IOError, error.errnoCode == ECONNREFUSED {
-                connection.refused()
-            }
+            // A datagram socket's errors are transient (a full buffer, a route that comes
+            // back); the link's timeouts decide what silence from the relay means.
         }
     }
 }

@@ -81,9 +81,11 @@ final class RemoteSpeaker {
     func snapshot(now: UInt64) -> CallStatistics.Speaker {
         let jitter = buffer.statistics
         // A dry spell still going on is not counted until a packet says what it was.
-        let underrunSamples = jitter.underrunSamples - jitter.unresolvedUnderrunSamples
         let underruns = jitter.underruns - (jitter.unresolvedUnderrunSamples > 0 ? 1 : 0)
-        let frames = Double(jitter.decodedFrames + jitter.fecRecovered + jitter.concealedFrames) + Double(underrunSamples) / 960
+        // The frames that were due: played from their packet, rebuilt from the next one's
+        // FEC, or concealed because they were lost. (The buffer's concealment while it waits
+        // in a dry spell is not in here: in a DTX silence it is the sender's silence.)
+        let frames = Double(jitter.decodedFrames + jitter.fecRecovered + jitter.concealedFrames)
         func percent(_ value: Double) -> Double { frames > 0 ? 100 * value / frames : 0 }
         return CallStatistics.Speaker(
             identity: identity ?? String(ssrc, radix: 16), ssrc: ssrc,
@@ -93,7 +95,7 @@ final class RemoteSpeaker {
             fecRecoveredFrames: jitter.fecRecovered,
             fecRecoveredPercent: percent(Double(jitter.fecRecovered)),
             concealedFrames: jitter.concealedFrames,
-            concealedPercent: percent(Double(jitter.concealedFrames) + Double(underrunSamples) / 960),
+            concealedPercent: percent(Double(jitter.concealedFrames)),
             underruns: underruns,
             latePackets: jitter.late,
             duplicatePackets: jitter.duplicates,

@@ -7,7 +7,9 @@ import ParleyAudio
 /// 1. **Alignment.** Both signals are described every 5 ms by their log energy in 8 bands
 ///    (100 Hz–8 kHz, 20 ms Hann frames). For each 400 ms window of the sent signal, the lag
 ///    (0 to `maximumDelay`) at which the received features correlate best is the window's
-///    delay, refined between hops by a parabola through the peak. Envelopes, not waveforms:
+///    delay, refined between hops by a parabola through the peak. The search looks near the
+///    previous window's lag first; the whole range is searched with up to 2 s of context
+///    (a phrase, not a syllable, so a similar word nearby cannot win). Envelopes, not waveforms:
 ///    the codec keeps a voice's envelope but not its phase, and the jitter buffer's time
 ///    stretching bends the timeline by up to 3 %, so each window is aligned on its own.
 ///    A window whose best correlation stays under `matchThreshold` is *unmatched* (what
@@ -60,6 +62,7 @@ public struct SpeechComparison: Sendable {
 
     static let hop = 240
     static let windowHops = 80
+    static let contextHops = 400
     static let bandCount = 8
     public static let matchThreshold = 0.3
 
@@ -71,7 +74,7 @@ public struct SpeechComparison: Sendable {
         let sentHops = sent.count / hop
         let maximumLag = Int(maximumDelaySeconds * Double(AudioClock.sampleRate)) / hop
         let sentFeatures = features(sent, from: 0, hops: sentHops, fft: fft)
-        let receivedFeatures = features(received, from: offset, hops: sentHops + maximumLag + windowHops, fft: fft)
+        let receivedFeatures = features(received, from: offset, hops: sentHops + maximumLag + contextHops, fft: fft)
         let active = Set(SpectralEnvelope.activeFrames(sent, in: 0..<(sent.count / SpectralEnvelope.frame * SpectralEnvelope.frame)))
 
         var windows: [Window] = []
@@ -86,12 +89,22 @@ public struct SpeechComparison: Sendable {
             let speechFrames = (firstFrame...lastFrame).filter(active.contains).count
             var window = Window(start: start * hop, delay: nil, match: 0)
             if speechFrames >= 4 {
-                // Near the last window's lag first (the delay moves slowly), the whole range if that fails.
-                let near = Int(lastLag.rounded())
-                var (lag, match) = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 30)...min(maximumLag, near + 30))
-                if match < matchThreshold || windows.allSatisfy({ $0.delay == nil }) {
-                    let wide = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: 0...maximumLag)
-                    if wide.1 > match { (lag, match) = wide }
+                // Near the last window's lag (the delay moves slowly). Without one, or when that
+                // fails, the whole range, judged on up to 2 s from here: one short window can
+                // resemble another word (a talker saying "front left", then "front centre"), a
+                // whole phrase cannot.
+                var (lag, match) = (0.0, 0.0)
+                let known = windows.contains { $0.delay != nil }
+                if known {
+                    let near = Int(lastLag.rounded())
+                    (lag, match) = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 30)...min(maximumLag, near + 30))
+                }
+                if !known || match < matchThreshold {
+                    let context = min(sentHops, start + contextHops)
+                    let coarse = bestLag(sentFeatures, receivedFeatures, from: start, to: context, lags: 0...maximumLag)
+                    let near = Int(coarse.0.rounded())
+                    let refined = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 4)...min(maximumLag, near + 4))
+                    if refined.1 > match { (lag, match) = refined }
                 }
                 window.match = match
                 if match >= matchThreshold {

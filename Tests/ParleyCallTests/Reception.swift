@@ -36,6 +36,14 @@ struct Reception: CustomStringConvertible {
     var delayMedian: Double { comparison.delayPercentile(0.5) ?? .infinity }
     var delayMax: Double { comparison.delaysMilliseconds.last ?? .infinity }
 
+    /// Each window's delay and match, for a closer look (printed when PARLEY_CALL_TEST_WINDOWS is set).
+    var windowTrace: String {
+        comparison.windows.map { window in
+            String(format: "    %5.2f s  %@  match %.2f", Double(window.start) / 48_000,
+                   window.delay.map { String(format: "%6.0f ms", $0 / 48) } ?? "     –   ", window.match)
+        }.joined(separator: "\n")
+    }
+
     var description: String {
         String(format: "%@ → %@: envelope %.3f, dropped %4.1f%% of %d speech frames in %d dropouts, %d unmatched windows; delay median %3.0f ms, settled p95 %3.0f ms, max %3.0f ms",
                talker, listener, comparison.envelopeCorrelation, comparison.droppedPercent, comparison.activeFrames,
