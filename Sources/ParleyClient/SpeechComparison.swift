@@ -66,6 +66,8 @@ public struct SpeechComparison: Sendable {
     static let contextHops = 400
     static let bandCount = 8
     public static let matchThreshold = 0.5
+    /// A match this good near the last lag needs no wider search.
+    static let confidentMatch = 0.8
 
     /// Compares `sent` with `received` (both 48 kHz mono). `offset`: the index in
     /// `received` where `sent[0]` would be with no delay at all (it may be negative).
@@ -90,17 +92,17 @@ public struct SpeechComparison: Sendable {
             let speechFrames = (firstFrame...lastFrame).filter(active.contains).count
             var window = Window(start: start * hop, delay: nil, match: 0)
             if speechFrames >= 4 {
-                // Near the last window's lag (the delay moves slowly). Without one, or when that
-                // fails, the whole range, judged on up to 2 s from here: one short window can
-                // resemble another word (a talker saying "front left", then "front centre"), a
-                // whole phrase cannot.
+                // Near the last window's lag (the delay moves slowly). Without one, or when the
+                // match there is not convincing (a turn's first window after a long silence, a
+                // stall that moved the delay), the whole range too, judged on up to 2 s from
+                // here: one short window can resemble another word, a whole phrase cannot.
                 var (lag, match) = (0.0, 0.0)
                 let known = windows.contains { $0.delay != nil }
                 if known {
                     let near = Int(lastLag.rounded())
                     (lag, match) = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 30)...min(maximumLag, near + 30))
                 }
-                if !known || match < matchThreshold {
+                if !known || match < confidentMatch {
                     let context = min(sentHops, start + contextHops)
                     let coarse = bestLag(sentFeatures, receivedFeatures, from: start, to: context, lags: 0...maximumLag)
                     let near = Int(coarse.0.rounded())

@@ -41,7 +41,7 @@ struct ImpairedNetworkTests {
         Expectation(scenario: "bursty-10", minimumEnvelope: 0.25, minimumMeanEnvelope: 0.50, maximumDroppedPercent: 25, maximumDropouts: 8,
                     maximumMedianDelay: 150, maximumDelayP95: 300,
                     why: "about 19% lost end to end in bursts of 3: inside a burst PLC fades out, words go missing"),
-        Expectation(scenario: "loss-20", minimumEnvelope: 0.35, minimumMeanEnvelope: 0.60, maximumDroppedPercent: 12, maximumDropouts: 6,
+        Expectation(scenario: "loss-20", minimumEnvelope: 0.25, minimumMeanEnvelope: 0.55, maximumDroppedPercent: 12, maximumDropouts: 6,
                     maximumMedianDelay: 150, maximumDelayP95: 250,
                     why: "about 36% lost end to end, isolated: rough but followable, FEC rebuilds many single losses"),
         Expectation(scenario: "jitter-40", minimumEnvelope: 0.60, minimumMeanEnvelope: 0.70, maximumDroppedPercent: 8, maximumDropouts: 5,
