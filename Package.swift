@@ -77,7 +77,7 @@ let package = Package(
         // MARK: Command lines.
         .executableTarget(
             name: "parley",
-            dependencies: ["ParleyWire", "ParleyNetSim", "ParleyAudio", "ParleyDevices", argumentParser, logging]
+            dependencies: ["ParleyWire", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleySecurity", argumentParser, logging]
         ),
         .executableTarget(
             name: "parley-relay",
@@ -87,7 +87,7 @@ let package = Package(
         .executableTarget(
             name: "parley-bench",
             dependencies: [
-                "ParleyWire", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "CParleyNet",
+                "ParleyWire", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "CParleyNet",
                 argumentParser, nioCore, nioPosix, logging,
             ]
         ),
@@ -99,7 +99,12 @@ let package = Package(
         .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyRelay", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyAudio", "ParleyWire"]),
-        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity"]),
+        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity", "ParleyAudio"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyDevices", "ParleyAudio", "CALSA"]),
+        // End to end: relay, impairment proxy and calls in one process, over real UDP on 127.0.0.1.
+        .testTarget(
+            name: "ParleyCallTests",
+            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyWire", nioCore, nioPosix, logging]
+        ),
     ]
 )

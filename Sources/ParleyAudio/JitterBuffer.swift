@@ -79,6 +79,9 @@ public final class JitterBuffer {
     private var lastWasDTX = false
     /// Concealment played since the buffer ran dry.
     private var dryRunSamples = 0
+    /// The part of it counted as underrun (not the comfort noise of a known DTX stretch),
+    /// until the next packet tells whether the sender was silent or its audio was late.
+    private var dryRunUnderrunSamples = 0
 
     // Decoded audio waiting for the resampler, and the media time of its end.
     private var fifo: [Float]
@@ -105,7 +108,11 @@ public final class JitterBuffer {
     }
 
     /// The counts and delays for the status line.
-    public var currentStatistics: JitterBufferStatistics { statistics }
+    public var currentStatistics: JitterBufferStatistics {
+        var current = statistics
+        current.unresolvedUnderrunSamples = dryRunUnderrunSamples
+        return current
+    }
 
     /// The delay the buffer aims for, in seconds: the arrival-delay quantile, but while
     /// the stream is losing packets (a loss in the last `lossMemorySeconds`) at least one
@@ -292,14 +299,17 @@ public final class JitterBuffer {
         compactFIFO()
         guard let next = nextSequence else { return false }
         if let packet = packets.removeValue(forKey: next) {
-            if dryRunSamples > 0, let expected = expectedTimestamp, packet.timestamp > expected {
+            if dryRunUnderrunSamples > 0, let expected = expectedTimestamp, packet.timestamp > expected {
                 // The buffer ran dry and the next packet continues the sequence with a later
                 // timestamp: the sender was in DTX, so what was played meanwhile was comfort
-                // noise, not concealment of lost audio.
-                let gap = min(dryRunSamples, Int(packet.timestamp - expected))
+                // noise, not concealment of lost audio; and if all of it was, the buffer did
+                // not underrun at all.
+                let gap = min(dryRunUnderrunSamples, Int(packet.timestamp - expected))
                 statistics.underrunSamples -= gap
                 statistics.comfortNoiseSamples += gap
+                if gap == dryRunUnderrunSamples { statistics.underruns -= 1 }
             }
+            dryRunUnderrunSamples = 0
             dryRunSamples = 0
             resumedAfterQuiet = false
             append(count: decode(packet.payload, samples: packet.samples), endTimestamp: Double(packet.timestamp + Int64(packet.samples)))
@@ -325,6 +335,7 @@ public final class JitterBuffer {
                 for skipped in next..<nextSequence! { markPlayed(skipped, received: false) }
                 lastLossTime = lastReadTime
                 dryRunSamples = 0
+                dryRunUnderrunSamples = 0
                 return true
             }
             let expected = expectedTimestamp ?? 0
@@ -364,6 +375,7 @@ public final class JitterBuffer {
         append(count: count, endTimestamp: fifoEndTimestamp)
         statistics.underrunSamples += count
         dryRunSamples += count
+        dryRunUnderrunSamples += count
         return true
     }
 
@@ -439,6 +451,7 @@ public final class JitterBuffer {
         resumedAfterQuiet = false
         state = .buffering
         dryRunSamples = 0
+        dryRunUnderrunSamples = 0
         lastWasDTX = false
         fifoRead = fifoWrite
         decoder.reset()

@@ -17,8 +17,13 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     public var concealedFrames = 0
     /// Samples of concealment played while waiting for late audio (the buffer ran dry).
     public var underrunSamples = 0
-    /// Times the buffer ran dry.
+    /// Times the buffer ran dry (a dry spell that turns out to be the sender's DTX silence
+    /// is not counted).
     public var underruns = 0
+    /// Of `underrunSamples`, those of a dry spell still going on: the next packet will tell
+    /// whether the sender was silent (DTX) or its audio late. A stream that simply ends
+    /// (the sender left) leaves its last dry spell here.
+    public var unresolvedUnderrunSamples = 0
     /// Samples of comfort noise played during the sender's DTX silences.
     public var comfortNoiseSamples = 0
     /// Packets that arrived after their time had passed (dropped).

@@ -262,6 +262,9 @@ public struct RelayLink {
     private mutating func beginJoin(now: UInt64, output: inout Output) {
         protector.set(nil)
         rosterAssembler = RosterAssembler()
+        // A new session numbers its reliable messages afresh: a restarted relay sends its
+        // first roster with a sequence number the old session may have used already.
+        seenReliable = RecentSequenceSet()
         sendsInPhase = 0
         retransmitInterval = configuration.retransmitNanoseconds
         switch configuration.security {

@@ -21,8 +21,8 @@ struct ProcessCommand: ParsableCommand {
             and listen to sent.wav. If echo remains, compare the reported delay with your \
             device's, and try --tail 300 for a reverberant room.
 
-            Exit status: 0 done, 64 bad option, 65 an input is not usable audio, \
-            66 an input cannot be read, 73 OUT cannot be written.
+            Exit status (as for every parley command): 0 done, 2 a bad option, 10 an input \
+            cannot be read or is not usable audio, 11 OUT cannot be written.
             """)
 
     enum Switch: String, ExpressibleByArgument, CaseIterable {
@@ -89,7 +89,7 @@ struct ProcessCommand: ParsableCommand {
         do {
             samples = try OfflineOutgoingPath.validate(mic: micAudio, far: farAudio)
         } catch {
-            fail("\(error)", code: 65)
+            fail("\(error)", code: 10)
         }
 
         var options = OfflineOutgoingPath.Options()
@@ -103,7 +103,7 @@ struct ProcessCommand: ParsableCommand {
         do {
             try WAVAudio(sampleRate: AudioClock.sampleRate, samples: report.output).write(to: out)
         } catch {
-            fail("\(error)", code: 73)
+            fail("\(error)", code: 11)
         }
         print(Self.summary(report, options: options, duration: micAudio.duration, output: out))
     }
@@ -139,8 +139,8 @@ struct ProcessCommand: ParsableCommand {
         do {
             return try WAVAudio(contentsOf: path)
         } catch {
-            if case .cannotOpen = error { fail("\(name) \(error)", code: 66) }
-            fail("\(name) (\(path)): \(error)", code: 65)
+            if case .cannotOpen = error { fail("\(name) \(error)", code: 10) }
+            fail("\(name) (\(path)): \(error)", code: 10)
         }
     }
 

@@ -62,16 +62,16 @@ struct ProcessCommandTests {
     @Test func badInputsAreExplained() throws {
         let tone = (0..<48_000).map { Float(sin(Double($0) * 0.05) * 0.1) }
         let missing = try Self.run(["--mic", "/no/such/mic.wav", "--far", "/no/such/far.wav"])
-        #expect(missing.status == 66)
+        #expect(missing.status == 10)
         #expect(missing.errors.contains("/no/such/mic.wav") && missing.errors.contains("no such file"))
         let shorter = try Self.run([], mic: tone, far: Array(tone.prefix(24_000)))
-        #expect(shorter.status == 65)
+        #expect(shorter.status == 10)
         #expect(shorter.errors.contains("same time"))
         let badTail = try Self.run(["--tail", "5"], mic: tone, far: tone)
-        #expect(badTail.status == 64)
+        #expect(badTail.status == 2)
         #expect(badTail.errors.contains("20–1000 ms"))
         let badDelay = try Self.run(["--delay", "soon"], mic: tone, far: tone)
-        #expect(badDelay.status == 64)
+        #expect(badDelay.status == 2)
         print("messages:\n\(missing.errors)\(shorter.errors)\(badTail.errors.split(separator: "\n").first ?? "")")
     }
 

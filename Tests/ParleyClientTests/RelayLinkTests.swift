@@ -206,6 +206,23 @@ struct RelayLinkTests {
         #expect(harness.events.contains(.joined(identity: "alice", room: "standup", canPublish: true, rejoin: true)))
     }
 
+    /// A restarted relay is a new process: it numbers its reliable messages from the start
+    /// again. The roster of the new session must not be taken for a retransmission of the
+    /// old one's (the link would acknowledge it, ignore it, and never become active).
+    @Test(arguments: [true, false])
+    func aRestartedRelayReusingSequenceNumbersStillGetsUsActive(secure: Bool) throws {
+        var harness = LinkHarness(secure: secure)
+        try harness.join()
+        let firstRosterSequence = harness.relay.sequence
+        harness.deliver(try harness.relay.send(.goodbye(.init(reason: .relayShuttingDown, message: "")), reliable: true))
+        harness.sent.removeAll()
+        harness.advance(byMilliseconds: 300)
+        while let last = harness.sent.popLast(), let answer = try harness.relay.answer(last) { harness.deliver(answer) }
+        harness.deliver(try harness.relay.send(.roster(.init(version: 1, members: [])), reliable: true, sequence: firstRosterSequence))
+        #expect(harness.link.phase == .active)
+        #expect(harness.events.contains(.joined(identity: "alice", room: "standup", canPublish: true, rejoin: true)))
+    }
+
     @Test func aNotJoinedReplyMakesTheLinkRejoinEvenUnsealed() throws {
         var harness = LinkHarness()
         try harness.join()

@@ -1,8 +1,8 @@
 import Foundation
-import ParleyAudio
 
-/// The double-talk measure: how well a signal keeps the near-end talker's spectral
-/// envelope over time.
+/// How well a signal keeps a talker's spectral envelope over time: the measure the echo
+/// tests use for double talk (does the near end survive the canceller?) and the call tests
+/// for what arrives (does the received speech match what was said?).
 ///
 /// Each signal is cut into 20 ms frames; each frame's power in 20 bands spaced
 /// logarithmically from 100 Hz to 8 kHz is taken in dB (floored at −100 dBFS); each band's
@@ -11,9 +11,10 @@ import ParleyAudio
 /// of the two sets of values. 1 means the signal carries the near-end's syllables in the
 /// same bands at the same times; echo of a different talker scores near 0, and so does a
 /// canceller that gates the near end to silence.
-enum SpectralEnvelope {
-    static let frame = 960
-    static let fftSize = 1_024
+public enum SpectralEnvelope {
+    /// 20 ms at 48 kHz.
+    public static let frame = 960
+    public static let fftSize = 1_024
     static let bandEdges: [Int] = {
         (0...20).map { band in
             let hertz = 100 * pow(80.0, Double(band) / 20)  // 100 Hz … 8 kHz
@@ -22,7 +23,7 @@ enum SpectralEnvelope {
     }()
 
     /// Band powers in dB for frame `index`.
-    static func bands(_ signal: [Float], frameIndex: Int, fft: FFT) -> [Double] {
+    public static func bands(_ signal: [Float], frameIndex: Int, fft: FFT) -> [Double] {
         var real = [Float](repeating: 0, count: fftSize)
         var imaginary = [Float](repeating: 0, count: fftSize)
         let start = frameIndex * frame
@@ -41,7 +42,7 @@ enum SpectralEnvelope {
     }
 
     /// The score of `signal` against `reference` over the frames listed.
-    static func correlation(_ signal: [Float], _ reference: [Float], frames: [Int]) -> Double {
+    public static func correlation(_ signal: [Float], _ reference: [Float], frames: [Int]) -> Double {
         let fft = FFT(size: fftSize)
         let a = frames.map { bands(signal, frameIndex: $0, fft: fft) }
         let b = frames.map { bands(reference, frameIndex: $0, fft: fft) }
@@ -54,11 +55,11 @@ enum SpectralEnvelope {
                 ys.append(b[row][band] - meanB)
             }
         }
-        return pearsonCorrelation(xs, ys)
+        return pearson(xs, ys)
     }
 
     /// Frames (20 ms) in `range` where `signal` is within 30 dB of its loudest frame.
-    static func activeFrames(_ signal: [Float], in range: Range<Int>) -> [Int] {
+    public static func activeFrames(_ signal: [Float], in range: Range<Int>) -> [Int] {
         let first = range.lowerBound / frame
         let last = range.upperBound / frame
         let energies = (first..<last).map { index in
@@ -66,5 +67,16 @@ enum SpectralEnvelope {
         }
         let loudest = energies.max() ?? 0
         return zip(first..<last, energies).filter { $0.1 >= loudest * 1e-3 }.map(\.0)
+    }
+
+    /// The Pearson correlation of two mean-free series, 0 when either is flat.
+    private static func pearson(_ a: [Double], _ b: [Double]) -> Double {
+        var xy = 0.0, xx = 0.0, yy = 0.0
+        for (x, y) in zip(a, b) {
+            xy += x * y
+            xx += x * x
+            yy += y * y
+        }
+        return xx > 0 && yy > 0 ? xy / (xx * yy).squareRoot() : 0
     }
 }

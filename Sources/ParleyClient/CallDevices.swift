@@ -1,0 +1,76 @@
+import Foundation
+import ParleyAudio
+import ParleyDevices
+
+/// Opens the call's input and output as the configuration names them, turning each
+/// failure into the `CallError` a person can act on: a missing sound card suggests WAV
+/// files, a bad WAV says what is wrong with it, an unwritable output says where.
+enum CallDevices {
+    static func openInput(_ input: CallConfiguration.Input) throws(CallError) -> any AudioInput {
+        switch input {
+        case let .device(device):
+            return device
+        case let .wav(path):
+            // Read once here for a precise error (a missing file, a bad header); the input
+            // then resamples and downmixes it to 48 kHz mono.
+            do {
+                _ = try WAVAudio(contentsOf: path)
+            } catch {
+                throw .badInputFile("--input \(path): \(error)")
+            }
+            do {
+                return try WAVFileInput(path: path, sampleRate: AudioClock.sampleRate, channels: 1, pacing: .realTime)
+            } catch {
+                throw .badInputFile("--input \(path): \(error)")
+            }
+        case let .alsa(device):
+            do {
+                return try ALSACapture(ALSADeviceConfiguration(name: device))
+            } catch {
+                throw .device(explain(error, device: device, flag: "--input"))
+            }
+        }
+    }
+
+    static func openOutput(_ output: CallConfiguration.Output) throws(CallError) -> any AudioOutput {
+        switch output {
+        case let .device(device):
+            return device
+        case let .wav(path):
+            // Fail now, not after the call, if the file cannot be written.
+            guard FileManager.default.createFile(atPath: path, contents: Data(WAVFileWriter.header(sampleRate: AudioClock.sampleRate, dataBytes: 0))) else {
+                throw .cannotWriteOutput("--output \(path): cannot write it (\(WAVFileWriter.reason(for: path)))")
+            }
+            do {
+                return try WAVFileOutput(path: path, sampleRate: AudioClock.sampleRate, channels: 1, pacing: .realTime)
+            } catch {
+                throw .cannotWriteOutput("--output \(path): \(error)")
+            }
+        case let .alsa(device):
+            do {
+                return try ALSAPlayback(ALSADeviceConfiguration(name: device))
+            } catch {
+                throw .device(explain(error, device: device, flag: "--output"))
+            }
+        }
+    }
+
+    /// ALSA's error, plus what to do about it.
+    private static func explain(_ error: DeviceError, device: String, flag: String) -> String {
+        let direction = flag == "--input" ? "capture" : "playback"
+        if !hasSoundCard {
+            return "\(flag) alsa:\(device): this machine has no sound card (/proc/asound/cards lists none), so ALSA "
+                + "cannot open '\(device)' for \(direction); to call without one, use --input FILE.wav --output FILE.wav"
+        }
+        var message = "\(flag) alsa:\(device): \(error)"
+        if "\(error)".localizedCaseInsensitiveContains("busy") {
+            message += ". Another program is using the device; close it, or pick another with `parley devices`"
+        }
+        return message
+    }
+
+    static var hasSoundCard: Bool {
+        guard let cards = try? String(contentsOfFile: "/proc/asound/cards", encoding: .utf8) else { return false }
+        return !cards.contains("no soundcards") && !cards.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
+    }
+}

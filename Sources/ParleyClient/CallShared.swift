@@ -1,0 +1,51 @@
+import Synchronization
+
+/// What the call's threads tell each other, behind one small lock: whether media may be
+/// sent, the encoder setting the network loop decided, what the capture thread has sent
+/// (for the sender report), and the figures the status line shows.
+final class CallShared: Sendable {
+    struct State: Sendable {
+        /// The link is joined and this member may publish: the capture thread sends.
+        var mediaGate = false
+        /// Bumped on every (re)join, so the capture thread starts a new talkspurt.
+        var joinGeneration = 0
+        var encoder: EncoderAdaptation.Setting
+        var sender: RTCPReporter.SenderState?
+        var packetsSent = 0
+        var bytesSent = 0
+        var framesEncoded = 0
+        var currentBitrate: Int
+        var phase = CallPhase.joining
+        var rejoins = 0
+        var identity: String?
+        var members: [String] = []
+        var roundTripNanoseconds: UInt64?
+        /// The relay's latest fraction lost on our upstream, and the worst any member reported
+        /// for the whole path.
+        var lossUp: Double?
+        var lossUpTotal: Double?
+        var lossUpEndToEnd: Double?
+        var captureStartedAt: UInt64?
+        var playbackStartedAt: UInt64?
+        var inputEnded = false
+        var capturedSamples = 0
+    }
+
+    let state: Mutex<State>
+
+    init(initialSetting: EncoderAdaptation.Setting) {
+        state = Mutex(State(encoder: initialSetting, currentBitrate: initialSetting.bitrate))
+    }
+
+    func update<Result>(_ body: (inout State) -> Result) -> Result { state.withLock { body(&$0) } }
+    var snapshot: State { state.withLock { $0 } }
+}
+
+/// Where a call is, for the status line.
+public enum CallPhase: String, Sendable, Codable {
+    case joining
+    case inCall = "in call"
+    case reconnecting
+    case leaving
+    case ended
+}

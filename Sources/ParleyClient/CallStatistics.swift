@@ -1,0 +1,119 @@
+import Foundation
+
+/// What a call reports: the live status line, the summary on exit, and `--stats-json`
+/// (this structure encoded as JSON; the field names below are that file's documented keys).
+public struct CallStatistics: Sendable, Codable, Equatable {
+    /// One remote speaker as this client received them.
+    public struct Speaker: Sendable, Codable, Equatable {
+        /// Their identity (the hex SSRC until the roster names them).
+        public var identity: String
+        public var ssrc: UInt32
+        /// RTP packets received, and lost on the way (RFC 3550 A.3, before any repair).
+        public var packetsReceived: Int
+        public var packetsLost: Int
+        public var lossPercent: Double
+        /// Lost frames rebuilt from the next packet's in-band FEC, and their share of the
+        /// speaker's audio.
+        public var fecRecoveredFrames: Int
+        public var fecRecoveredPercent: Double
+        /// Frames concealed (Opus PLC) because they were lost (or came too late) and FEC
+        /// could not rebuild them, and their share of the frames that were due.
+        public var concealedFrames: Int
+        public var concealedPercent: Double
+        /// Times the jitter buffer ran dry waiting for late audio (the sender's DTX silences
+        /// are not counted).
+        public var underruns: Int
+        public var latePackets: Int
+        public var duplicatePackets: Int
+        /// How long after its earliest possible arrival the audio now playing was
+        /// scheduled, and what the buffer aims for.
+        public var jitterBufferDelayMilliseconds: Double
+        public var jitterBufferTargetMilliseconds: Double
+        /// RFC 3550 interarrival jitter.
+        public var networkJitterMilliseconds: Double
+        /// Times the stream restarted (the sender rejoined, say).
+        public var restarts: Int
+        /// Frames of this speaker's that were due (decoded, rebuilt or concealed; not the
+        /// comfort noise of their silences): what the percentages above are of.
+        public var audioFrames: Double
+        /// The jitter-buffer delay averaged over the seconds this speaker was heard.
+        public var meanJitterBufferDelayMilliseconds: Double?
+        /// Whether a packet from them arrived in the last second.
+        public var receiving: Bool
+    }
+
+    /// This client's label (`--name`, else the identity).
+    public var name: String
+    public var identity: String?
+    public var room: String
+    public var phase: CallPhase
+    /// Seconds since the call started (the first join).
+    public var elapsedSeconds: Double
+    /// Identities in the room, this client included.
+    public var members: [String]
+    /// Remote speakers heard within the last 0.3 s.
+    public var speaking: [String]
+    public var roundTripMilliseconds: Double?
+    /// Our stream's loss on the way to the relay over the last report interval (its receiver
+    /// reports), over the whole call so far, and the worst any member reported for the whole
+    /// path, percent.
+    public var lossUpPercent: Double?
+    public var lossUpTotalPercent: Double?
+    public var lossUpEndToEndPercent: Double?
+    /// Loss on the way to us, over every remote stream, percent (before repair).
+    public var lossDownPercent: Double?
+    /// The largest jitter-buffer delay among the speakers, ms.
+    public var jitterBufferDelayMilliseconds: Double?
+    /// Concealed share of all received audio, percent.
+    public var concealedPercent: Double?
+    /// The encoder's bitrate now, bits per second, and the loss it protects against.
+    public var bitrate: Int
+    public var expectedLossPercent: Int
+    public var captureXruns: Int
+    public var playbackXruns: Int
+    public var rejoins: Int
+    public var packetsSent: Int
+    public var bytesSent: Int
+    /// CLOCK_MONOTONIC nanoseconds at which the first captured sample was read, and the
+    /// first played sample handed to the device: the origins of `--record-raw`/`--input`
+    /// and `--record-received`, which lets a tool on the same machine measure mouth-to-ear
+    /// delay between two clients.
+    public var captureStartedAtNanoseconds: UInt64?
+    public var playbackStartedAtNanoseconds: UInt64?
+    public var speakers: [Speaker]
+
+    /// The JSON written by `--stats-json`.
+    public func json() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        return try encoder.encode(self)
+    }
+}
+
+extension CallStatistics.Speaker {
+    /// One speaker's figures over two streams, `earlier` then `later` (a rejoin between).
+    static func merging(_ earlier: Self, _ later: Self) -> Self {
+        var merged = later
+        merged.packetsReceived += earlier.packetsReceived
+        merged.packetsLost += earlier.packetsLost
+        let expected = Double(merged.packetsReceived + merged.packetsLost)
+        merged.lossPercent = expected > 0 ? 100 * Double(merged.packetsLost) / expected : 0
+        merged.fecRecoveredFrames += earlier.fecRecoveredFrames
+        merged.concealedFrames += earlier.concealedFrames
+        let frames = earlier.audioFrames + later.audioFrames
+        if frames > 0 {
+            merged.fecRecoveredPercent = (earlier.fecRecoveredPercent * earlier.audioFrames + later.fecRecoveredPercent * later.audioFrames) / frames
+            merged.concealedPercent = (earlier.concealedPercent * earlier.audioFrames + later.concealedPercent * later.audioFrames) / frames
+        }
+        merged.audioFrames = frames
+        merged.underruns += earlier.underruns
+        merged.latePackets += earlier.latePackets
+        merged.duplicatePackets += earlier.duplicatePackets
+        merged.restarts += earlier.restarts + 1
+        switch (earlier.meanJitterBufferDelayMilliseconds, later.meanJitterBufferDelayMilliseconds) {
+        case let (a?, b?): merged.meanJitterBufferDelayMilliseconds = (a + b) / 2
+        case let (a, b): merged.meanJitterBufferDelayMilliseconds = a ?? b
+        }
+        return merged
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+
+/// The words people read about a call: the live status line and the summary on exit.
+public enum CallStatusLine {
+    /// `ada · 3 in room · speaking: bob · rtt 12 ms · loss up 0.0% down 4.8% · jb 62 ms ·
+    /// concealed 1.2% · 28 kb/s · xruns 0`
+    public static func line(_ statistics: CallStatistics) -> String {
+        var parts = [statistics.name]
+        switch statistics.phase {
+        case .joining:
+            parts.append("joining \(statistics.room)…")
+            return parts.joined(separator: " · ")
+        case .reconnecting:
+            parts.append("reconnecting…")
+        case .leaving:
+            parts.append("leaving…")
+        case .ended:
+            parts.append("ended")
+        case .inCall:
+            parts.append(clock(statistics.elapsedSeconds))
+        }
+        parts.append("\(statistics.members.count) in room")
+        parts.append(statistics.speaking.isEmpty ? "quiet" : "speaking: " + statistics.speaking.joined(separator: ", "))
+        parts.append("rtt " + (statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"))
+        parts.append("loss up \(percent(statistics.lossUpPercent)) down \(percent(statistics.lossDownPercent))")
+        parts.append("jb " + (statistics.jitterBufferDelayMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"))
+        parts.append("concealed \(percent(statistics.concealedPercent))")
+        parts.append("\(statistics.bitrate / 1_000) kb/s")
+        parts.append("xruns \(statistics.captureXruns + statistics.playbackXruns)")
+        return parts.joined(separator: " · ")
+    }
+
+    /// Several lines: the call as a whole, then one line per speaker heard.
+    public static func summary(_ statistics: CallStatistics) -> String {
+        var lines: [String] = []
+        lines.append("\(statistics.name): \(clock(statistics.elapsedSeconds)) in room \(statistics.room); sent \(statistics.packetsSent) packets "
+            + "(\(statistics.bytesSent / 1_024) KiB), ended at \(statistics.bitrate / 1_000) kb/s protecting against \(statistics.expectedLossPercent)% loss; "
+            + "loss up \(percent(statistics.lossUpTotalPercent)); rtt \(statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"); "
+            + "rejoins \(statistics.rejoins); xruns \(statistics.captureXruns) in, \(statistics.playbackXruns) out")
+        if statistics.speakers.isEmpty {
+            lines.append("  heard nobody")
+        }
+        for speaker in statistics.speakers {
+            lines.append("  from \(speaker.identity): \(speaker.packetsReceived) packets, lost \(format(speaker.lossPercent))% on the way, "
+                + "FEC rebuilt \(format(speaker.fecRecoveredPercent))%, concealed \(format(speaker.concealedPercent))%, "
+                + "jitter buffer \(speaker.meanJitterBufferDelayMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–") on average, underruns \(speaker.underruns), late \(speaker.latePackets)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func percent(_ value: Double?) -> String { value.map { "\(format($0))%" } ?? "–" }
+
+    static func format(_ value: Double) -> String { String(format: "%.1f", value) }
+
+    static func clock(_ seconds: Double) -> String {
+        let total = Int(seconds.rounded(.down))
+        return total >= 3_600 ? String(format: "%d:%02d:%02d", total / 3_600, total / 60 % 60, total % 60) : String(format: "%d:%02d", total / 60, total % 60)
+    }
+}

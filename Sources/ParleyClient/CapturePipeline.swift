@@ -1,0 +1,190 @@
+import ParleyAudio
+import ParleyDevices
+import ParleyWire
+import Synchronization
+
+/// The outgoing stream, on the capture thread: read a period from the input, keep the raw
+/// capture (`--record-raw`), clean it against what playback played (echo, noise), keep what
+/// is sent (`--record-sent`), encode 20 ms Opus frames with in-band FEC and DTX, packetise
+/// them as RTP with the audio level, and hand each packet to the network.
+///
+/// ```
+/// input ─▶ raw tap ─▶ OutgoingProcessor (reference from EchoReferenceTap) ─▶ sent tap
+///       ─▶ OpusEncoder (settings from EncoderAdaptation) ─▶ RTPPacketizer ─▶ send
+/// ```
+///
+/// Everything here belongs to the capture thread; the only shared parts are `CallShared`
+/// (the media gate, encoder settings in, sender counts out) and the reference tap.
+final class CapturePipeline {
+    static let periodSamples = 480
+
+    private let input: any AudioInput
+    private let processor: OutgoingProcessor?
+    private let encoder: OpusEncoder
+    private var packetizer: RTPPacketizer
+    private let raw: WAVFileWriter?
+    private let sent: WAVFileWriter?
+    private let tap: EchoReferenceTap
+    private let shared: CallShared
+    private let send: (UnsafeRawBufferPointer) -> Bool
+    private let silenceAfterInput: Bool
+    private var setting: EncoderAdaptation.Setting
+    private var joinGeneration = 0
+
+    /// - Parameter processor: nil when neither echo cancellation nor noise suppression runs.
+    init(input: any AudioInput, processor: OutgoingProcessor?, encoder: OpusEncoder, ssrc: UInt32,
+         raw: WAVFileWriter?, sent: WAVFileWriter?, tap: EchoReferenceTap, silenceAfterInput: Bool, shared: CallShared,
+         send: @escaping (UnsafeRawBufferPointer) -> Bool) {
+        self.silenceAfterInput = silenceAfterInput
+        self.input = input
+        self.processor = processor
+        self.encoder = encoder
+        var generator = SystemRandomNumberGenerator()
+        packetizer = RTPPacketizer(ssrc: ssrc, using: &generator)
+        self.raw = raw
+        self.sent = sent
+        self.tap = tap
+        self.shared = shared
+        self.send = send
+        setting = shared.snapshot.encoder
+    }
+
+    /// Runs until `stop` is set or the input ends; throws when the device fails.
+    func run(stop: StopFlag) throws(CallError) {
+        let period = Self.periodSamples
+        let frameSamples = encoder.frameSamples
+        var capture = [Float](repeating: 0, count: period)
+        var reference = [Float](repeating: 0, count: period)
+        var frame = [Float](repeating: 0, count: frameSamples)
+        var filled = 0
+        var voiceInFrame = false
+        var packet = [UInt8](repeating: 0, count: RTPPacketizer.maximumPacketSize)
+        var encoded = [UInt8](repeating: 0, count: OpusEncoder.maximumPacketSize)
+        var captureIndex = 0
+        var frameCapturedAt: UInt64 = 0
+        // Once a WAV input has run out, silence, paced like a device (the call goes on).
+        var silenceDue: UInt64?
+
+        while !stop.isRaised {
+            var count: Int
+            if let due = silenceDue {
+                MonotonicClock.sleep(until: due)
+                silenceDue = due + UInt64(period) * 1_000_000_000 / UInt64(AudioClock.sampleRate)
+                count = period
+                for index in 0..<period { capture[index] = 0 }
+            } else {
+                if captureIndex == 0 {
+                    // The timeline's origin: a device (or a paced file) starts capturing when
+                    // first read. Taken before the read, not after: a read that returns late
+                    // on a busy machine must not move the origin.
+                    let started = MonotonicClock.now()
+                    shared.update { if $0.captureStartedAt == nil { $0.captureStartedAt = started } }
+                }
+                do {
+                    count = try capture.withUnsafeMutableBufferPointer { try input.read(into: $0) }
+                } catch {
+                    throw .device("the input stopped working: \(error)")
+                }
+                if count == 0 {
+                    shared.update { $0.inputEnded = true }
+                    guard silenceAfterInput else { return }
+                    silenceDue = MonotonicClock.now()
+                    continue
+                }
+            }
+            let readAt = MonotonicClock.now()
+            for index in count..<period { capture[index] = 0 }
+            if filled == 0 { frameCapturedAt = readAt - UInt64(period) * 1_000_000_000 / UInt64(AudioClock.sampleRate) }
+            try capture.withUnsafeBufferPointer { buffer throws(CallError) in
+                do { try raw?.append(UnsafeBufferPointer(rebasing: buffer[0..<count])) } catch { throw .cannotWriteOutput("--record-raw: \(error)") }
+            }
+
+            // Clean the period into its place in the frame.
+            let voice: Bool = frame.withUnsafeMutableBufferPointer { frameBuffer in
+                let destination = UnsafeMutableBufferPointer(rebasing: frameBuffer[filled..<filled + period])
+                return capture.withUnsafeBufferPointer { captureBuffer in
+                    guard let processor else {
+                        for index in 0..<period { destination[index] = captureBuffer[index] }
+                        return Self.rms(captureBuffer) > 0.003
+                    }
+                    reference.withUnsafeMutableBufferPointer { tap.reference(captureIndex: captureIndex, into: $0) }
+                    return reference.withUnsafeBufferPointer { processor.process(capture: captureBuffer, played: $0, into: destination) }
+                }
+            }
+            captureIndex += period
+            voiceInFrame = voiceInFrame || voice
+            try frame.withUnsafeBufferPointer { buffer throws(CallError) in
+                do { try sent?.append(UnsafeBufferPointer(rebasing: buffer[filled..<filled + period])) } catch { throw .cannotWriteOutput("--record-sent: \(error)") }
+            }
+            filled += period
+            shared.update { $0.capturedSamples = captureIndex }
+            guard filled == frameSamples else { continue }
+            filled = 0
+            try encodeAndSend(frame: frame, voice: voiceInFrame, capturedAt: frameCapturedAt, encoded: &encoded, packet: &packet)
+            voiceInFrame = false
+        }
+    }
+
+    private func encodeAndSend(frame: [Float], voice: Bool, capturedAt: UInt64, encoded: inout [UInt8], packet: inout [UInt8]) throws(CallError) {
+        let (gate, generation, wanted) = shared.update { ($0.mediaGate, $0.joinGeneration, $0.encoder) }
+        if wanted != setting {
+            // The relay reported a different loss: protect against it (and make room for FEC).
+            do {
+                try encoder.setBitrate(wanted.bitrate)
+                try encoder.setExpectedLossPercent(wanted.expectedLossPercent)
+            } catch {
+                throw .unexpected("the encoder refused a setting: \(error)")
+            }
+            setting = wanted
+            shared.update { $0.currentBitrate = wanted.bitrate }
+        }
+        let length: Int
+        do {
+            length = try frame.withUnsafeBufferPointer { input in
+                try encoded.withUnsafeMutableBytes { try encoder.encode(input, into: $0) }
+            }
+        } catch {
+            throw .unexpected("the encoder failed: \(error)")
+        }
+        if generation != joinGeneration {
+            joinGeneration = generation
+            packetizer.startTalkspurt()
+        }
+        guard gate else {
+            // Not joined (yet, or while reconnecting): nothing is sent, but the stream's
+            // clock runs on, so a receiver sees a pause, not a jump back in time.
+            packetizer.skip(samples: frame.count)
+            return
+        }
+        let level = frame.withUnsafeBufferPointer { AudioLevel(rms: Self.rms($0), voiceActivity: voice) }
+        let size: Int?
+        do {
+            size = try encoded.withUnsafeBytes { payload in
+                try packet.withUnsafeMutableBytes { buffer in
+                    try packetizer.packetize(payload: UnsafeRawBufferPointer(rebasing: payload[0..<length]), samples: frame.count, level: level, into: buffer)
+                }
+            }
+        } catch {
+            throw .unexpected("an RTP packet could not be built: \(error)")
+        }
+        guard let size else { return }  // DTX silence: nothing to send
+        let delivered = packet.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[0..<size])) }
+        let state = RTCPReporter.SenderState(
+            packetCount: packetizer.packetCount, octetCount: packetizer.octetCount,
+            timestamp: packetizer.nextTimestamp &- UInt32(frame.count), capturedAt: capturedAt)
+        shared.update { shared in
+            shared.sender = state
+            shared.framesEncoded += 1
+            if delivered {
+                shared.packetsSent += 1
+                shared.bytesSent += size
+            }
+        }
+    }
+
+    static func rms(_ samples: UnsafeBufferPointer<Float>) -> Float {
+        var sum: Float = 0
+        for sample in samples { sum += sample * sample }
+        return samples.isEmpty ? 0 : (sum / Float(samples.count)).squareRoot()
+    }
+}

@@ -1,0 +1,91 @@
+import Synchronization
+
+/// What the playback thread handed to the speaker, kept for the capture thread's echo
+/// canceller: the far-end reference for each captured frame.
+///
+/// The two threads run on their devices' clocks, each a period at a time. When the
+/// capture thread asks for the reference of a frame, the tap compares how far playback has
+/// got with how far capture has got; that offset (less one period, so the reference is
+/// never a sample the playback thread has yet to hand over) is then applied as a
+/// constant, and the reference moves in lock step with the capture, sample for sample: an
+/// adaptive echo filter cannot converge on a reference that shifts with every scheduling
+/// hiccup. It is re-anchored only when the measured offset has been more than
+/// `realignThreshold` away for `realignAfter` frames in a row (an xrun, or two devices
+/// whose clocks drift apart). What remains, the device buffers and the room's acoustic
+/// delay, is measured by the `OutgoingProcessor`'s delay estimator.
+///
+/// Memory is bounded: the last `capacity` samples played; anything older reads as silence.
+public final class EchoReferenceTap: Sendable {
+    public static let defaultCapacity = 48_000 * 2
+
+    private struct State {
+        var ring: [Float]
+        /// Samples played since the start.
+        var written = 0
+        /// Playback sample index − capture sample index, once anchored.
+        var offset: Int?
+        var disagreements = 0
+        var realignments = 0
+    }
+
+    private let state: Mutex<State>
+    private let capacity: Int
+    /// A measured offset this far from the applied one counts as a disagreement.
+    public let realignThreshold: Int
+    public let realignAfter: Int
+
+    public init(capacity: Int = EchoReferenceTap.defaultCapacity, realignThresholdSamples: Int = 1_440, realignAfter: Int = 50) {
+        self.capacity = capacity
+        realignThreshold = realignThresholdSamples
+        self.realignAfter = realignAfter
+        state = Mutex(State(ring: [Float](repeating: 0, count: capacity)))
+    }
+
+    /// Playback thread: `samples` are being handed to the device.
+    public func played(_ samples: UnsafeBufferPointer<Float>) {
+        state.withLock { state in
+            var position = state.written % capacity
+            for sample in samples {
+                state.ring[position] = sample
+                position += 1
+                if position == capacity { position = 0 }
+            }
+            state.written += samples.count
+        }
+    }
+
+    /// Capture thread: fills `output` with the reference for the capture samples
+    /// `captureIndex ..< captureIndex + output.count`, just read from the device.
+    public func reference(captureIndex: Int, into output: UnsafeMutableBufferPointer<Float>) {
+        state.withLock { state in
+            guard state.written > 0 else {
+                for index in output.indices { output[index] = 0 }
+                return
+            }
+            let measured = state.written - (captureIndex + 2 * output.count)
+            if let offset = state.offset {
+                if abs(measured - offset) > realignThreshold {
+                    state.disagreements += 1
+                    if state.disagreements >= realignAfter {
+                        state.offset = measured
+                        state.disagreements = 0
+                        state.realignments += 1
+                    }
+                } else {
+                    state.disagreements = 0
+                }
+            } else {
+                state.offset = measured
+            }
+            let start = captureIndex + state.offset!
+            let oldest = state.written - capacity
+            for index in 0..<output.count {
+                let position = start + index
+                output[index] = position >= 0 && position >= oldest && position < state.written ? state.ring[position % capacity] : 0
+            }
+        }
+    }
+
+    /// Times the offset between the two streams was re-anchored.
+    public var realignments: Int { state.withLock { $0.realignments } }
+}

@@ -1,0 +1,110 @@
+import ArgumentParser
+import Foundation
+import ParleyAudio
+import ParleyClient
+
+/// `parley-bench call-quality`: what one listener got of one talker in a call, measured
+/// from files: the talker's input, the listener's `--record-received` recording of them,
+/// and both clients' `--stats-json` (whose CLOCK_MONOTONIC origins place the talker's
+/// capture on the listener's playback timeline). The demo and `Benchmarks/quality-report`
+/// run it after their calls; `SpeechComparison` says how each figure is measured.
+struct CallQualityBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "call-quality",
+        abstract: "Mouth-to-ear delay, dropouts and envelope match of one talker at one listener.",
+        discussion: """
+            Example, after two `parley call`s on this machine:
+              parley-bench call-quality --sent alice.wav --sender-stats alice.json \\
+                  --received bob-heard/alice.wav --receiver-stats bob.json --json
+            """)
+
+    @Option(help: ArgumentHelp("What the talker's call read as input (WAV, any rate).", valueName: "FILE.wav"))
+    var sent: String
+
+    @Option(help: ArgumentHelp("The talker's --stats-json.", valueName: "FILE"))
+    var senderStats: String
+
+    @Option(help: ArgumentHelp("The listener's --record-received file for this talker.", valueName: "FILE.wav"))
+    var received: String
+
+    @Option(help: ArgumentHelp("The listener's --stats-json.", valueName: "FILE"))
+    var receiverStats: String
+
+    @Option(help: ArgumentHelp("Also write the received audio aligned with the sent (48 kHz mono), for PESQ or STOI.", valueName: "FILE.wav"))
+    var alignedOut: String?
+
+    @Option(help: ArgumentHelp("And the sent audio at 48 kHz mono, cut to the same length.", valueName: "FILE.wav"))
+    var referenceOut: String?
+
+    @Flag(help: "Print one JSON object instead of text.")
+    var json = false
+
+    @Flag(help: "Also print each 400 ms window's delay and match.")
+    var windows = false
+
+    struct Report: Codable {
+        var delayMedianMilliseconds: Double?
+        var delayP95Milliseconds: Double?
+        var delayMaxMilliseconds: Double?
+        var envelopeCorrelation: Double
+        var droppedSpeechPercent: Double
+        var dropouts: Int
+        var unmatchedWindows: Int
+        var speechSeconds: Double
+    }
+
+    func run() throws {
+        let talker = try Self.load(sent)
+        let heard = try Self.load(received)
+        let senderStatistics = try Self.statistics(senderStats)
+        let receiverStatistics = try Self.statistics(receiverStats)
+        guard let captured = senderStatistics.captureStartedAtNanoseconds else {
+            throw ValidationError("\(senderStats) has no captureStartedAtNanoseconds: the talker's call never captured audio")
+        }
+        guard let played = receiverStatistics.playbackStartedAtNanoseconds else {
+            throw ValidationError("\(receiverStats) has no playbackStartedAtNanoseconds: the listener's call never played audio")
+        }
+        let offsetNanoseconds = Int64(bitPattern: captured &- played)
+        let offset = Int(offsetNanoseconds * Int64(AudioClock.sampleRate) / 1_000_000_000)
+        let comparison = SpeechComparison.compare(sent: talker, received: heard, offset: offset)
+        if let alignedOut {
+            try WAVAudio(sampleRate: AudioClock.sampleRate, samples: comparison.alignedReceived).write(to: alignedOut)
+        }
+        if let referenceOut {
+            try WAVAudio(sampleRate: AudioClock.sampleRate, samples: talker).write(to: referenceOut)
+        }
+        let report = Report(
+            delayMedianMilliseconds: comparison.delayPercentile(0.5), delayP95Milliseconds: comparison.delayPercentile(0.95),
+            delayMaxMilliseconds: comparison.delaysMilliseconds.last, envelopeCorrelation: comparison.envelopeCorrelation,
+            droppedSpeechPercent: comparison.droppedPercent, dropouts: comparison.dropouts,
+            unmatchedWindows: comparison.unmatchedWindows,
+            speechSeconds: Double(comparison.activeFrames * SpectralEnvelope.frame) / Double(AudioClock.sampleRate))
+        if windows {
+            for window in comparison.windows {
+                let start = Double(window.start) / Double(AudioClock.sampleRate)
+                let delay = window.delay.map { String(format: "%6.1f ms", $0 * 1_000 / Double(AudioClock.sampleRate)) } ?? "     –   "
+                print(String(format: "%6.2f s  delay %@  match %.2f", start, delay, window.match))
+            }
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        } else {
+            func ms(_ value: Double?) -> String { value.map { String(format: "%.0f ms", $0) } ?? "–" }
+            print("mouth-to-ear delay: median \(ms(report.delayMedianMilliseconds)), p95 \(ms(report.delayP95Milliseconds)), max \(ms(report.delayMaxMilliseconds))")
+            print(String(format: "envelope match %.3f over %.1f s of speech; dropped %.1f%% of it in %d dropouts; %d windows unmatched",
+                         report.envelopeCorrelation, report.speechSeconds, report.droppedSpeechPercent, report.dropouts, report.unmatchedWindows))
+        }
+    }
+
+    /// A WAV file as 48 kHz mono.
+    static func load(_ path: String) throws -> [Float] {
+        let audio = try WAVAudio(contentsOf: path)
+        return try Resampler.resample(audio.mono, from: audio.sampleRate, to: AudioClock.sampleRate)
+    }
+
+    static func statistics(_ path: String) throws -> CallStatistics {
+        try JSONDecoder().decode(CallStatistics.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+}

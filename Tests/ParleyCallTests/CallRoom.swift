@@ -1,0 +1,204 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ParleyAudio
+import ParleyClient
+import ParleyNetSim
+import ParleyRelay
+import ParleyWire
+import Synchronization
+
+/// A relay on 127.0.0.1 (in this process, real UDP), optionally behind the impairment
+/// proxy, and a `CallSession` per talker of a `Conversation`, each fed its track in real
+/// time and recording what it receives per speaker. What a test asserts on is what came
+/// out: the recordings, set against the tracks with `SpeechComparison`.
+final class CallRoom: @unchecked Sendable {
+    // @unchecked: `relay` is replaced only by `restartRelay`, which the test calls from one task.
+    let secret = TokenSecret.random()
+    let room: String
+    private(set) var relay: Relay
+    let relayPort: Int
+    private var proxyGroup: MultiThreadedEventLoopGroup?
+    private(set) var proxy: ImpairmentProxy?
+    let directory: String
+
+    init(room: String = "standup", scenario: Scenario? = nil, seed: UInt64 = 7) async throws {
+        self.room = room
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-call-\(room)-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        relay = try Self.startRelay(port: 0, secret: secret)
+        relayPort = relay.localAddress.port!
+        if let scenario {
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            // The proxy is the network here: it runs at the calls' priority (see startRelay).
+            try await group.next().submit { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, -11) }.get()
+            proxyGroup = group
+            let configuration = ImpairmentProxy.Configuration(
+                listen: try SocketAddress(ipAddress: "127.0.0.1", port: 0), relay: relay.localAddress,
+                up: scenario.up, down: scenario.down, seed: seed)
+            proxy = try await ImpairmentProxy.start(configuration, on: group.next()).get()
+        }
+    }
+
+    static func startRelay(port: Int, secret: TokenSecret) throws -> Relay {
+        var configuration = RelayConfiguration()
+        configuration.listen = HostAndPort(host: "127.0.0.1", port: port)
+        configuration.admin = nil
+        configuration.threads = 1
+        configuration.shutdownGraceMilliseconds = 500
+        var logger = Logger(label: "parley-call-test-relay")
+        logger.logLevel = .error
+        // The calls' audio and network threads ask for nice −11 so a busy machine does not
+        // show up as network jitter; the relay's loop, which forwards every packet, gets the
+        // same (it is the one thread Relay.start creates, found by its name). Without the
+        // privilege nothing changes.
+        let before = threadNames()
+        let relay = try Relay.start(configuration: configuration, secret: secret, logger: logger)
+        for (thread, name) in threadNames() where before[thread] == nil && name.hasPrefix("NIO-ELT") {
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(thread), -11)
+        }
+        return relay
+    }
+
+    /// This process's threads and their names, from /proc.
+    static func threadNames() -> [Int32: String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        var names: [Int32: String] = [:]
+        for task in tasks {
+            guard let id = Int32(task) else { continue }
+            names[id] = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        }
+        return names
+    }
+
+    /// Where clients send: the proxy when there is one.
+    var clientPort: Int { proxy?.localAddress.port ?? relayPort }
+
+    func token(_ identity: String) -> String {
+        let now = Int64(Date().timeIntervalSince1970)
+        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600).signed(with: secret)
+    }
+
+    /// A call for `talker`, reading `input` and recording what it hears under the room's directory.
+    func configuration(for talker: String, input: CallConfiguration.Input, durationSeconds: Double) -> CallConfiguration {
+        var configuration = CallConfiguration(relayHost: "127.0.0.1", relayPort: clientPort, room: room, token: token(talker), security: .insecure)
+        configuration.name = talker
+        configuration.input = input
+        configuration.output = .wav(path: directory + "/\(talker)-heard.wav")
+        configuration.recordReceivedDirectory = receivedDirectory(of: talker)
+        configuration.durationSeconds = durationSeconds
+        return configuration
+    }
+
+    func receivedDirectory(of talker: String) -> String { directory + "/\(talker)-received" }
+
+    /// What `listener` recorded of `talker`.
+    func received(by listener: String, from talker: String) throws -> [Float] {
+        try WAVAudio(contentsOf: receivedDirectory(of: listener) + "/\(talker).wav").samples
+    }
+
+    /// Shuts the relay down (members are told goodbye) and starts a new one on the same port.
+    func restartRelay(downFor seconds: Double) throws {
+        relay.shutdown()
+        Thread.sleep(forTimeInterval: seconds)
+        relay = try Self.startRelay(port: relayPort, secret: secret)
+    }
+
+    func close() async {
+        if let proxy { _ = try? await proxy.stop().get() }
+        try? await proxyGroup?.shutdownGracefully()
+        relay.shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// One finished call of the conversation: every talker's session and figures.
+struct CallOutcome: Sendable {
+    let statistics: [String: CallStatistics]
+    let results: [String: Result<CallStatistics, CallError>]
+
+    /// Where `talker`'s capture began on `listener`'s playback timeline, in samples.
+    func offset(talker: String, listener: String) -> Int? {
+        guard let captured = statistics[talker]?.captureStartedAtNanoseconds,
+              let played = statistics[listener]?.playbackStartedAtNanoseconds else { return nil }
+        return Int(Int64(bitPattern: captured &- played) * 48_000 / 1_000_000_000)
+    }
+}
+
+extension CallRoom {
+    /// Runs one session per talker at once, each reading its track, and waits for all of them.
+    /// The sessions block on threads of their own, never on the test's.
+    func run(_ conversation: Conversation, extraSeconds: Double = 1.5,
+             configure: @escaping @Sendable (String, inout CallConfiguration) -> Void = { _, _ in },
+             whileRunning: (@Sendable () async throws -> Void)? = nil,
+             notice: @escaping @Sendable (String, String) -> Void = { _, _ in },
+             onSessions: (@Sendable ([String: CallSession]) -> Void)? = nil) async throws -> CallOutcome {
+        var sessions: [String: CallSession] = [:]
+        for talker in Conversation.talkers {
+            var configuration = configuration(for: talker, input: .wav(path: conversation.path(of: talker)), durationSeconds: conversation.seconds + extraSeconds)
+            configure(talker, &configuration)
+            sessions[talker] = try CallSession(configuration) { notice(talker, $0) }
+        }
+        onSessions?(sessions)
+        async let during: Void = whileRunning?() ?? ()
+        let results = await withTaskGroup(of: (String, Result<CallStatistics, CallError>).self) { group in
+            for (talker, session) in sessions {
+                group.addTask { (talker, await runOnThread { session.run() }) }
+            }
+            var results: [String: Result<CallStatistics, CallError>] = [:]
+            for await (talker, result) in group { results[talker] = result }
+            return results
+        }
+        try await during
+        var statistics: [String: CallStatistics] = [:]
+        for (talker, session) in sessions { statistics[talker] = session.statistics() }
+        return CallOutcome(statistics: statistics, results: results)
+    }
+}
+
+/// Runs blocking work on a thread of its own, so the test's cooperative threads stay free.
+func runOnThread<Result: Sendable>(_ body: @escaping @Sendable () -> Result) async -> Result {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: body()) }
+    }
+}
+
+/// At most `limit` of the calls that ask run at once: each is real time, and two cores
+/// carry only so many before scheduling delays would be measured as network delay.
+actor CallSlots {
+    static let shared = CallSlots(limit: 3)
+    private let limit: Int
+    private var running = 0
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    func acquire() async {
+        if running < limit {
+            running += 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func release() {
+        if waiting.isEmpty {
+            running -= 1
+        } else {
+            waiting.removeFirst().resume()
+        }
+    }
+
+    func withSlot<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        await acquire()
+        do {
+            let result = try await body()
+            release()
+            return result
+        } catch {
+            release()
+            throw error
+        }
+    }
+}

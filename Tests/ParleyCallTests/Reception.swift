@@ -1,0 +1,52 @@
+import Foundation
+import ParleyClient
+
+/// What one listener got of one talker, measured from the listener's recording.
+struct Reception: CustomStringConvertible {
+    let talker: String
+    let listener: String
+    let comparison: SpeechComparison
+    /// Mouth-to-ear delays of the windows that start after `settle` seconds, sorted, ms.
+    let settledDelays: [Double]
+
+    /// Compares every listener's recording of every other talker.
+    static func all(in room: CallRoom, outcome: CallOutcome, conversation: Conversation, settleSeconds: Double = 3) throws -> [Reception] {
+        var receptions: [Reception] = []
+        for listener in Conversation.talkers {
+            for talker in Conversation.talkers where talker != listener {
+                guard let offset = outcome.offset(talker: talker, listener: listener) else {
+                    throw Conversation.Unavailable(description: "\(talker) never captured or \(listener) never played")
+                }
+                let recording = try room.received(by: listener, from: talker)
+                let comparison = SpeechComparison.compare(sent: conversation.tracks[talker]!, received: recording, offset: offset)
+                let settled = comparison.windows.filter { Double($0.start) / 48_000 >= settleSeconds }
+                    .compactMap { $0.delay.map { $0 / 48 } }.sorted()
+                receptions.append(Reception(talker: talker, listener: listener, comparison: comparison, settledDelays: settled))
+            }
+        }
+        return receptions
+    }
+
+    func percentile(_ fraction: Double, of sorted: [Double]) -> Double {
+        guard !sorted.isEmpty else { return .infinity }
+        return sorted[min(sorted.count - 1, Int((fraction * Double(sorted.count - 1)).rounded()))]
+    }
+
+    var settledP95: Double { percentile(0.95, of: settledDelays) }
+    var delayMedian: Double { comparison.delayPercentile(0.5) ?? .infinity }
+    var delayMax: Double { comparison.delaysMilliseconds.last ?? .infinity }
+
+    /// Each window's delay and match, for a closer look (printed when PARLEY_CALL_TEST_WINDOWS is set).
+    var windowTrace: String {
+        comparison.windows.map { window in
+            String(format: "    %5.2f s  %@  match %.2f", Double(window.start) / 48_000,
+                   window.delay.map { String(format: "%6.0f ms", $0 / 48) } ?? "     –   ", window.match)
+        }.joined(separator: "\n")
+    }
+
+    var description: String {
+        String(format: "%@ → %@: envelope %.3f, dropped %4.1f%% of %d speech frames in %d dropouts, %d unmatched windows; delay median %3.0f ms, settled p95 %3.0f ms, max %3.0f ms",
+               talker, listener, comparison.envelopeCorrelation, comparison.droppedPercent, comparison.activeFrames,
+               comparison.dropouts, comparison.unmatchedWindows, delayMedian, settledP95, delayMax)
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import ParleyAudio
+import Testing
+@testable import ParleyClient
+
+@Suite("Recordings and comparisons")
+struct CallRecordingTests {
+    @Test func aWAVWrittenAsTheCallGoesReadsBackWithItsSizesFilledIn() throws {
+        let path = NSTemporaryDirectory() + "parley-writer-\(UUID().uuidString).wav"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let writer = try WAVFileWriter(path: path)
+        let tone = (0..<48_000).map { Float(sin(Double($0) * 0.03) * 0.5) }
+        try tone.withUnsafeBufferPointer { try writer.append($0) }
+        try writer.appendSilence(480)
+        // Before close the data size is open-ended, and the file still reads.
+        #expect(try WAVAudio(contentsOf: path).frameCount >= 0)
+        try writer.close()
+        let audio = try WAVAudio(contentsOf: path)
+        #expect(audio.sampleRate == 48_000 && audio.channels == 1 && audio.frameCount == 48_480)
+        #expect(zip(audio.samples, tone).allSatisfy { abs($0 - $1) < 1.0 / 16_000 })
+    }
+
+    @Test func anUnwritablePathIsNamedWithTheReason() {
+        #expect { _ = try WAVFileWriter(path: "/no/such/folder/x.wav") } throws: { "\($0)".contains("/no/such/folder") && "\($0)".contains("does not exist") }
+    }
+
+    /// The comparison finds a delay it was given, scores an intact copy near 1, and counts
+    /// a 160 ms hole as one dropout.
+    @Test func theComparisonMeasuresDelayDropoutsAndMatch() {
+        var generator = SplitMix(seed: 3)
+        // Syllable-like bursts of noise with gaps: 6 s.
+        var sent = [Float](repeating: 0, count: 6 * 48_000)
+        var position = 4_800
+        while position < sent.count - 20_000 {
+            let length = Int.random(in: 4_000...12_000, using: &generator)
+            for index in position..<position + length {
+                let envelope = Float(sin(Double.pi * Double(index - position) / Double(length)))
+                sent[index] = envelope * (Float(Int.random(in: -1_000...1_000, using: &generator)) / 4_000)
+            }
+            position += length + Int.random(in: 2_000...8_000, using: &generator)
+        }
+        let delay = 80 * 48
+        let offset = 12_345
+        var received = [Float](repeating: 0, count: sent.count + offset + delay + 48_000)
+        for (index, sample) in sent.enumerated() { received[index + offset + delay] = sample * 0.7 }
+        let intact = SpeechComparison.compare(sent: sent, received: received, offset: offset)
+        print("intact: delay \(intact.delayPercentile(0.5) ?? -1) ms, envelope \(intact.envelopeCorrelation), dropouts \(intact.dropouts)")
+        #expect(abs((intact.delayPercentile(0.5) ?? 0) - 80) < 2)
+        #expect(intact.envelopeCorrelation > 0.99)
+        #expect(intact.dropouts == 0 && intact.droppedFrames == 0)
+
+        // Take out 160 ms in the middle of the longest stretch of speech.
+        let active = SpectralEnvelope.activeFrames(sent, in: 0..<sent.count / 960 * 960)
+        var runs: [[Int]] = []
+        for frame in active {
+            if let last = runs.last?.last, last + 1 == frame { runs[runs.count - 1].append(frame) } else { runs.append([frame]) }
+        }
+        let longest = runs.max { $0.count < $1.count }!
+        #expect(longest.count >= 12)
+        let hole = longest[longest.count / 2 - 4] * 960
+        for index in hole..<hole + 8 * 960 { received[index + offset + delay] = 0 }
+        let holed = SpeechComparison.compare(sent: sent, received: received, offset: offset)
+        print("with a 160 ms hole: dropped \(holed.droppedFrames) frames in \(holed.dropouts) dropouts, envelope \(holed.envelopeCorrelation)")
+        #expect(holed.dropouts == 1)
+        #expect((5...9).contains(holed.droppedFrames), "the hole's 8 frames, give or take the edges of its window")
+    }
+
+    @Test func theStatusLineSaysWhatPeopleAskAbout() {
+        let speaker = CallStatistics.Speaker(
+            identity: "bob", ssrc: 1, packetsReceived: 100, packetsLost: 5, lossPercent: 4.8, fecRecoveredFrames: 3, fecRecoveredPercent: 3,
+            concealedFrames: 2, concealedPercent: 2, underruns: 0, latePackets: 0, duplicatePackets: 0, jitterBufferDelayMilliseconds: 62,
+            jitterBufferTargetMilliseconds: 60, networkJitterMilliseconds: 4, restarts: 0, audioFrames: 105, meanJitterBufferDelayMilliseconds: 61, receiving: true)
+        let statistics = CallStatistics(
+            name: "ada", identity: "ada", room: "standup", phase: .inCall, elapsedSeconds: 75, members: ["ada", "bob", "cy"], speaking: ["bob"],
+            roundTripMilliseconds: 12.4, lossUpPercent: 0, lossUpTotalPercent: 0.5, lossUpEndToEndPercent: nil, lossDownPercent: 4.8,
+            jitterBufferDelayMilliseconds: 62, concealedPercent: 1.2, bitrate: 28_000, expectedLossPercent: 6, captureXruns: 1, playbackXruns: 0,
+            rejoins: 0, packetsSent: 3_000, bytesSent: 240_000, captureStartedAtNanoseconds: nil, playbackStartedAtNanoseconds: nil, speakers: [speaker])
+        let line = CallStatusLine.line(statistics)
+        print(line)
+        for part in ["ada", "1:15", "3 in room", "speaking: bob", "rtt 12 ms", "loss up 0.0% down 4.8%", "jb 62 ms", "concealed 1.2%", "28 kb/s", "xruns 1"] {
+            #expect(line.contains(part), "\(part) missing from: \(line)")
+        }
+        let summary = CallStatusLine.summary(statistics)
+        print(summary)
+        #expect(summary.contains("from bob") && summary.contains("FEC rebuilt 3.0%"))
+        var reconnecting = statistics
+        reconnecting.phase = .reconnecting
+        #expect(CallStatusLine.line(reconnecting).contains("reconnecting"))
+    }
+}
