@@ -206,6 +206,20 @@ struct RelayLinkTests {
         #expect(harness.events.contains(.joined(identity: "alice", room: "standup", canPublish: true, rejoin: true)))
     }
 
+    @Test(arguments: [true, false])
+    func aRestartedRelayThatNumbersItsMessagesAfreshIsHeard(secure: Bool) throws {
+        var harness = LinkHarness(secure: secure)
+        let firstSequence = harness.relay.sequence
+        try harness.join()
+        harness.deliver(try harness.relay.send(.goodbye(.init(reason: .relayShuttingDown, message: "")), reliable: true))
+        harness.sent.removeAll()
+        harness.relay.sequence = firstSequence  // the new process starts counting where the old one did
+        harness.advance(byMilliseconds: 300)
+        try harness.join()
+        #expect(harness.link.phase == .active, "the new relay's roster, numbered as the old one's was, is not taken for a duplicate")
+        #expect(harness.events.contains(.joined(identity: "alice", room: "standup", canPublish: true, rejoin: true)))
+    }
+
     @Test func aNotJoinedReplyMakesTheLinkRejoinEvenUnsealed() throws {
         var harness = LinkHarness()
         try harness.join()
