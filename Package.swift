@@ -101,5 +101,7 @@ let package = Package(
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyAudio", "ParleyWire"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyDevices", "ParleyAudio", "CALSA"]),
+        // Deploy/: installs into a temporary root, runs a call through the installed relay.
+        .testTarget(name: "DeployTests", dependencies: ["ParleyClient", "ParleyWire", "ParleyAudio"]),
     ]
 )

@@ -1,0 +1,120 @@
+import ParleyClient
+import ParleyWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A minimal caller for the deploy test: the client's real link to the relay (`RelayLink`:
+/// join, address proof, roster, keepalive, rejoin after a restart) over a real UDP socket,
+/// sending Opus frames in RTP and keeping what arrives. It stands in for `parley call` until
+/// that is on main.
+final class TestCaller {
+    struct Arrival {
+        let ssrc: UInt32
+        let sequence: UInt16
+        let payload: [UInt8]
+        let arrivedAt: UInt64
+    }
+
+    let name: String
+    let ssrc: UInt32
+    private let descriptor: Int32
+    private var relay: sockaddr_in
+    private(set) var link: RelayLink
+    private(set) var events: [LinkEvent] = []
+    private(set) var arrivals: [Arrival] = []
+    private var sequence: UInt16 = 0
+    private var timestamp: UInt32 = 0
+
+    init(name: String, invite: InviteURL, ssrc: UInt32) throws {
+        self.name = name
+        self.ssrc = ssrc
+        guard invite.host == "127.0.0.1" else { throw TestFailure("the test's invites name 127.0.0.1, not \(invite.host)") }
+        relay = loopback(port: UInt16(invite.port))
+        let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        var local = loopback(port: 0)
+        _ = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+        self.descriptor = descriptor
+        link = RelayLink(configuration: .init(
+            relayAddress: "\(invite.host):\(invite.port)", room: invite.room, token: invite.token, ssrc: ssrc, security: .insecure))
+    }
+
+    deinit { close(descriptor) }
+
+    func start() { deliver(link.start(now: monotonicNanoseconds())) }
+
+    var isActive: Bool { link.phase == .active }
+
+    /// Whether the link joined again by itself after losing the relay.
+    var rejoined: Bool {
+        events.contains { if case .joined(_, _, _, true) = $0 { return true } else { return false } }
+    }
+
+    var reconnectReasons: [String] {
+        events.compactMap { if case let .reconnecting(reason) = $0 { return reason } else { return nil } }
+    }
+
+    /// Sends one 20 ms Opus frame in RTP, as the call's send path does.
+    func send(opusFrame payload: [UInt8]) {
+        let header = RTPHeader(payloadType: RTPHeader.opusPayloadType, sequenceNumber: sequence, timestamp: timestamp, ssrc: ssrc)
+        sequence &+= 1
+        timestamp &+= 960
+        guard let packet = try? header.serialized(payload: payload) else { return }
+        transmit(packet)
+    }
+
+    /// Reads what has arrived and lets the link act on its timers, for up to `seconds`.
+    func pump(seconds: Double) {
+        let end = monotonicNanoseconds() + UInt64(seconds * 1e9)
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        while true {
+            let now = monotonicNanoseconds()
+            if let deadline = link.nextDeadline, deadline <= now { deliver(link.tick(now: now)) }
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count > 0 {
+                let arrivedAt = monotonicNanoseconds()
+                let output = buffer.withUnsafeBytes { bytes in
+                    link.handle(datagram: UnsafeRawBufferPointer(rebasing: bytes[..<count]), now: arrivedAt) { media in
+                        guard case .rtp = PacketKind(media), let view = try? RTPPacketView(parsing: media) else { return }
+                        arrivals.append(Arrival(ssrc: view.ssrc, sequence: view.sequenceNumber, payload: Array(view.payload), arrivedAt: arrivedAt))
+                    }
+                }
+                deliver(output)
+                continue
+            }
+            guard now < end else { return }
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            _ = poll(&poller, 1, 2)
+        }
+    }
+
+    private func deliver(_ output: RelayLink.Output) {
+        events += output.events
+        output.datagrams.forEach(transmit)
+    }
+
+    private func transmit(_ datagram: [UInt8]) {
+        _ = datagram.withUnsafeBytes { bytes in
+            withUnsafePointer(to: &relay) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(descriptor, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+    }
+}
+
+/// Pumps several callers in turn until `condition` holds or `timeout` passes.
+@discardableResult
+func pumpAll(_ callers: [TestCaller], timeout: Double, until condition: () -> Bool) -> Bool {
+    let end = monotonicSeconds() + timeout
+    while monotonicSeconds() < end {
+        for caller in callers { caller.pump(seconds: 0.005) }
+        if condition() { return true }
+    }
+    return condition()
+}
