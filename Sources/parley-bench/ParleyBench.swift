@@ -13,6 +13,7 @@ struct ParleyBench: ParsableCommand {
             RelayBenchmark.self,
             NetsimBenchmark.self,
             AudioBenchmark.self,
+            RelayMemoryBenchmark.self,
         ]
     )
 }
