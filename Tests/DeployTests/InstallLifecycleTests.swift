@@ -92,6 +92,16 @@ struct InstallLifecycleTests {
         #expect(rule.contains("udp dport \(relayPort) accept"), "the firewall opens the relay's port: \(rule)")
         #expect(!rule.contains("\(adminPort)") && rule.components(separatedBy: "accept").count == 2, "and nothing else")
         #expect(readText(root.at("/etc/nftables.conf")).components(separatedBy: "/etc/nftables.d/parley-relay.nft").count == 2)
+        if asRoot, let nft = Command.find("nft") {
+            // What nftables loads at boot: Debian's file with the rule file included at its end.
+            let loaded = workspace.path + "/nftables-as-loaded.conf"
+            try writeText(Self.debianNftablesConf + rule, to: loaded)
+            let check = try Command.run([nft, "--check", "--file", loaded])
+            print("nft --check on Debian's nftables.conf with the rule included: exit \(check.status) \(check.errors)")
+            #expect(check.succeeded, "nftables accepts the rule inserted into Debian's input chain")
+        } else {
+            print("nft --check skipped: \(asRoot ? "nft is not installed (Scripts/bootstrap installs it)" : "it needs root")")
+        }
 
         // MARK: Running it again changes nothing
         let again = try Command.run(["bash", bundle + "/install.sh"] + installOptions)
