@@ -94,6 +94,9 @@ if [[ -z "$binary" ]]; then
 fi
 [[ -f "$binary" ]] || usage_error "--binary $binary does not exist"
 require_privileges
+if ((use_systemd)) && is_live && ! systemd_present; then
+    die "systemd is not running here; run with --no-systemd and start the relay yourself (/usr/local/bin/parley-relay serve --config /etc/parley/relay.conf)"
+fi
 
 # A binary that cannot run here (another architecture, a newer glibc) is refused before the
 # running relay is touched.
@@ -244,8 +247,9 @@ if ((use_systemd)); then
     low_port_dropin="$(dropin_dir)/low-port.conf"
     if ((port < 1024)); then
         mkdir -p "$(dropin_dir)"
-        printf '# Written by Deploy/install.sh: UDP %s is below 1024.\n[Service]\nCapabilityBoundingSet=CAP_NET_BIND_SERVICE\nAmbientCapabilities=CAP_NET_BIND_SERVICE\n' "$port" >"$backup/low-port.conf"
-        install_file 644 "$backup/low-port.conf" "$low_port_dropin" && changed=1
+        # Not named low-port.conf: install_file keeps the replaced file under that name.
+        printf '# Written by Deploy/install.sh: UDP %s is below 1024.\n[Service]\nCapabilityBoundingSet=CAP_NET_BIND_SERVICE\nAmbientCapabilities=CAP_NET_BIND_SERVICE\n' "$port" >"$backup/new-low-port.conf"
+        install_file 644 "$backup/new-low-port.conf" "$low_port_dropin" && changed=1
     elif [[ -f "$low_port_dropin" ]]; then
         rm -f "$low_port_dropin"
         rmdir --ignore-fail-on-non-empty "$(dropin_dir)"
@@ -286,7 +290,9 @@ health_address() {
 healthy() {  # one GET /healthz over bash's /dev/tcp: no curl needed
     local host port answer
     read -r host port < <(health_address) || return 1
-    exec 3<>"/dev/tcp/$host/$port" 2>/dev/null || return 1
+    # The braces keep the 2>/dev/null to this connect; on a bare `exec` it would silence
+    # the rest of the script.
+    { exec 3<>"/dev/tcp/$host/$port"; } 2>/dev/null || return 1
     printf 'GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
     IFS= read -r -t 2 answer <&3 || true
     exec 3<&- 3>&-
@@ -314,7 +320,6 @@ rollback() {
 }
 
 if ((use_systemd)) && is_live; then
-    systemd_present || die "systemd is not running here; use --no-systemd and start the relay yourself: $installed_binary serve --config /etc/parley/relay.conf"
     systemctl daemon-reload
     systemctl enable --quiet parley-relay
     if ((changed)) || ! systemctl is-active --quiet parley-relay; then
