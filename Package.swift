@@ -102,6 +102,6 @@ let package = Package(
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyDevices", "ParleyAudio", "CALSA"]),
         // Deploy/: installs into a temporary root, runs a call through the installed relay.
-        .testTarget(name: "DeployTests", dependencies: ["ParleyClient", "ParleyWire", "ParleyAudio"]),
+        .testTarget(name: "DeployTests", dependencies: ["ParleyClient", "ParleySecurity", "ParleyWire", "ParleyAudio"]),
     ]
 )

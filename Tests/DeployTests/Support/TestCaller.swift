@@ -1,4 +1,5 @@
 import ParleyClient
+import ParleySecurity
 import ParleyWire
 
 #if canImport(Glibc)
@@ -39,8 +40,16 @@ final class TestCaller {
         }
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
         self.descriptor = descriptor
+        // An invite that pins the relay's key (`&key=`, once the relay speaks the secure
+        // transport) gets the encrypted link, as `parley call` would; otherwise plaintext.
+        let security: RelayLink.Security
+        if let key = invite.parameters.first(where: { $0.name == "key" })?.value {
+            security = .secure(relayKey: try RelayKey.publicKey(fromText: key))
+        } else {
+            security = .insecure
+        }
         link = RelayLink(configuration: .init(
-            relayAddress: "\(invite.host):\(invite.port)", room: invite.room, token: invite.token, ssrc: ssrc, security: .insecure))
+            relayAddress: "\(invite.host):\(invite.port)", room: invite.room, token: invite.token, ssrc: ssrc, security: security))
     }
 
     deinit { close(descriptor) }
@@ -64,7 +73,11 @@ final class TestCaller {
         sequence &+= 1
         timestamp &+= 960
         guard let packet = try? header.serialized(payload: payload) else { return }
-        transmit(packet)
+        guard case .secure = link.configuration.security else { return transmit(packet) }
+        // Sealed with the link's current session; nothing is sent while there is none.
+        if let sealed = packet.withUnsafeBytes({ link.protector.protect($0, nowNanoseconds: monotonicNanoseconds()) }) {
+            transmit(sealed)
+        }
     }
 
     /// Reads what has arrived and lets the link act on its timers, for up to `seconds`.
