@@ -264,9 +264,13 @@ if is_live; then
     # Raise the live limits now, never lower them (another service may want more).
     while read -r key _ value; do
         [[ "$key" =~ ^net\. ]] || continue
-        current=$(sysctl -n "$key" 2>/dev/null || echo 0)
-        if ((current < value)) && ! sysctl -q -w "$key=$value" 2>/dev/null; then
-            warn "cannot set $key (a container?); the relay will log the socket buffer it got"
+        # Written to /proc/sys directly: procps' sysctl exits 0 even when the kernel refuses.
+        file=/proc/sys/${key//.//}
+        current=$(cat "$file" 2>/dev/null || echo 0)
+        ((current < value)) || continue
+        { printf '%s\n' "$value" >"$file"; } 2>/dev/null || true
+        if (($(cat "$file" 2>/dev/null || echo 0) < value)); then
+            warn "cannot raise $key to $value here (a container?); it applies at the next boot, and the relay logs the socket buffer it got"
         fi
     done <"$(sysctl_path)"
 fi
@@ -284,7 +288,7 @@ health_address() {
     local host=${admin%:*}
     case "$host" in 0.0.0.0 | "" | "*") host=127.0.0.1 ;; "[::]") host=::1 ;; esac
     host=${host#[}
-    printf '%s %s' "${host%]}" "${admin##*:}"
+    printf '%s %s\n' "${host%]}" "${admin##*:}"
 }
 
 healthy() {  # one GET /healthz over bash's /dev/tcp: no curl needed
@@ -336,7 +340,7 @@ if ((use_systemd)) && is_live; then
     elif wait_healthy; then
         say "healthy: http://$admin/healthz answers ok"
     else
-        ((upgrading)) && rollback
+        ((upgrading && changed)) && rollback
         die "parley-relay did not answer /healthz within 10 s; see: journalctl -u parley-relay -n 50"
     fi
 elif ((use_systemd)); then
@@ -352,7 +356,7 @@ fi
 case "$public_host" in *:*) [[ "$public_host" == \[* ]] || public_host="[$public_host]" ;; esac
 
 echo
-echo "First invite (room $room, for $identity, valid $ttl):"
+echo "$( ((upgrading)) && echo "An invite" || echo "First invite") (room $room, for $identity, valid $ttl):"
 "$binary" token --secret-file "$secret" --room "$room" --identity "$identity" --ttl "$ttl" --relay "$public_host:$port"
 echo
 echo "More invites:  sudo parley-relay token --room ROOM --identity NAME --ttl 7d --relay $public_host:$port"
