@@ -15,6 +15,7 @@ Builds parley-relay, copies it to HOST over ssh and installs (or upgrades) it th
   --binary FILE      ship this parley-relay instead of building one
   --public-host NAME the name clients reach the relay by (default: HOST)
   --ssh-port N       ssh port of the VPS (default: ssh's own)
+  --ssh-option OPT   passed to ssh as -o OPT, e.g. IdentityFile=~/.ssh/vps (repeatable)
   --bundle-only DIR  put what would be shipped into DIR and stop (to inspect it, or to
                      carry it over another way: run DIR/install.sh on the VPS)
   -h, --help         this text
@@ -38,6 +39,7 @@ while (($# > 0)); do
     --binary) need_value "$@"; binary=$2; shift 2 ;;
     --public-host) need_value "$@"; public_host=$2; shift 2 ;;
     --ssh-port) need_value "$@"; ssh_options+=(-p "$2"); shift 2 ;;
+    --ssh-option) need_value "$@"; ssh_options+=(-o "$2"); shift 2 ;;
     --bundle-only) need_value "$@"; bundle_only=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; install_options=("$@"); break ;;

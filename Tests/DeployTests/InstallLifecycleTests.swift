@@ -31,15 +31,24 @@ struct InstallLifecycleTests {
 
         """
 
+    /// What a call must sound like to pass.
+    struct CallThresholds {
+        /// The share of frames that must arrive.
+        var delivery: Double
+        /// Median one-way delay through the relay.
+        var medianDelayMilliseconds: Double
+        /// The worst frame's delay; a frame later than this would be a dropout in a real call.
+        var worstDelayMilliseconds: Double
+        /// What a listener hears against the original recording, 1 being identical (Opus at
+        /// 32 kb/s keeps speech well above this; a lost frame costs about 0.01).
+        var similarity: Double
+
+        /// On loopback every frame arrives (nothing loses them), within margins a loaded
+        /// 2-core CI keeps.
+        static let loopback = CallThresholds(delivery: 1, medianDelayMilliseconds: 30, worstDelayMilliseconds: 300, similarity: 0.8)
+    }
+
     // Thresholds, stated once.
-    /// Every frame sent must arrive: loopback and a relay that is not overloaded lose nothing.
-    static let requiredDelivery = 1.0
-    /// Median one-way delay through the relay on loopback, with margin for a loaded 2-core CI.
-    static let maximumMedianDelayMilliseconds = 30.0
-    /// The worst frame's delay; a frame later than this would be a dropout in a real call.
-    static let maximumDelayMilliseconds = 300.0
-    /// What a listener hears against the original recording (Opus at 32 kb/s keeps speech well above this).
-    static let minimumSimilarity = 0.8
     /// SIGTERM to exit: the relay promises 2 s; the margin is for the loaded machine.
     static let maximumShutdownSeconds = 3.0
     /// From the new relay's start to both members back in the room (the link backs off up to 2 s).
@@ -196,7 +205,8 @@ struct InstallLifecycleTests {
 
     /// Both talk at once for the length of their clips, 20 ms frames in real time; each must
     /// hear the other's speech whole, on time and recognisably the same.
-    func expectConversation(_ a: TestCaller, _ aClip: SpeechClip, _ b: TestCaller, _ bClip: SpeechClip, when: String) throws {
+    func expectConversation(_ a: TestCaller, _ aClip: SpeechClip, _ b: TestCaller, _ bClip: SpeechClip, when: String,
+                            thresholds: CallThresholds = .loopback) throws {
         let heardByB = b.arrivals.count, heardByA = a.arrivals.count
         let frames = min(aClip.frames.count, bClip.frames.count)
         var sentAt: [UInt64] = []
@@ -223,11 +233,13 @@ struct InstallLifecycleTests {
             print("\(when): \(listener.name) heard \(speaker.name): \(heard.count)/\(frames) frames, one-way delay median "
                 + "\(rounded(median)) ms, worst \(rounded(worst)) ms, similarity to the recording \(rounded(similarity)), "
                 + "level \(rounded(SpeechClip.level(audio))) dBFS")
-            #expect(delivered >= Self.requiredDelivery, "\(listener.name) missed \(frames - heard.count) of \(speaker.name)'s frames \(when)")
-            let intact = payloads == Array(clip.frames.prefix(frames))
-            #expect(intact, "the frames arrive whole and in order")
-            #expect(median <= Self.maximumMedianDelayMilliseconds && worst <= Self.maximumDelayMilliseconds)
-            #expect(similarity >= Self.minimumSimilarity, "\(listener.name) hears \(speaker.name)'s speech")
+            #expect(delivered >= thresholds.delivery, "\(listener.name) missed \(frames - heard.count) of \(speaker.name)'s frames \(when)")
+            if thresholds.delivery == 1 {
+                let intact = payloads == Array(clip.frames.prefix(frames))
+                #expect(intact, "the frames arrive whole and in order")
+            }
+            #expect(median <= thresholds.medianDelayMilliseconds && worst <= thresholds.worstDelayMilliseconds)
+            #expect(similarity >= thresholds.similarity, "\(listener.name) hears \(speaker.name)'s speech")
         }
     }
 

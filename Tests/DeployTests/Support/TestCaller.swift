@@ -31,8 +31,7 @@ final class TestCaller {
     init(name: String, invite: InviteURL, ssrc: UInt32) throws {
         self.name = name
         self.ssrc = ssrc
-        guard invite.host == "127.0.0.1" else { throw TestFailure("the test's invites name 127.0.0.1, not \(invite.host)") }
-        relay = loopback(port: UInt16(invite.port))
+        relay = try Self.resolve(host: invite.host, port: UInt16(invite.port))
         let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         var local = loopback(port: 0)
         _ = withUnsafePointer(to: &local) {
@@ -53,6 +52,21 @@ final class TestCaller {
     }
 
     deinit { close(descriptor) }
+
+    /// The invite's host as an IPv4 address (a literal, or a name looked up).
+    static func resolve(host: String, port: UInt16) throws -> sockaddr_in {
+        var hints = addrinfo()
+        hints.ai_family = AF_INET
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &found) == 0, let first = found, let address = first.pointee.ai_addr else {
+            throw TestFailure("cannot find an IPv4 address for \(host)")
+        }
+        defer { freeaddrinfo(found) }
+        var result = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
+        result.sin_port = port.bigEndian
+        return result
+    }
 
     func start() { deliver(link.start(now: monotonicNanoseconds())) }
 
