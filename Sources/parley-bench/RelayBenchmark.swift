@@ -322,29 +322,22 @@ final class RelayProcess: Forwarder {
     let secretPath: String
     var needsJoin: Bool { true }
 
-    convenience init(binary: String, cpu: Int, nice: Int) throws {
-        try self.init { port, secretPath in
-            ["nice", "-n", "\(nice)", "taskset", "-c", "\(cpu)", binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "off",
-             "--threads", "1", "--secret-file", secretPath, "--log-level", "error",
-             "--max-rooms", "10000", "--socket-buffer", "4MiB",
-             // The overload test sends up to 10× 50 packets/s per member; the
-             // per-member limit is not what is being measured.
-             "--max-packet-rate", "1000"]
-        }
-    }
-
-    /// Starts the command line `command` makes from a free UDP port and a fresh secret file.
-    init(command: (_ port: UInt16, _ secretPath: String) -> [String]) throws {
+    init(binary: String, cpu: Int, nice: Int) throws {
         port = freeUDPPort()
         secret = .random()
         secretPath = "/tmp/parley-bench-relay-\(getpid()).secret"
         try SecretFile(tokenSecret: secret).write(path: secretPath, overwrite: true)
-        let arguments = command(port, secretPath)
+        let arguments = ["nice", "-n", "\(nice)", "taskset", "-c", "\(cpu)", binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "off",
+                         "--threads", "1", "--secret-file", secretPath, "--log-level", "error",
+                         "--max-rooms", "10000", "--socket-buffer", "4MiB",
+                         // The overload test sends up to 10× 50 packets/s per member; the
+                         // per-member limit is not what is being measured.
+                         "--max-packet-rate", "1000"]
         let argv = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var child: pid_t = 0
-        guard posix_spawnp(&child, arguments[0], nil, nil, argv, environ) == 0 else {
-            throw ValidationError("cannot start \(arguments.joined(separator: " ")); is util-linux installed?")
+        guard posix_spawnp(&child, "nice", nil, nil, argv, environ) == 0 else {
+            throw ValidationError("cannot start taskset \(binary); is util-linux installed?")
         }
         pid = child
         usleep(300_000)

@@ -53,14 +53,8 @@ struct RelayMemoryBenchmark: ParsableCommand {
     func run() throws {
         raiseFileLimit()
         let binary = try relayBinary ?? RelayBenchmark.siblingRelayBinary()
-        // As the unit runs it with the relay.conf install.sh writes: every core, default socket
-        // buffers, the admin port on localhost.
-        let relay = try RelayProcess { port, secretPath in
-            [binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "127.0.0.1:0", "--secret-file", secretPath, "--log-level", "warning"]
-        }
+        let relay = try ServiceLikeRelay(binary: binary)
         defer { relay.stop() }
-        var status: Int32 = 0
-        guard waitpid(relay.pid, &status, WNOHANG) == 0 else { throw ValidationError("\(binary) exited at once; run it by hand to see why") }
         usleep(UInt32(settle * 1_000_000))
         let idle = try ResidentMemory(pid: relay.pid)
         log("idle: \(idle.line)")
@@ -159,5 +153,86 @@ struct RelayMemoryReport: Codable {
         growth between the two loaded phases: \(growthBetweenPhasesKiB) KiB; loss \(percent(loss)); \
         \(Int(forwardedPacketsPerSecond)) packets/s forwarded
         """
+    }
+}
+
+/// `parley-relay serve` as the installed unit runs it with the relay.conf install.sh writes
+/// (every core, default socket buffers, the admin port on localhost), with a secret its own
+/// `keygen` made. The load generator speaks plaintext, so a relay that knows `--insecure`
+/// (the secure transport) is started with it.
+final class ServiceLikeRelay: Forwarder {
+    let port: UInt16
+    let pid: pid_t
+    let secret: TokenSecret
+    let secretPath: String
+    var needsJoin: Bool { true }
+
+    init(binary: String) throws {
+        port = freeUDPPort()
+        secretPath = "/tmp/parley-bench-memory-\(getpid()).secret"
+        unlink(secretPath)
+        guard Self.run([binary, "keygen", "--out", secretPath]) else { throw ValidationError("\(binary) keygen failed") }
+        secret = try SecretFile.load(path: secretPath).tokenSecret
+        var arguments = [binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "127.0.0.1:0",
+                         "--secret-file", secretPath, "--log-level", "warning"]
+        if Self.run([binary, "serve", "--help"], outputContains: "--insecure") { arguments.append("--insecure") }
+        pid = try Self.spawn(arguments)
+        usleep(300_000)
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == 0 else { throw ValidationError("\(binary) exited at once; run it by hand to see why") }
+    }
+
+    func setRooms(_ rooms: [[sockaddr_in]]) {}
+
+    var token: (String, String) -> String {
+        let secret = self.secret
+        return { room, identity in
+            let now = Int64(time(nil))
+            return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3600).signed(with: secret)
+        }
+    }
+
+    func cpuSeconds() -> Double { processCPUSeconds(path: "/proc/\(pid)/stat") }
+
+    func stop() {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        unlink(secretPath)
+    }
+
+    static func spawn(_ arguments: [String], output: String = "/dev/null") throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        guard posix_spawn(&child, arguments[0], &actions, nil, argv, environ) == 0 else {
+            throw ValidationError("cannot start \(arguments[0])")
+        }
+        return child
+    }
+
+    /// Runs to completion; true on exit 0 (and, if given, when its output holds `text`).
+    static func run(_ arguments: [String], outputContains text: String? = nil) -> Bool {
+        let output = "/tmp/parley-bench-memory-\(getpid()).out"
+        defer { unlink(output) }
+        guard let child = try? spawn(arguments, output: output) else { return false }
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        guard status == 0 else { return false }
+        guard let text else { return true }
+        guard let file = fopen(output, "r") else { return false }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = fread(&chunk, 1, chunk.count, file)
+            if count == 0 { break }
+            bytes += chunk[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self).contains(text)
     }
 }
