@@ -106,5 +106,7 @@ let package = Package(
             name: "ParleyCallTests",
             dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyWire", nioCore, nioPosix, logging]
         ),
+        // Deploy/: installs into a temporary root, runs a call through the installed relay.
+        .testTarget(name: "DeployTests", dependencies: ["ParleyClient", "ParleySecurity", "ParleyWire", "ParleyAudio"]),
     ]
 )

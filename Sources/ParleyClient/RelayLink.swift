@@ -262,8 +262,10 @@ public struct RelayLink {
     private mutating func beginJoin(now: UInt64, output: inout Output) {
         protector.set(nil)
         rosterAssembler = RosterAssembler()
-        // A new session numbers its reliable messages afresh: a restarted relay sends its
-        // first roster with a sequence number the old session may have used already.
+        // A new session numbers the relay's messages afresh (a restarted relay counts from its
+        // first sequence again), so numbers seen in the old one say nothing about duplicates:
+        // kept, they made the new relay's roster look like a retransmission and the link
+        // waited for it forever.
         seenReliable = RecentSequenceSet()
         sendsInPhase = 0
         retransmitInterval = configuration.retransmitNanoseconds

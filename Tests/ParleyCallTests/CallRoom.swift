@@ -6,16 +6,20 @@ import ParleyAudio
 import ParleyClient
 import ParleyNetSim
 import ParleyRelay
+import ParleySecurity
 import ParleyWire
 import Synchronization
 
 /// A relay on 127.0.0.1 (in this process, real UDP), optionally behind the impairment
 /// proxy, and a `CallSession` per talker of a `Conversation`, each fed its track in real
 /// time and recording what it receives per speaker. What a test asserts on is what came
-/// out: the recordings, set against the tracks with `SpeechComparison`.
+/// out: the recordings, set against the tracks with `SpeechComparison`. The calls are
+/// encrypted, as every call is by default: the relay has a key pair and each client pins
+/// its public key, as an invite's `&key=` makes it.
 final class CallRoom: @unchecked Sendable {
     // @unchecked: `relay` is replaced only by `restartRelay`, which the test calls from one task.
     let secret = TokenSecret.random()
+    let relayKey = RelayKey()
     let room: String
     private(set) var relay: Relay
     let relayPort: Int
@@ -27,7 +31,7 @@ final class CallRoom: @unchecked Sendable {
         self.room = room
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-call-\(room)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        relay = try Self.startRelay(port: 0, secret: secret)
+        relay = try Self.startRelay(port: 0, secret: secret, relayKey: relayKey)
         relayPort = relay.localAddress.port!
         if let scenario {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -41,7 +45,7 @@ final class CallRoom: @unchecked Sendable {
         }
     }
 
-    static func startRelay(port: Int, secret: TokenSecret) throws -> Relay {
+    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey) throws -> Relay {
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: "127.0.0.1", port: port)
         configuration.admin = nil
@@ -54,7 +58,7 @@ final class CallRoom: @unchecked Sendable {
         // same (it is the one thread Relay.start creates, found by its name). Without the
         // privilege nothing changes.
         let before = threadNames()
-        let relay = try Relay.start(configuration: configuration, secret: secret, logger: logger)
+        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger)
         for (thread, name) in threadNames() where before[thread] == nil && name.hasPrefix("NIO-ELT") {
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(thread), -11)
         }
@@ -82,7 +86,7 @@ final class CallRoom: @unchecked Sendable {
 
     /// A call for `talker`, reading `input` and recording what it hears under the room's directory.
     func configuration(for talker: String, input: CallConfiguration.Input, durationSeconds: Double) -> CallConfiguration {
-        var configuration = CallConfiguration(relayHost: "127.0.0.1", relayPort: clientPort, room: room, token: token(talker), security: .insecure)
+        var configuration = CallConfiguration(relayHost: "127.0.0.1", relayPort: clientPort, room: room, token: token(talker), security: .secure(relayKey: relayKey.publicKey))
         configuration.name = talker
         configuration.input = input
         configuration.output = .wav(path: directory + "/\(talker)-heard.wav")
@@ -102,7 +106,7 @@ final class CallRoom: @unchecked Sendable {
     func restartRelay(downFor seconds: Double) throws {
         relay.shutdown()
         Thread.sleep(forTimeInterval: seconds)
-        relay = try Self.startRelay(port: relayPort, secret: secret)
+        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: relayKey)
     }
 
     func close() async {

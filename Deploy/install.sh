@@ -1,0 +1,364 @@
+#!/usr/bin/env bash
+# Installs parley-relay as a hardened systemd service, or upgrades the one installed: the
+# system user `parley`, /etc/parley (config, and a secret made only if there is none),
+# the binary, the unit, UDP buffer sysctls and a firewall rule for the relay's port only;
+# then starts it, waits for /healthz and prints the first invite. Safe to run again: what is
+# there already is kept (config, secret, keys), what changed is replaced, and the relay is
+# restarted only if something changed.
+set -euo pipefail
+
+program=install.sh
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$here/common.sh"
+
+usage() {
+    cat <<'EOF'
+Usage: install.sh [options]
+
+Installs or upgrades parley-relay on this Debian or Ubuntu machine (run as root).
+
+  --binary FILE        the parley-relay to install (default: ./parley-relay beside this
+                       script, else .build/deploy/parley-relay from Deploy/build-relay.sh)
+  --port N             UDP port for clients (default 7800; kept from relay.conf on upgrade)
+  --admin HOST:PORT    /metrics and /healthz, or 'off' (default 127.0.0.1:9800, local only)
+  --public-host NAME   the host name or IP clients use, for the invite (default: hostname -f)
+  --firewall KIND      nftables, ufw or none (default: whichever is active)
+  --room NAME          room of the first invite (default lobby)
+  --identity NAME      name in the first invite (default admin)
+  --ttl DURATION       validity of the first invite (default 7d)
+  --root DIR           install into DIR instead of this system (tests, image builds);
+                       nothing is started and no live firewall or sysctl is touched
+  --no-systemd         do not install or start the unit (containers, other init systems)
+  -h, --help           this text
+
+Example, on a fresh VPS:
+  sudo Deploy/install.sh --public-host relay.example.org
+EOF
+}
+
+binary=""
+port=""
+admin=""
+public_host=""
+firewall=auto
+room=lobby
+identity="admin"
+ttl=7d
+use_systemd=1
+
+need_value() { [[ $# -ge 2 && -n "$2" ]] || usage_error "$1 needs a value"; }
+while (($# > 0)); do
+    case "$1" in
+    --binary) need_value "$@"; binary=$2; shift 2 ;;
+    --port) need_value "$@"; port=$2; shift 2 ;;
+    --admin) need_value "$@"; admin=$2; shift 2 ;;
+    --public-host) need_value "$@"; public_host=$2; shift 2 ;;
+    --firewall) need_value "$@"; firewall=$2; shift 2 ;;
+    --room) need_value "$@"; room=$2; shift 2 ;;
+    --identity) need_value "$@"; identity=$2; shift 2 ;;
+    --ttl) need_value "$@"; ttl=$2; shift 2 ;;
+    --root) need_value "$@"; root=${2%/}; shift 2 ;;
+    --no-systemd) use_systemd=0; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage_error "unknown option '$1'" ;;
+    esac
+done
+
+# MARK: Checking what was asked, before anything changes
+
+if [[ -n "$port" ]] && ! [[ "$port" =~ ^[0-9]+$ && "$port" -ge 1 && "$port" -le 65535 ]]; then
+    usage_error "--port is '$port'; give a number from 1 to 65535, e.g. 7800"
+fi
+if [[ -n "$admin" && "$admin" != off ]] && ! [[ "$admin" =~ ^(\[[0-9a-fA-F:.]+\]|[0-9.]+|localhost):[0-9]+$ ]]; then
+    usage_error "--admin is '$admin'; give HOST:PORT such as 127.0.0.1:9800 (keep it on localhost or a private address), or 'off'"
+fi
+case "$firewall" in
+auto | nftables | ufw | none) ;;
+*) usage_error "--firewall is '$firewall'; use nftables, ufw or none (or leave it out to detect)" ;;
+esac
+if [[ -n "$public_host" ]] && ! [[ "$public_host" =~ ^(\[?[0-9a-fA-F:]+\]?|[A-Za-z0-9.-]+)$ ]]; then
+    usage_error "--public-host is '$public_host'; give the host name or IP address clients reach, without a port"
+fi
+if [[ -n "$root" ]]; then
+    [[ -d "$root" ]] || usage_error "--root $root is not a folder; create it first"
+    root=$(cd "$root" && pwd)
+    [[ "$root" != / ]] || root=""
+fi
+
+if [[ -z "$binary" ]]; then
+    for candidate in "$here/parley-relay" "$here/../.build/deploy/parley-relay"; do
+        if [[ -f "$candidate" ]]; then binary=$candidate; break; fi
+    done
+    [[ -n "$binary" ]] || usage_error "no parley-relay binary found; build one with Deploy/build-relay.sh, or pass --binary FILE"
+fi
+[[ -f "$binary" ]] || usage_error "--binary $binary does not exist"
+require_privileges
+if ((use_systemd)) && is_live && ! systemd_present; then
+    die "systemd is not running here; run with --no-systemd and start the relay yourself (/usr/local/bin/parley-relay serve --config /etc/parley/relay.conf)"
+fi
+
+# A binary that cannot run here (another architecture, a newer glibc) is refused before the
+# running relay is touched.
+if ! new_version=$("$binary" --version 2>&1); then
+    die "$binary does not run on this machine: $new_version; build it on a system with the same or an older glibc (Deploy/build-relay.sh prints what it needs)"
+fi
+
+installed_binary=$(binary_path)
+upgrading=0
+old_version=""
+if [[ -x "$installed_binary" ]]; then
+    upgrading=1
+    old_version=$("$installed_binary" --version 2>/dev/null || echo unknown)
+fi
+if ((upgrading)); then
+    say "upgrading parley-relay $old_version to $new_version${root:+ in $root}"
+else
+    say "installing parley-relay $new_version${root:+ into $root}"
+fi
+
+# Something changed that the running relay must pick up.
+changed=0
+# For a failed upgrade: what to put back.
+backup=$(mktemp -d)
+trap 'rm -rf "$backup"' EXIT
+
+# MARK: The service user
+
+if ((EUID == 0)); then
+    mkdir -p "$(dirname "$(sysusers_path)")"
+    install -m 644 "$here/parley-relay.sysusers" "$(sysusers_path)"
+    if [[ -z "$(service_ids)" ]]; then
+        if command -v systemd-sysusers >/dev/null; then
+            # With a basename, sysusers reads just this file from the root's sysusers.d.
+            systemd-sysusers ${root:+--root="$root"} parley-relay.conf >/dev/null
+        else
+            # The same user, for systems without systemd's tools.
+            useradd ${root:+--prefix "$root"} --system --user-group --no-create-home \
+                --home-dir /nonexistent --shell /usr/sbin/nologin --comment "Parley voice relay" "$service_user"
+        fi
+        [[ -n "$(service_ids)" ]] || die "could not create the system user $service_user; check $root/etc/passwd"
+        say "created the system user $service_user (no login shell, no home)"
+    fi
+fi
+ids=$(service_ids)
+
+# MARK: /etc/parley: config and secret
+
+conf_dir=$(config_dir)
+config=$(config_path)
+secret=$(secret_path)
+mkdir -p "$conf_dir"
+chmod 750 "$conf_dir"
+
+# Sets `key = value` in relay.conf, replacing the line if the key is there.
+set_config() {
+    local key=$1 value=$2 current
+    current=$(awk -F= -v key="$key" '{ k = $1; gsub(/[ \t]/, "", k) } k == key { v = $2; gsub(/^[ \t]+|[ \t]+$/, "", v); print v; exit }' "$config")
+    [[ "$current" == "$value" ]] && return 0
+    if [[ -n "$current" ]]; then
+        local rest
+        rest=$(awk -F= -v key="$key" '{ k = $1; gsub(/[ \t]/, "", k) } k != key' "$config")
+        printf '%s\n%s = %s\n' "$rest" "$key" "$value" >"$config"
+        say "relay.conf: $key changed from $current to $value"
+    else
+        printf '%s = %s\n' "$key" "$value" >>"$config"
+    fi
+    changed=1
+}
+config_value() {
+    awk -F= -v key="$1" '{ k = $1; gsub(/[ \t]/, "", k) } k == key { v = $2; gsub(/^[ \t]+|[ \t]+$/, "", v); print v; exit }' "$config"
+}
+
+if [[ ! -f "$config" ]]; then
+    cat >"$config" <<EOF
+# parley-relay configuration, written by Deploy/install.sh. An upgrade keeps this file.
+# Every setting of \`parley-relay serve --help\` can go here as \`name = value\`
+# (max-rooms, max-members-per-room, idle-timeout, log-level, ...).
+# After a change: systemctl restart parley-relay
+listen = 0.0.0.0:${port:-7800}
+# /metrics and /healthz. They name rooms and people: keep this on localhost (put a
+# reverse proxy with a password in front, see Deploy/README.md) or a private address.
+admin = ${admin:-127.0.0.1:9800}
+secret-file = /etc/parley/relay.secret
+EOF
+    say "wrote $config"
+    changed=1
+else
+    # An upgrade keeps the file; flags given now replace just their own lines.
+    if [[ -n "$port" ]]; then
+        listen_host=$(config_value listen)
+        listen_host=${listen_host%:*}
+        set_config listen "${listen_host:-0.0.0.0}:$port"
+    fi
+    [[ -z "$admin" ]] || set_config admin "$admin"
+fi
+chmod 640 "$config"
+
+listen=$(config_value listen)
+listen=${listen:-0.0.0.0:7800}
+port=${listen##*:}
+admin=$(config_value admin)
+admin=${admin:-127.0.0.1:9800}
+
+if [[ -f "$secret" ]]; then
+    say "kept the secret in $secret (invites already sent keep working)"
+else
+    "$binary" keygen --out "$secret" >/dev/null
+    say "made a new secret in $secret"
+fi
+chmod 600 "$secret"
+if [[ -n "$ids" ]] && ((EUID == 0)); then
+    chown "root:${ids#*:}" "$conf_dir" "$config"
+    chown "$ids" "$secret"
+fi
+# The new binary must accept the secret as it is (a newer format, a damaged file) before it
+# replaces the running relay: mint a throwaway token with it.
+if ! problem=$("$binary" token --secret-file "$secret" --room install-check --identity install.sh --ttl 1m --relay 127.0.0.1:1 2>&1 >/dev/null); then
+    die "the new parley-relay cannot use $secret: $problem; nothing was replaced"
+fi
+
+# MARK: Binary, unit, sysctls
+
+install_file() {  # mode source target: replaces target if it differs; returns 1 if unchanged
+    local mode=$1 source=$2 target=$3
+    if [[ -f "$target" ]] && cmp -s "$source" "$target"; then return 1; fi
+    [[ ! -f "$target" ]] || cp -p "$target" "$backup/$(basename "$target")"
+    mkdir -p "$(dirname "$target")"
+    # Copy beside, then rename: the running relay's file is never half-written.
+    install -m "$mode" "$source" "$target.new"
+    mv -f "$target.new" "$target"
+}
+
+if install_file 755 "$binary" "$installed_binary"; then
+    say "installed $installed_binary ($(du -h "$installed_binary" | cut -f1))"
+    changed=1
+fi
+
+install_file 755 "$here/uninstall.sh" "$(lib_dir)/uninstall.sh" || true
+install_file 644 "$here/common.sh" "$(lib_dir)/common.sh" || true
+
+if ((use_systemd)); then
+    if install_file 644 "$here/parley-relay.service" "$(unit_path)"; then
+        say "installed $(unit_path)"
+        changed=1
+    fi
+    # Ports below 1024 need one capability, granted in a drop-in that follows the port.
+    low_port_dropin="$(dropin_dir)/low-port.conf"
+    if ((port < 1024)); then
+        mkdir -p "$(dropin_dir)"
+        # Not named low-port.conf: install_file keeps the replaced file under that name.
+        printf '# Written by Deploy/install.sh: UDP %s is below 1024.\n[Service]\nCapabilityBoundingSet=CAP_NET_BIND_SERVICE\nAmbientCapabilities=CAP_NET_BIND_SERVICE\n' "$port" >"$backup/new-low-port.conf"
+        install_file 644 "$backup/new-low-port.conf" "$low_port_dropin" && changed=1
+    elif [[ -f "$low_port_dropin" ]]; then
+        rm -f "$low_port_dropin"
+        rmdir --ignore-fail-on-non-empty "$(dropin_dir)"
+        changed=1
+    fi
+fi
+
+if install_file 644 "$here/parley-relay.sysctl" "$(sysctl_path)"; then
+    say "installed $(sysctl_path)"
+fi
+if is_live; then
+    # Raise the live limits now, never lower them (another service may want more).
+    while read -r key _ value; do
+        [[ "$key" =~ ^net\. ]] || continue
+        # Written to /proc/sys directly: procps' sysctl exits 0 even when the kernel refuses.
+        file=/proc/sys/${key//.//}
+        current=$(cat "$file" 2>/dev/null || echo 0)
+        ((current < value)) || continue
+        { printf '%s\n' "$value" >"$file"; } 2>/dev/null || true
+        if (($(cat "$file" 2>/dev/null || echo 0) < value)); then
+            warn "cannot raise $key to $value here (a container?); it applies at the next boot, and the relay logs the socket buffer it got"
+        fi
+    done <"$(sysctl_path)"
+fi
+
+# MARK: Firewall
+
+[[ "$firewall" != auto ]] || firewall=$(detect_firewall)
+firewall_open "$firewall" "$port"
+
+# MARK: Start, check, invite
+
+# The address /healthz answers on, from here.
+health_address() {
+    [[ "$admin" != off ]] || return 1
+    local host=${admin%:*}
+    case "$host" in 0.0.0.0 | "" | "*") host=127.0.0.1 ;; "[::]") host=::1 ;; esac
+    host=${host#[}
+    printf '%s %s\n' "${host%]}" "${admin##*:}"
+}
+
+healthy() {  # one GET /healthz over bash's /dev/tcp: no curl needed
+    local host port answer
+    read -r host port < <(health_address) || return 1
+    # The braces keep the 2>/dev/null to this connect; on a bare `exec` it would silence
+    # the rest of the script.
+    { exec 3<>"/dev/tcp/$host/$port"; } 2>/dev/null || return 1
+    printf 'GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
+    IFS= read -r -t 2 answer <&3 || true
+    exec 3<&- 3>&-
+    [[ "$answer" == *" 200 "* ]]
+}
+
+wait_healthy() {
+    local attempt
+    for attempt in $(seq 1 50); do
+        healthy && return 0
+        # A unit that stopped will not become healthy.
+        systemctl is-failed --quiet parley-relay 2>/dev/null && return 1
+        sleep 0.2
+        : "$attempt"
+    done
+    return 1
+}
+
+rollback() {
+    warn "the relay did not come up healthy; putting the previous version back"
+    [[ ! -f "$backup/parley-relay" ]] || install -m 755 "$backup/parley-relay" "$installed_binary"
+    [[ ! -f "$backup/$unit_name" ]] || install -m 644 "$backup/$unit_name" "$(unit_path)"
+    systemctl daemon-reload
+    systemctl restart parley-relay || true
+}
+
+if ((use_systemd)) && is_live; then
+    systemctl daemon-reload
+    systemctl enable --quiet parley-relay
+    if ((changed)) || ! systemctl is-active --quiet parley-relay; then
+        # A restart sends SIGTERM: members are told goodbye and rejoin the new relay by themselves.
+        systemctl restart parley-relay
+        say "$( ((upgrading)) && echo restarted || echo started) parley-relay; waiting for /healthz"
+    else
+        say "nothing changed; parley-relay keeps running"
+    fi
+    if [[ "$admin" == off ]]; then
+        sleep 1
+        systemctl is-active --quiet parley-relay || die "parley-relay did not stay up; see: journalctl -u parley-relay -n 50"
+        say "parley-relay is running (admin is off, so /healthz was not checked)"
+    elif wait_healthy; then
+        say "healthy: http://$admin/healthz answers ok"
+    else
+        ((upgrading && changed)) && rollback
+        die "parley-relay did not answer /healthz within 10 s; see: journalctl -u parley-relay -n 50"
+    fi
+elif ((use_systemd)); then
+    say "unit installed in $root; nothing started (--root)"
+else
+    say "no unit installed (--no-systemd); start the relay as the unit would: $installed_binary serve --config /etc/parley/relay.conf"
+fi
+
+if [[ -z "$public_host" ]]; then
+    public_host=$(hostname -f 2>/dev/null || hostname)
+    say "no --public-host given; the invite names $public_host (pass --public-host as clients reach this machine)"
+fi
+case "$public_host" in *:*) [[ "$public_host" == \[* ]] || public_host="[$public_host]" ;; esac
+
+echo
+echo "$( ((upgrading)) && echo "An invite" || echo "First invite") (room $room, for $identity, valid $ttl):"
+"$binary" token --secret-file "$secret" --room "$room" --identity "$identity" --ttl "$ttl" --relay "$public_host:$port"
+echo
+echo "More invites:  sudo parley-relay token --room ROOM --identity NAME --ttl 7d --relay $public_host:$port"
+echo "Logs:          journalctl -u parley-relay -f      Metrics: curl http://$admin/metrics"
+echo "Remove:        sudo /usr/local/lib/parley-relay/uninstall.sh   (keeps /etc/parley unless --purge)"
