@@ -52,7 +52,9 @@ let package = Package(
         .target(name: "ParleyWire"),
 
         // MARK: Secure transport: Noise NK handshake, sealed packets, replay window, address cookies.
-        .target(name: "ParleySecurity", dependencies: ["ParleyWire", crypto]),
+        .target(name: "ParleySecurity", dependencies: ["ParleyWire", "CParleyAEAD", crypto]),
+        // The per-packet ChaCha20-Poly1305, straight on the BoringSSL that swift-crypto builds in.
+        .target(name: "CParleyAEAD"),
 
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         .target(

@@ -40,8 +40,22 @@ public final class SecureSession: Sendable {
     /// A name for the session both sides agree on (the Noise handshake hash).
     public let handshakeHash: [UInt8]
 
+    /// A transport key and its cipher context, made once per key.
+    private struct TransportKey {
+        let key: SymmetricKey
+        let cipher: PacketCipher
+
+        init(_ key: SymmetricKey) {
+            self.key = key
+            cipher = PacketCipher(key)
+        }
+
+        /// Noise's `Rekey()` of this key.
+        func next() -> TransportKey { TransportKey(SecureSession.rekey(key)) }
+    }
+
     private struct SendState {
-        var key: SymmetricKey
+        var key: TransportKey
         var phase: Bool = false
         var counter: UInt64 = 0
         var packetsUnderKey: UInt64 = 0
@@ -49,12 +63,12 @@ public final class SecureSession: Sendable {
     }
 
     private struct ReceiveState {
-        var key: SymmetricKey
+        var key: TransportKey
         var phase: Bool = false
         /// The lowest counter seen under the current key; older packets of the other phase
         /// belong to the previous key.
         var phaseStartCounter: UInt64 = 0
-        var previousKey: SymmetricKey?
+        var previousKey: TransportKey?
         var window = ReplayWindow()
     }
 
@@ -70,8 +84,8 @@ public final class SecureSession: Sendable {
         self.remoteIndex = remoteIndex
         self.handshakeHash = keys.handshakeHash
         self.policy = policy
-        self.sendState = Mutex(SendState(key: keys.sending, keyCreatedNanoseconds: nowNanoseconds))
-        self.receiveState = Mutex(ReceiveState(key: keys.receiving))
+        self.sendState = Mutex(SendState(key: TransportKey(keys.sending), keyCreatedNanoseconds: nowNanoseconds))
+        self.receiveState = Mutex(ReceiveState(key: TransportKey(keys.receiving)))
     }
 
     /// Bytes a sealed packet needs for a `plaintextCount`-byte inner packet.
@@ -81,10 +95,10 @@ public final class SecureSession: Sendable {
     public func seal(_ plaintext: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, nowNanoseconds: UInt64) throws(SecurityError) -> Int {
         let needed = Self.sealedSize(plaintextCount: plaintext.count)
         guard output.count >= needed else { throw .malformed("output buffer too small for the sealed packet") }
-        let (key, header) = try sendState.withLock { state throws(SecurityError) -> (SymmetricKey, SealedHeader) in
+        let (key, header) = try sendState.withLock { state throws(SecurityError) -> (TransportKey, SealedHeader) in
             if state.packetsUnderKey >= policy.rekeyAfterPackets
                 || nowNanoseconds &- state.keyCreatedNanoseconds >= policy.rekeyAfterSeconds &* 1_000_000_000 {
-                state.key = Self.rekey(state.key)
+                state.key = state.key.next()
                 state.phase.toggle()
                 state.packetsUnderKey = 0
                 state.keyCreatedNanoseconds = nowNanoseconds
@@ -98,12 +112,10 @@ public final class SecureSession: Sendable {
         var writer = ByteWriter(output)
         try? header.write(to: &writer)  // cannot fail: the size was checked above
         let headerBytes = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(output)[0..<SealedHeader.size])
-        guard let box = try? ChaChaPoly.seal(plaintext, using: key, nonce: Noise.nonce(header.counter), authenticating: headerBytes) else {
+        let body = UnsafeMutableRawBufferPointer(rebasing: output[SealedHeader.size..<needed])
+        guard key.cipher.seal(plaintext, counter: header.counter, associatedData: headerBytes, into: body) else {
             throw .malformed("sealing failed")
         }
-        let body = output.baseAddress! + SealedHeader.size
-        box.ciphertext.withUnsafeBytes { body.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-        box.tag.withUnsafeBytes { (body + plaintext.count).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
         return needed
     }
 
@@ -119,21 +131,19 @@ public final class SecureSession: Sendable {
 
         return try receiveState.withLock { state throws(SecurityError) -> Int in
             guard state.window.mayAccept(header.counter) else { throw .replayed(counter: header.counter) }
-            let key: SymmetricKey
+            let key: TransportKey
             var advancesPhase = false
             if header.keyPhase == state.phase {
                 key = state.key
             } else if header.counter < state.phaseStartCounter, let previous = state.previousKey {
                 key = previous
             } else {
-                key = Self.rekey(state.key)
+                key = state.key.next()
                 advancesPhase = true
             }
             let headerBytes = UnsafeRawBufferPointer(rebasing: packet[0..<SealedHeader.size])
-            let ciphertext = UnsafeRawBufferPointer(rebasing: packet[SealedHeader.size..<(SealedHeader.size + plaintextCount)])
-            let tag = UnsafeRawBufferPointer(rebasing: packet[(packet.count - SealedHeader.tagSize)...])
-            guard let box = try? ChaChaPoly.SealedBox(nonce: Noise.nonce(header.counter), ciphertext: ciphertext, tag: tag),
-                  let plaintext = try? ChaChaPoly.open(box, using: key, authenticating: headerBytes) else {
+            let sealed = UnsafeRawBufferPointer(rebasing: packet[SealedHeader.size...])
+            guard key.cipher.open(sealed, counter: header.counter, associatedData: headerBytes, into: output) == plaintextCount else {
                 throw .authenticationFailed
             }
             // Authenticated: only now may the packet change the session.
@@ -146,7 +156,6 @@ public final class SecureSession: Sendable {
             } else if header.keyPhase == state.phase {
                 state.phaseStartCounter = min(state.phaseStartCounter, header.counter)
             }
-            plaintext.copyBytes(to: output)
             return plaintextCount
         }
     }

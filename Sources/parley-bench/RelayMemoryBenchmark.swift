@@ -178,7 +178,7 @@ final class ServiceLikeRelay: Forwarder {
         secret = secrets.tokenSecret
         guard let key = secrets.relayKey?.publicKey else { throw ValidationError("\(binary) keygen wrote no relay key pair") }
         relayKey = key
-        var arguments = [binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "127.0.0.1:0",
+        let arguments = [binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "127.0.0.1:0",
                          "--secret-file", secretPath, "--log-level", "warning"]
         pid = try Self.spawn(arguments)
         usleep(300_000)
