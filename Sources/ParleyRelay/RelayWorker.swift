@@ -299,7 +299,11 @@ final class RelayWorker: @unchecked Sendable {
         guard var reception = session.media.reception, reception.isValid else { return }
         let block = reception.makeReportBlock(nowNanoseconds: now)
         session.media.reception = reception
-        session.lastReceiverReportNanoseconds = now
+        // Each next report comes 0.5–1.5 intervals later (RFC 3550 §6.3.1's randomisation),
+        // so members who joined together do not all fall due in the same tick: a thousand
+        // reports built at once stall forwarding for milliseconds.
+        session.nextReceiverReportNanoseconds = now &+ UInt64.random(
+            in: Self.receiverReportIntervalNanoseconds / 2...Self.receiverReportIntervalNanoseconds * 3 / 2)
         session.gauges?.upstreamLoss.record(block.lossFraction)
         session.gauges?.upstreamJitter.record(reception.jitterSeconds)
         let report = RTCPPacket.receiverReport(RTCPReceiverReport(ssrc: core.relaySSRC, reportBlocks: [block]))
@@ -688,7 +692,7 @@ final class RelayWorker: @unchecked Sendable {
                 expired.append((session, .idleTimeout))
             } else {
                 resendReliable(session, now: now, force: false)
-                if session.state == .active, now &- session.lastReceiverReportNanoseconds >= Self.receiverReportIntervalNanoseconds {
+                if session.state == .active, now >= session.nextReceiverReportNanoseconds {
                     sendReceiverReport(to: session, now: now)
                 }
             }

@@ -46,7 +46,8 @@ final class Session: @unchecked Sendable {
     private var nextSequence: UInt32 = 1
     /// Rate limit and reception statistics, what the forwarding decision reads and keeps.
     @exclusivity(unchecked) var media: Forwarder.Sender
-    var lastReceiverReportNanoseconds: UInt64 = 0
+    /// When the relay's next receiver report to this member is due (0: at the next tick).
+    var nextReceiverReportNanoseconds: UInt64 = 0
     /// Per-stream gauges, registered when the member becomes active, removed when it leaves.
     var gauges: StreamGauges?
 
