@@ -352,6 +352,14 @@ protocol Forwarder: AnyObject {
     func stop()
 }
 
+/// Mints a token for (room, identity), valid for an hour: a relay process's `token`.
+func hourLongTokens(signedWith secret: TokenSecret) -> (String, String) -> String {
+    { room, identity in
+        let now = Int64(time(nil))
+        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3600).signed(with: secret)
+    }
+}
+
 /// `parley-relay serve` in its own process, pinned with `taskset -c CPU`.
 final class RelayProcess: Forwarder {
     let port: UInt16
@@ -386,13 +394,7 @@ final class RelayProcess: Forwarder {
 
     func setRooms(_ rooms: [[sockaddr_in]]) {}
 
-    var token: (String, String) -> String {
-        let secret = self.secret
-        return { room, identity in
-            let now = Int64(time(nil))
-            return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3600).signed(with: secret)
-        }
-    }
+    var token: (String, String) -> String { hourLongTokens(signedWith: secret) }
 
     func cpuSeconds() -> Double { processCPUSeconds(path: "/proc/\(pid)/stat") }
 
