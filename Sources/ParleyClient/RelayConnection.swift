@@ -31,6 +31,11 @@ final class RelayConnection: @unchecked Sendable {
     private var members: [ControlMessage.Roster.Member] = []
     /// Figures of streams that ended (members who left, streams replaced on a rejoin), for the summary.
     private var departed: [CallStatistics.Speaker] = []
+    /// What each stream's jitter buffer had learned of the path when our rejoin replaced it
+    /// (its target delay, seconds). The new buffer starts from it instead of the cautious
+    /// default: a talker silent at the rejoin sends a DTX packet every 400 ms, so measuring
+    /// afresh would take 10 s, and their next words would come 40 ms late and then drift in.
+    private var learnedTargets: [UInt32: Double] = [:]
     /// The latest fraction lost each member reported for our stream (their SR's block about us).
     private var endToEndLoss: [UInt32: Double] = [:]
     private var scheduled: Scheduled<Void>?
@@ -174,7 +179,11 @@ final class RelayConnection: @unchecked Sendable {
         if let speaker = speakers[ssrc] { return speaker }
         guard speakers.count < Self.maximumSpeakers else { return nil }
         let identity = members.first { $0.ssrc == ssrc }?.identity
-        guard let speaker = try? RemoteSpeaker(ssrc: ssrc, identity: identity, configuration: configuration.jitterBuffer, now: now) else {
+        var jitterBuffer = configuration.jitterBuffer
+        if let learned = learnedTargets.removeValue(forKey: ssrc) {
+            jitterBuffer.delay.initialSeconds = min(jitterBuffer.delay.maximumSeconds, max(jitterBuffer.delay.minimumSeconds, learned))
+        }
+        guard let speaker = try? RemoteSpeaker(ssrc: ssrc, identity: identity, configuration: jitterBuffer, now: now) else {
             return nil
         }
         speakers[ssrc] = speaker
@@ -260,7 +269,12 @@ final class RelayConnection: @unchecked Sendable {
         switch event {
         case let .joined(identity, _, canPublish, rejoin):
             if rejoin {
-                // A new timeline: the old buffers would add the outage's length as delay.
+                // A new timeline: the old buffers would add the outage's length as delay. What
+                // they learned of the path's jitter still holds, so the new ones start from it.
+                learnedTargets = [:]
+                for (ssrc, speaker) in speakers where (speaker.reception?.received ?? 0) >= RemoteSpeaker.packetsToLearnJitter {
+                    learnedTargets[ssrc] = speaker.buffer.statistics.targetDelayMilliseconds / 1_000
+                }
                 for ssrc in Array(speakers.keys) { removeSpeaker(ssrc, now: now) }
             }
             channelLock.withLock { $0 = channel }

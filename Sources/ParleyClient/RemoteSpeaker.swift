@@ -21,6 +21,9 @@ final class RemoteSpeaker {
     private var delaySum = 0.0
     private var delaySamples = 0
 
+    /// Packets after which the buffer's target reflects the path rather than its default.
+    static let packetsToLearnJitter: UInt64 = 50
+
     init(ssrc: UInt32, identity: String?, configuration: JitterBuffer.Configuration, now: UInt64) throws {
         self.ssrc = ssrc
         self.identity = identity

@@ -66,7 +66,7 @@ struct ImpairedNetworkTests {
         let (receptions, outcome) = try await CallSlots.shared.withSlot {
             let room = try await CallRoom(room: expectation.scenario, scenario: scenario)
             let outcome = try await room.run(conversation)
-            let receptions = try Reception.all(in: room, outcome: outcome, conversation: conversation)
+            let receptions = try await Reception.all(in: room, outcome: outcome, conversation: conversation)
             await room.close()
             return (receptions, outcome)
         }

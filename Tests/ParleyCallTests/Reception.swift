@@ -2,15 +2,24 @@ import Foundation
 import ParleyClient
 
 /// What one listener got of one talker, measured from the listener's recording.
-struct Reception: CustomStringConvertible {
+struct Reception: Sendable, CustomStringConvertible {
     let talker: String
     let listener: String
     let comparison: SpeechComparison
     /// Mouth-to-ear delays of the windows that start after `settle` seconds, sorted, ms.
     let settledDelays: [Double]
 
-    /// Compares every listener's recording of every other talker.
-    static func all(in room: CallRoom, outcome: CallOutcome, conversation: Conversation, settleSeconds: Double = 3) throws -> [Reception] {
+    /// Compares every listener's recording of every other talker, on a thread of its own:
+    /// the comparisons take seconds of CPU in a debug build, and on the shared task pool
+    /// they would hold up the other calls' tasks (a restart timed with `Task.sleep` came
+    /// seconds late behind them).
+    static func all(in room: CallRoom, outcome: CallOutcome, conversation: Conversation, settleSeconds: Double = 3) async throws -> [Reception] {
+        try await runOnThread {
+            Result { try compareAll(in: room, outcome: outcome, conversation: conversation, settleSeconds: settleSeconds) }
+        }.get()
+    }
+
+    private static func compareAll(in room: CallRoom, outcome: CallOutcome, conversation: Conversation, settleSeconds: Double) throws -> [Reception] {
         var receptions: [Reception] = []
         for listener in Conversation.talkers {
             for talker in Conversation.talkers where talker != listener {

@@ -18,7 +18,7 @@ struct ThreeWayCallTests {
         for (talker, result) in outcome.results {
             if case let .failure(error) = result { Issue.record("\(talker)'s call failed: \(error)") }
         }
-        let receptions = try Reception.all(in: room, outcome: outcome, conversation: conversation)
+        let receptions = try await Reception.all(in: room, outcome: outcome, conversation: conversation)
         for reception in receptions {
             print("clean loopback: \(reception)")
             #expect(reception.comparison.envelopeCorrelation >= 0.85, "\(reception)")
