@@ -126,7 +126,10 @@ public final class Relay: Sendable {
             .channelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(clamping: configuration.socketBufferBytes))
             // recvmmsg: up to this many datagrams per system call.
             .channelOption(.datagramVectorReadMessageCount, value: configuration.vectorReadCount)
-            .channelOption(.maxMessagesPerRead, value: 4)
+            // One recvmmsg per wake-up: a short batch means the queue is empty, and asking
+            // again only to hear EAGAIN was a tenth of the cost of a one-packet wake-up;
+            // with more waiting, epoll (level-triggered) reports the socket again at once.
+            .channelOption(.maxMessagesPerRead, value: 1)
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: configuration.vectorReadCount * 2048))
             // Bounded send queue: above this the relay sheds packets instead of queueing them.
             .channelOption(.writeBufferWaterMark, value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))

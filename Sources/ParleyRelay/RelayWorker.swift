@@ -31,6 +31,13 @@ final class RelayWorker: @unchecked Sendable {
 
     /// Members whose datagrams arrive on this loop, by source address.
     @exclusivity(unchecked) private var sessions: [PeerAddress: Session] = [:]
+    /// The same sessions in ``sweepSliceCount`` groups by id: each tick checks one group's
+    /// idle and joining timeouts, so every member is looked at twice a second and no tick
+    /// walks them all (at 1,760 members that walk held up forwarding for 0.35 ms).
+    private var sweepSlices: [[PeerAddress: Session]] = Array(repeating: [:], count: RelayWorker.sweepSliceCount)
+    private var nextSweepSlice = 0
+    /// Sessions with a reliable message not yet acknowledged: the tick retransmits for these only.
+    private var awaitingAcknowledgement: [PeerAddress: Session] = [:]
     /// Sessions that ended recently, kept a few seconds to retransmit goodbye and to ack a
     /// retransmitted leave (the address was proven, so answering it is safe).
     private var departures: [PeerAddress: Departure] = [:]
@@ -55,6 +62,7 @@ final class RelayWorker: @unchecked Sendable {
     /// Flushing after this many writes bounds the delay a long read burst adds.
     static let maximumUnflushedWrites = 256
     static let tickIntervalNanoseconds: UInt64 = 50_000_000
+    static let sweepSliceCount = 10
     static let receiverReportIntervalNanoseconds: UInt64 = 1_000_000_000
     static let departureLifetimeNanoseconds: UInt64 = 10_000_000_000
     /// Rosters are paged to fit a datagram that crosses any path unfragmented.
@@ -208,6 +216,10 @@ final class RelayWorker: @unchecked Sendable {
         if copies > 0 && forwardedReadTimes.count < forwardedReadTimes.capacity {
             forwardedReadTimes.append(now)
         }
+        // The stream's receiver report goes out with one of its own packets, so reports are
+        // spread as evenly as the packets are: built in a timer tick, a thousand of them
+        // held up forwarding for most of a millisecond.
+        if now >= session.nextReceiverReportNanoseconds { sendReceiverReport(to: session, now: now) }
     }
 
     /// Writes `buffer` to every receiver of the session's room but the session, sealed for each
@@ -482,6 +494,7 @@ final class RelayWorker: @unchecked Sendable {
             return .refused(code, text)
         case let .admitted(replaced):
             sessions[session.peer] = session
+            sweepSlices[Self.sweepSlice(of: session)][session.peer] = session
             metrics.joinsAccepted.increment()
             logger.info("member joining", metadata: [
                 "member": "\(session.logDescription)", "software": "\(software.prefix(64))",
@@ -633,6 +646,7 @@ final class RelayWorker: @unchecked Sendable {
             let message = ControlMessage(sequence: sequence, isReliable: true, body: .roster(page))
             guard let bytes = try? message.serialized() else { continue }
             session.reliable.enqueue(sequence: sequence, kind: .roster(version: page.version), bytes: bytes, nowNanoseconds: now)
+            awaitingAcknowledgement[session.peer] = session
             send(bytes, to: session, kind: .control)
         }
         flush()
@@ -658,6 +672,9 @@ final class RelayWorker: @unchecked Sendable {
         session.gauges?.destroy()
         session.gauges = nil
         if sessions[session.peer] === session { sessions[session.peer] = nil }
+        let slice = Self.sweepSlice(of: session)
+        if sweepSlices[slice][session.peer] === session { sweepSlices[slice][session.peer] = nil }
+        if awaitingAcknowledgement[session.peer] === session { awaitingAcknowledgement[session.peer] = nil }
         metrics.removals[reason]?.increment()
         var goodbye = ReliableSender()
         if tellMember, let goodbyeReason = reason.goodbye {
@@ -678,25 +695,34 @@ final class RelayWorker: @unchecked Sendable {
 
     // MARK: Timers
 
-    /// Every ``tickIntervalNanoseconds``: idle and joining timeouts, retransmissions,
-    /// receiver reports, and the counters for /metrics.
+    /// Every ``tickIntervalNanoseconds``: retransmissions, one slice of the idle and joining
+    /// timeouts (and the receiver reports of streams that went quiet), departures, and the
+    /// counters for /metrics. (Receiver reports go out with the stream's own packets, in
+    /// `forwardMedia`.) The tick holds up forwarding while it runs, so it touches only what
+    /// is due.
     func tick() {
         let now = monotonicNanoseconds()
         let idle = UInt64(limits.idleTimeoutMilliseconds) * 1_000_000
         let pending = UInt64(limits.pendingTimeoutMilliseconds) * 1_000_000
+        var acknowledged: [PeerAddress] = []
+        for (peer, session) in awaitingAcknowledgement {
+            resendReliable(session, now: now, force: false)
+            if session.reliable.isEmpty { acknowledged.append(peer) }
+        }
+        for peer in acknowledged { awaitingAcknowledgement[peer] = nil }
         var expired: [(Session, RemovalReason)] = []
-        for session in sessions.values {
+        for session in sweepSlices[nextSweepSlice].values {
             if session.state == .joining, now &- session.joinedNanoseconds > pending {
                 expired.append((session, .neverReady))
             } else if now &- session.lastHeardNanoseconds > idle {
                 expired.append((session, .idleTimeout))
-            } else {
-                resendReliable(session, now: now, force: false)
-                if session.state == .active, now >= session.nextReceiverReportNanoseconds {
-                    sendReceiverReport(to: session, now: now)
-                }
+            } else if session.state == .active, now >= session.nextReceiverReportNanoseconds {
+                // A stream that stopped still gets its last report; a talking one gets it
+                // with its next packet, so few are ever sent from here.
+                sendReceiverReport(to: session, now: now)
             }
         }
+        nextSweepSlice = (nextSweepSlice + 1) % Self.sweepSliceCount
         for (session, reason) in expired {
             logger.info(reason == .neverReady ? "joining member never sent ready; removed" : "member idle; removed", metadata: [
                 "member": "\(session.logDescription)",
@@ -715,6 +741,8 @@ final class RelayWorker: @unchecked Sendable {
         if now &- lastStatisticsFlush >= 500_000_000 { flushStatistics(now: now) }
         flush()
     }
+
+    private static func sweepSlice(of session: Session) -> Int { Int(session.id % UInt64(sweepSliceCount)) }
 
     private func resendReliable(_ session: Session, now: UInt64, force: Bool) {
         if force {

@@ -768,7 +768,10 @@ final class LoadGenerator {
                 generatorCPUAtEnd = processCPUSeconds(path: "/proc/thread-self/stat")
             }
             if now < windowEnd {
-                let stamp = monotonicNanoseconds()
+                // The send time in each packet is on CLOCK_REALTIME, the clock of the kernel's
+                // receive timestamps that the latency is measured against.
+                let stamp = realtimeNanoseconds()
+                let sealNow = monotonicNanoseconds()
                 while socket.queued < MultiAddressSocket.batch {
                     let dueTime = due(cursor, round)
                     guard dueTime <= now else { break }
@@ -778,7 +781,7 @@ final class LoadGenerator {
                     if let session = sessions.isEmpty ? nil : sessions[cursor] {
                         // A real client seals each packet once for the relay; so does the generator.
                         let count = packet.withUnsafeBytes { plain in
-                            sealedPacket.withUnsafeMutableBytes { (try? session.seal(plain, into: $0, nowNanoseconds: stamp)) ?? 0 }
+                            sealedPacket.withUnsafeMutableBytes { (try? session.seal(plain, into: $0, nowNanoseconds: sealNow)) ?? 0 }
                         }
                         socket.queue(Array(sealedPacket.prefix(count)), from: members[cursor].address)
                     } else {
@@ -827,7 +830,7 @@ final class LoadGenerator {
                 }
                 guard bytes[bytes.startIndex + 1] & 0x7F == RTPHeader.opusPayloadType, bytes[bytes.startIndex + 20] == 1 else { return }
                 guard let index = memberIndex(destination), index < members.count else { strays += 1; return }
-                let arrival = Int64(monotonicNanoseconds())
+                let arrival = Int64(socket.lastArrivalNanoseconds)
                 var sentAt: UInt64 = 0
                 for offset in 12..<20 { sentAt = sentAt << 8 | UInt64(bytes[bytes.startIndex + offset]) }
                 let ssrc = UInt32(bytes[bytes.startIndex + 8]) << 24 | UInt32(bytes[bytes.startIndex + 9]) << 16
@@ -984,6 +987,8 @@ final class MultiAddressSocket {
     static let batch = 256
     static let slot = 2048
     static let controlSpace = 32  // CMSG_SPACE(sizeof(struct in_pktinfo))
+    /// Room for a received datagram's IP_PKTINFO and SO_TIMESTAMPNS messages (32 bytes each).
+    static let receiveControlSpace = 128
 
     let descriptor: Int32
     let port: UInt16
@@ -993,10 +998,14 @@ final class MultiAddressSocket {
     private let sendVectors = UnsafeMutablePointer<iovec>.allocate(capacity: batch)
     private let sendHeaders = UnsafeMutablePointer<parley_mmsghdr>.allocate(capacity: batch)
     private let receiveBuffers = UnsafeMutableRawPointer.allocate(byteCount: batch * slot, alignment: 16)
-    private let receiveControl = UnsafeMutableRawPointer.allocate(byteCount: batch * 64, alignment: 16)
+    private let receiveControl = UnsafeMutableRawPointer.allocate(byteCount: batch * receiveControlSpace, alignment: 16)
     private let receiveVectors = UnsafeMutablePointer<iovec>.allocate(capacity: batch)
     private let receiveHeaders = UnsafeMutablePointer<parley_mmsghdr>.allocate(capacity: batch)
     private(set) var queued = 0
+    /// When the datagram being handled in `receive` reached this socket (CLOCK_REALTIME, ns):
+    /// the kernel's timestamp, so the latency measured is the forwarder's and the network's,
+    /// not the time this busy generator took to get round to reading it.
+    private(set) var lastArrivalNanoseconds: UInt64 = 0
 
     init(destination: sockaddr_in) throws {
         self.destination = destination
@@ -1004,6 +1013,7 @@ final class MultiAddressSocket {
         self.descriptor = descriptor
         var on: Int32 = 1
         setsockopt(descriptor, Int32(IPPROTO_IP), 8 /* IP_PKTINFO */, &on, 4)
+        setsockopt(descriptor, SOL_SOCKET, 35 /* SO_TIMESTAMPNS */, &on, 4)
         var size: Int32 = 4 << 20
         setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, 4)
         setsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &size, 4)
@@ -1074,17 +1084,33 @@ final class MultiAddressSocket {
                 receiveHeaders[slot] = parley_mmsghdr()
                 receiveHeaders[slot].msg_hdr.msg_iov = receiveVectors + slot
                 receiveHeaders[slot].msg_hdr.msg_iovlen = 1
-                receiveHeaders[slot].msg_hdr.msg_control = receiveControl + slot * 64
-                receiveHeaders[slot].msg_hdr.msg_controllen = 64
+                receiveHeaders[slot].msg_hdr.msg_control = receiveControl + slot * Self.receiveControlSpace
+                receiveHeaders[slot].msg_hdr.msg_controllen = Self.receiveControlSpace
             }
             let count = parley_recvmmsg(descriptor, receiveHeaders, UInt32(Self.batch), Int32(MSG_DONTWAIT))
             guard count > 0 else { return }
+            let readAt = realtimeNanoseconds()
             for slot in 0..<Int(count) {
                 var destinationAddress: UInt32 = 0
-                let control = receiveControl + slot * 64
-                if receiveHeaders[slot].msg_hdr.msg_controllen >= 28,
-                   control.load(fromByteOffset: 8, as: Int32.self) == Int32(IPPROTO_IP), control.load(fromByteOffset: 12, as: Int32.self) == 8 {
-                    destinationAddress = control.load(fromByteOffset: 24, as: UInt32.self)  // ipi_addr
+                lastArrivalNanoseconds = readAt
+                // struct cmsghdr { size_t len; int level; int type; } then the data, each
+                // message padded to 8 bytes.
+                let control = receiveControl + slot * Self.receiveControlSpace
+                let controlLength = min(Int(receiveHeaders[slot].msg_hdr.msg_controllen), Self.receiveControlSpace)
+                var offset = 0
+                while offset + 16 <= controlLength {
+                    let length = control.load(fromByteOffset: offset, as: Int.self)
+                    guard length >= 16, offset + length <= controlLength else { break }
+                    let level = control.load(fromByteOffset: offset + 8, as: Int32.self)
+                    let type = control.load(fromByteOffset: offset + 12, as: Int32.self)
+                    if level == Int32(IPPROTO_IP), type == 8, length >= 28 {  // IP_PKTINFO
+                        destinationAddress = control.load(fromByteOffset: offset + 24, as: UInt32.self)  // ipi_addr
+                    } else if level == SOL_SOCKET, type == 35, length >= 32 {  // SCM_TIMESTAMPNS
+                        let seconds = control.load(fromByteOffset: offset + 16, as: Int.self)
+                        let nanoseconds = control.load(fromByteOffset: offset + 24, as: Int.self)
+                        lastArrivalNanoseconds = UInt64(seconds) * 1_000_000_000 + UInt64(nanoseconds)
+                    }
+                    offset += (length + 7) & ~7
                 }
                 handle(destinationAddress, UnsafeRawBufferPointer(start: receiveBuffers + slot * Self.slot, count: Int(receiveHeaders[slot].msg_len)))
             }
@@ -1102,6 +1128,12 @@ func monotonicNanoseconds() -> UInt64 {
 }
 
 func monotonic() -> Double { Double(monotonicNanoseconds()) / 1e9 }
+
+func realtimeNanoseconds() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_REALTIME, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}
 
 func pin(cpu: Int) {
     _ = parley_pin_current_thread(Int32(cpu))
