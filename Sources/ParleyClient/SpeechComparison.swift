@@ -14,13 +14,16 @@ import ParleyAudio
 ///    stretching bends the timeline by up to 3 %, so each window is aligned on its own.
 ///    A window whose best correlation stays under `matchThreshold` is *unmatched* (what
 ///    arrived there does not resemble what was said); it, and a window without speech, is
-///    cut at the nearest matched window's lag.
+///    cut at the nearest matched window's lag. A lone window far from the lag both its
+///    neighbours agree on is searched again near them (`isolatedOutliers`).
 /// 2. **Delay.** With `offset` placing the sender's capture on the receiver's playback
 ///    timeline (both on CLOCK_MONOTONIC), a window's lag is its mouth-to-ear delay: from
 ///    the sample entering the sender's input to the same sample leaving the receiver's mix.
 /// 3. **Quality.** The received audio is cut out at each window's lag into a signal aligned
 ///    with the sent one; `SpectralEnvelope.correlation` over the sent signal's active
 ///    frames scores it (1: the same syllables in the same bands at the same times).
+///    Speech said before the listener's playback began (a listener who joined late) is
+///    not judged: nobody there could have heard it.
 /// 4. **Dropouts.** An active 20 ms frame is *dropped* when its received energy is more
 ///    than 20 dB under the sent energy (scaled by the median received/sent ratio, so the
 ///    codec's and mixer's gain do not count); a dropout is a run of two or more dropped
@@ -47,6 +50,9 @@ public struct SpeechComparison: Sendable {
     public var dropouts: Int
     /// Windows with speech whose received audio did not match.
     public var unmatchedWindows: Int
+    /// Where in the sent signal the listener's playback had begun (0 unless it joined after
+    /// the talker began): the envelope and dropout figures judge only speech from there on.
+    public var audibleFromSample: Int
 
     /// Delays of the matched windows in milliseconds, sorted.
     public var delaysMilliseconds: [Double] {
@@ -121,6 +127,25 @@ public struct SpeechComparison: Sendable {
             start = end
         }
 
+        // A lone window whose lag is far from its matched neighbours', which agree with each
+        // other, matched something else (the first window of a call that started badly once
+        // matched a second later, at 0.84): search it again near them, or leave it unmatched.
+        for index in isolatedOutliers(windows) {
+            let start = windows[index].start / hop
+            let end = min(sentHops, start + windowHops)
+            let reference = neighbourLag(windows, around: index)! / Double(hop)
+            let near = Int(reference.rounded())
+            let (lag, match) = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 30)...min(maximumLag, near + 30))
+            if match >= matchThreshold {
+                windows[index].delay = lag * Double(hop)
+                windows[index].match = match
+            } else {
+                windows[index].delay = nil
+                windows[index].match = match
+                unmatched += 1
+            }
+        }
+
         // Cut the received audio at each window's lag; a window without one (silent, or
         // unmatched) takes the nearest window's that has one, so the onset of a turn is cut
         // at that turn's delay rather than at the last turn's.
@@ -135,12 +160,53 @@ public struct SpeechComparison: Sendable {
             }
         }
 
-        let frames = active.sorted()
+        // Speech said before the listener was playing (it joined later than the talker:
+        // `offset` < 0) could not be heard by anyone there; it is not judged.
+        let audibleFrom = max(0, -offset)
+        let frames = active.sorted().filter { $0 * SpectralEnvelope.frame >= audibleFrom }
         let correlation = frames.isEmpty ? 0 : SpectralEnvelope.correlation(aligned, sent, frames: frames)
         let (dropped, dropouts) = countDropouts(sent: sent, aligned: aligned, frames: frames)
         return SpeechComparison(
             windows: windows, alignedReceived: aligned, envelopeCorrelation: correlation, activeFrames: frames.count,
-            droppedFrames: dropped, dropouts: dropouts, unmatchedWindows: unmatched)
+            droppedFrames: dropped, dropouts: dropouts, unmatchedWindows: unmatched, audibleFromSample: audibleFrom)
+    }
+
+    /// How far (samples) a window's lag may stray from neighbours that agree before it counts
+    /// as matching something else: more than the jitter buffer moves the delay in a window
+    /// (3 % time-stretch), less than a delay spike, which its neighbours would share.
+    static let outlierSamples = 0.2 * Double(AudioClock.sampleRate)
+    static let agreementSamples = 0.1 * Double(AudioClock.sampleRate)
+
+    /// Indices of matched windows whose lag is more than `outlierSamples` from both matched
+    /// neighbours (the previous and the next; for the first, the next two) while those agree
+    /// within `agreementSamples`. A step in the delay (a spike, an underrun) moves every
+    /// window after it, so its neighbours disagree and it is left alone.
+    static func isolatedOutliers(_ windows: [Window]) -> [Int] {
+        let matched = windows.indices.filter { windows[$0].delay != nil }
+        var outliers: [Int] = []
+        for (position, index) in matched.enumerated() {
+            let lag = windows[index].delay!
+            let neighbours: [Double]
+            if position > 0, position + 1 < matched.count {
+                neighbours = [windows[matched[position - 1]].delay!, windows[matched[position + 1]].delay!]
+            } else if position == 0, matched.count >= 3 {
+                neighbours = [windows[matched[1]].delay!, windows[matched[2]].delay!]
+            } else {
+                continue
+            }
+            guard abs(neighbours[0] - neighbours[1]) <= agreementSamples else { continue }
+            if neighbours.allSatisfy({ abs($0 - lag) > outlierSamples }) { outliers.append(index) }
+        }
+        return outliers
+    }
+
+    /// The lag the neighbours of an outlier agree on (their mean), as `isolatedOutliers` chose them.
+    static func neighbourLag(_ windows: [Window], around index: Int) -> Double? {
+        let before = windows[..<index].last { $0.delay != nil }?.delay
+        let after = windows[(index + 1)...].filter { $0.delay != nil }.prefix(2).map { $0.delay! }
+        if let before, let next = after.first { return (before + next) / 2 }
+        guard after.count == 2 else { return nil }
+        return (after[0] + after[1]) / 2
     }
 
     /// Log band energies every hop, for frames centred at `from + hop·k` (zeros outside the signal).

@@ -54,8 +54,10 @@ struct Reception: Sendable, CustomStringConvertible {
     }
 
     var description: String {
-        String(format: "%@ → %@: envelope %.3f, dropped %4.1f%% of %d speech frames in %d dropouts, %d unmatched windows; delay median %3.0f ms, settled p95 %3.0f ms, max %3.0f ms",
-               talker, listener, comparison.envelopeCorrelation, comparison.droppedPercent, comparison.activeFrames,
-               comparison.dropouts, comparison.unmatchedWindows, delayMedian, settledP95, delayMax)
+        let joinedLate = comparison.audibleFromSample >= 4_800
+            ? String(format: " (%@ joined %.1f s into %@'s track; judged from there)", listener, Double(comparison.audibleFromSample) / 48_000, talker) : ""
+        return String(format: "%@ → %@: envelope %.3f, dropped %4.1f%% of %d speech frames in %d dropouts, %d unmatched windows; delay median %3.0f ms, settled p95 %3.0f ms, max %3.0f ms%@",
+                      talker, listener, comparison.envelopeCorrelation, comparison.droppedPercent, comparison.activeFrames,
+                      comparison.dropouts, comparison.unmatchedWindows, delayMedian, settledP95, delayMax, joinedLate)
     }
 }

@@ -26,10 +26,10 @@ struct CallRecordingTests {
 
     /// The comparison finds a delay it was given, scores an intact copy near 1, and counts
     /// a 160 ms hole as one dropout.
-    @Test func theComparisonMeasuresDelayDropoutsAndMatch() {
-        var generator = SplitMix(seed: 3)
-        // Syllable-like bursts of noise with gaps: 6 s.
-        var sent = [Float](repeating: 0, count: 6 * 48_000)
+    /// Syllable-like bursts of noise with gaps.
+    static func syllables(seconds: Int, seed: UInt64) -> [Float] {
+        var generator = SplitMix(seed: seed)
+        var sent = [Float](repeating: 0, count: seconds * 48_000)
         var position = 4_800
         while position < sent.count - 20_000 {
             let length = Int.random(in: 4_000...12_000, using: &generator)
@@ -39,6 +39,11 @@ struct CallRecordingTests {
             }
             position += length + Int.random(in: 2_000...8_000, using: &generator)
         }
+        return sent
+    }
+
+    @Test func theComparisonMeasuresDelayDropoutsAndMatch() {
+        let sent = Self.syllables(seconds: 6, seed: 3)
         let delay = 80 * 48
         let offset = 12_345
         var received = [Float](repeating: 0, count: sent.count + offset + delay + 48_000)
@@ -63,6 +68,44 @@ struct CallRecordingTests {
         print("with a 160 ms hole: dropped \(holed.droppedFrames) frames in \(holed.dropouts) dropouts, envelope \(holed.envelopeCorrelation)")
         #expect(holed.dropouts == 1)
         #expect((5...9).contains(holed.droppedFrames), "the hole's 8 frames, give or take the edges of its window")
+    }
+
+    /// A listener whose playback began 2 s after the talker started could not hear those
+    /// 2 s: they are not judged.
+    @Test func speechBeforeTheListenerJoinedIsNotJudged() {
+        let sent = Self.syllables(seconds: 8, seed: 5)
+        let joinedLate = 2 * 48_000, delay = 60 * 48
+        // The listener's recording starts at its join: sent[i] lands at i − 2 s + 60 ms.
+        var received = [Float](repeating: 0, count: sent.count + 48_000)
+        for index in joinedLate..<sent.count { received[index - joinedLate + delay] = sent[index] * 0.8 }
+        let comparison = SpeechComparison.compare(sent: sent, received: received, offset: -joinedLate)
+        print("joined 2 s late: judged from \(comparison.audibleFromSample) samples, \(comparison.activeFrames) frames, dropped \(comparison.droppedFrames), envelope \(comparison.envelopeCorrelation)")
+        #expect(comparison.audibleFromSample == joinedLate)
+        #expect(comparison.droppedFrames == 0)
+        #expect(comparison.envelopeCorrelation > 0.99)
+        let everything = SpectralEnvelope.activeFrames(sent, in: 0..<sent.count / 960 * 960).count
+        #expect(comparison.activeFrames < everything, "the first 2 s are left out")
+    }
+
+    /// A lone window a second away from neighbours that agree matched something else and is
+    /// searched again; a step in the delay that the following windows share (a spike) is real.
+    @Test func aLoneWindowFarFromItsNeighboursIsAnOutlierButAStepIsNot() {
+        func windows(_ milliseconds: [Double?]) -> [SpeechComparison.Window] {
+            milliseconds.enumerated().map { index, lag in
+                SpeechComparison.Window(start: index * 19_200, delay: lag.map { $0 * 48 }, match: lag == nil ? 0 : 0.9)
+            }
+        }
+        // What a loss-20 call's comparison once found: the call's first window at 1,069 ms.
+        #expect(SpeechComparison.isolatedOutliers(windows([nil, 1_069, nil, nil, 108, 112, 106])) == [1])
+        #expect(SpeechComparison.neighbourLag(windows([nil, 1_069, nil, nil, 108, 112, 106]), around: 1) == Double(110 * 48))
+        #expect(SpeechComparison.isolatedOutliers(windows([100, 104, 420, 98, 101])) == [2])
+        // A 300 ms spike: the delay steps up and stays.
+        #expect(SpeechComparison.isolatedOutliers(windows([100, 100, 400, 400, 400])).isEmpty)
+        // Neighbours that disagree say nothing; nor do too few windows.
+        #expect(SpeechComparison.isolatedOutliers(windows([100, 250, 400])).isEmpty)
+        #expect(SpeechComparison.isolatedOutliers(windows([900, 100])).isEmpty)
+        // Small moves (time-stretch, a short underrun) are not outliers.
+        #expect(SpeechComparison.isolatedOutliers(windows([100, 160, 104, 110])).isEmpty)
     }
 
     @Test func theStatusLineSaysWhatPeopleAskAbout() {
