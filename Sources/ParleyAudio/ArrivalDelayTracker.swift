@@ -39,8 +39,8 @@ public struct ArrivalDelayTracker: Sendable {
     }
 
     public let configuration: Configuration
-    /// (arrival, relative delay) for packets in the window, oldest first.
-    private var samples: [(arrival: Double, relative: Double)] = []
+    /// (arrival, transit) for packets in the window, oldest first.
+    private var samples: [(arrival: Double, transit: Double)] = []
     private var head = 0
     private var lastRecompute = -Double.infinity
     private var lastArrival: Double?
@@ -63,7 +63,7 @@ public struct ArrivalDelayTracker: Sendable {
             minimumTransit = transit
         }
         lastArrival = max(lastArrival ?? arrival, arrival)
-        samples.append((arrival, transit - minimumTransit!))
+        samples.append((arrival, transit))
         while head < samples.count, samples[head].arrival < arrival - configuration.windowSeconds { head += 1 }
         // Compact now and then rather than shifting the array on every packet.
         if head > 512 {
@@ -77,9 +77,11 @@ public struct ArrivalDelayTracker: Sendable {
         lastRecompute = now
         let count = samples.count - head
         guard count >= configuration.minimumSamples else { return }
-        let sorted = samples[head...].map(\.relative).sorted()
+        // Against the floor as it is now: a delay kept relative to the floor at its arrival
+        // would understate itself for the whole window after the floor drops to a new low.
+        let sorted = samples[head...].map(\.transit).sorted()
         let index = min(count - 1, max(0, Int((configuration.quantile * Double(count)).rounded(.up)) - 1))
-        quantileSeconds = sorted[index]
+        quantileSeconds = max(0, sorted[index] - (minimumTransit ?? sorted[0]))
         targetSeconds = min(configuration.maximumSeconds, max(configuration.minimumSeconds, quantileSeconds + configuration.marginSeconds))
     }
 
