@@ -12,12 +12,10 @@
 /// computed; the target is a high quantile (0.97) of relative delays over a sliding
 /// window plus a margin, clamped. The window (6 s) sets how fast the target comes down
 /// after the jitter falls: the high values leave it 6 s later. It goes up as soon as 3 %
-/// of the window is late, a fraction of a second. (At 0.95, on a path of 240 ± 57 ms, the
-/// simulator's jitter-40 on both hops, the end-to-end suite's worst listener missed 7–9 %
-/// of the speech; at 0.97, at most 4.3 %, at a median delay within the runs' spread. Even
-/// so 14–17 % of frames there miss their time, 8–10 % rebuilt from FEC and 6–7 %
-/// concealed, far more than the quantile allows: the delay control, not the target, is
-/// what to look at next.)
+/// of the window is late, a fraction of a second. (On a path of 240 ± 57 ms, the
+/// simulator's jitter-40 on both hops, 0.95 and 0.97 did about as well: what made 14–17 %
+/// of frames miss their time there was not the target but each turn's first packet
+/// playing on arrival; see `JitterBuffer`'s DTX.)
 ///
 /// Plain Swift: times are passed in, in seconds on the receiver's clock.
 public struct ArrivalDelayTracker: Sendable {

@@ -16,7 +16,8 @@ import ParleyWire
 ///   in-band FEC; otherwise Opus conceals N (PLC) for exactly N's duration.
 /// - **DTX.** Timestamps that jump while sequence numbers stay consecutive are the
 ///   sender's silence (Opus DTX), not loss: the gap is filled with comfort noise and
-///   counted as such.
+///   counted as such, and the packet after it waits for its time (the arrival-delay
+///   quantile) rather than playing on arrival.
 ///
 /// Plain Swift with time passed in (seconds on the receiver's clock), so tests drive it
 /// with packet traces. Not thread-safe: the network thread inserts and the playback thread
