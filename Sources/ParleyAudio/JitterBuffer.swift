@@ -246,10 +246,16 @@ public final class JitterBuffer {
 
     /// Delay of the sample about to play behind the earliest possible arrival, in seconds.
     private func currentDelay(now: Double) -> Double? {
-        guard let minimum = tracker.minimumTransit, nextSequence != nil else { return nil }
+        guard nextSequence != nil else { return nil }
+        return delay(afterPendingAudioPlaying: fifoEndTimestamp, now: now)
+    }
+
+    /// The delay behind the earliest possible arrival, in seconds, of the sample with media
+    /// time `timestamp` if it played right after the audio already decoded.
+    private func delay(afterPendingAudioPlaying timestamp: Double, now: Double) -> Double? {
+        guard let minimum = tracker.minimumTransit else { return nil }
         let pending = Double((fifoWrite - fifoRead) / configuration.channels + resampler.inputLatency)
-        let playout = (fifoEndTimestamp - pending) / Double(AudioClock.sampleRate)
-        return now - (playout + minimum)
+        return now - ((timestamp - pending) / Double(AudioClock.sampleRate) + minimum)
     }
 
     /// Sets the playback speed from the delay error with a proportional-integral law.
@@ -300,15 +306,13 @@ public final class JitterBuffer {
         compactFIFO()
         guard let next = nextSequence else { return false }
         if let packet = packets[next], let expected = expectedTimestamp, packet.timestamp > expected,
-           let floor = tracker.minimumTransit {
+           let delay = delay(afterPendingAudioPlaying: Double(packet.timestamp), now: lastReadTime) {
             // The sender was silent (DTX) since the last frame and this packet starts its next
             // words. It plays at its time, not on arrival: on arrival it would spend the whole
             // of the buffer's delay, and the words after it, on a jittery path, would come
             // late. Until then, more of the silence. It waits for the arrival-delay quantile
             // only; the target's margin the speed control adds while the words go on (waiting
             // for it too put 20 ms on every turn on a quiet path).
-            let pending = Double((fifoWrite - fifoRead) / configuration.channels + resampler.inputLatency) / Double(AudioClock.sampleRate)
-            let delay = lastReadTime + pending - (Double(packet.timestamp) / Double(AudioClock.sampleRate) + floor)
             if delay < targetDelay - configuration.delay.marginSeconds {
                 let count = conceal(samples: 480)
                 append(count: count, endTimestamp: fifoEndTimestamp)

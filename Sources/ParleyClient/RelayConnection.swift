@@ -180,9 +180,7 @@ final class RelayConnection: @unchecked Sendable {
         guard speakers.count < Self.maximumSpeakers else { return nil }
         let identity = members.first { $0.ssrc == ssrc }?.identity
         var jitterBuffer = configuration.jitterBuffer
-        if let learned = learnedTargets.removeValue(forKey: ssrc) {
-            jitterBuffer.delay.initialSeconds = min(jitterBuffer.delay.maximumSeconds, max(jitterBuffer.delay.minimumSeconds, learned))
-        }
+        if let learned = learnedTargets.removeValue(forKey: ssrc) { jitterBuffer.delay.initialSeconds = learned }
         guard let speaker = try? RemoteSpeaker(ssrc: ssrc, identity: identity, configuration: jitterBuffer, now: now) else {
             return nil
         }

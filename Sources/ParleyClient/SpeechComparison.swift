@@ -130,11 +130,10 @@ public struct SpeechComparison: Sendable {
         // A lone window whose lag is far from its matched neighbours', which agree with each
         // other, matched something else (the first window of a call that started badly once
         // matched a second later, at 0.84): search it again near them, or leave it unmatched.
-        for index in isolatedOutliers(windows) {
+        for (index, neighbourLag) in isolatedOutliers(windows) {
             let start = windows[index].start / hop
             let end = min(sentHops, start + windowHops)
-            let reference = neighbourLag(windows, around: index)! / Double(hop)
-            let near = Int(reference.rounded())
+            let near = Int((neighbourLag / Double(hop)).rounded())
             let (lag, match) = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 30)...min(maximumLag, near + 30))
             if match >= matchThreshold {
                 windows[index].delay = lag * Double(hop)
@@ -177,36 +176,28 @@ public struct SpeechComparison: Sendable {
     static let outlierSamples = 0.2 * Double(AudioClock.sampleRate)
     static let agreementSamples = 0.1 * Double(AudioClock.sampleRate)
 
-    /// Indices of matched windows whose lag is more than `outlierSamples` from both matched
-    /// neighbours (the previous and the next; for the first, the next two) while those agree
-    /// within `agreementSamples`. A step in the delay (a spike, an underrun) moves every
-    /// window after it, so its neighbours disagree and it is left alone.
-    static func isolatedOutliers(_ windows: [Window]) -> [Int] {
+    /// Matched windows whose lag is more than `outlierSamples` from both matched neighbours
+    /// (the previous and the next; for the first, the next two) while those agree within
+    /// `agreementSamples`, each with the lag its neighbours agree on (their mean). A step in
+    /// the delay (a spike, an underrun) moves every window after it, so its neighbours
+    /// disagree and it is left alone.
+    static func isolatedOutliers(_ windows: [Window]) -> [(index: Int, neighbourLag: Double)] {
         let matched = windows.indices.filter { windows[$0].delay != nil }
-        var outliers: [Int] = []
+        var outliers: [(index: Int, neighbourLag: Double)] = []
         for (position, index) in matched.enumerated() {
-            let lag = windows[index].delay!
-            let neighbours: [Double]
+            let neighbours: (Int, Int)
             if position > 0, position + 1 < matched.count {
-                neighbours = [windows[matched[position - 1]].delay!, windows[matched[position + 1]].delay!]
+                neighbours = (matched[position - 1], matched[position + 1])
             } else if position == 0, matched.count >= 3 {
-                neighbours = [windows[matched[1]].delay!, windows[matched[2]].delay!]
+                neighbours = (matched[1], matched[2])
             } else {
                 continue
             }
-            guard abs(neighbours[0] - neighbours[1]) <= agreementSamples else { continue }
-            if neighbours.allSatisfy({ abs($0 - lag) > outlierSamples }) { outliers.append(index) }
+            let (first, second, lag) = (windows[neighbours.0].delay!, windows[neighbours.1].delay!, windows[index].delay!)
+            guard abs(first - second) <= agreementSamples, abs(first - lag) > outlierSamples, abs(second - lag) > outlierSamples else { continue }
+            outliers.append((index, (first + second) / 2))
         }
         return outliers
-    }
-
-    /// The lag the neighbours of an outlier agree on (their mean), as `isolatedOutliers` chose them.
-    static func neighbourLag(_ windows: [Window], around index: Int) -> Double? {
-        let before = windows[..<index].last { $0.delay != nil }?.delay
-        let after = windows[(index + 1)...].filter { $0.delay != nil }.prefix(2).map { $0.delay! }
-        if let before, let next = after.first { return (before + next) / 2 }
-        guard after.count == 2 else { return nil }
-        return (after[0] + after[1]) / 2
     }
 
     /// Log band energies every hop, for frames centred at `from + hop·k` (zeros outside the signal).

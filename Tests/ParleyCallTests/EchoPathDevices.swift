@@ -2,6 +2,7 @@ import Foundation
 import ParleyAudio
 import ParleyClient
 import ParleyDevices
+import ParleyNetSim
 import Synchronization
 
 /// A laptop's speaker and microphone in a room, as an `AudioOutput` and an `AudioInput`
@@ -39,9 +40,9 @@ final class EchoPath: Sendable {
         state = Mutex(State(convolver: PartitionedConvolver(response: response, block: 480)))
         delaySamples = delayMilliseconds * 48
         self.near = near
-        var random = SplitMix64(seed: seed &+ 99)
+        var random = SeededRandom(seed: seed &+ 99)
         let scale = Float(pow(10, noiseDecibels / 20))
-        noise = (0..<near.count).map { _ in random.gaussian() * scale }
+        noise = (0..<near.count).map { _ in Float(random.nextGaussian()) * scale }
         output = Output()
         input = Input()
         output.path = self
@@ -49,12 +50,12 @@ final class EchoPath: Sendable {
     }
 
     static func roomResponse(rt60: Double, seed: UInt64) -> [Float] {
-        var random = SplitMix64(seed: seed)
+        var random = SeededRandom(seed: seed)
         let length = Int(rt60 * 48_000)
         var response = [Float](repeating: 0, count: length)
         var diffuse: Float = 0
         for index in 96..<length {
-            let value = random.gaussian() * Float(exp(-3 * log(10.0) * Double(index) / 48_000 / rt60))
+            let value = Float(random.nextGaussian()) * Float(exp(-3 * log(10.0) * Double(index) / 48_000 / rt60))
             response[index] = value
             diffuse += value * value
         }
@@ -202,27 +203,6 @@ struct Pacer {
         let start = self.start ?? MonotonicClock.now()
         self.start = start
         frames += count
-        let deadline = start + UInt64(frames) * 1_000_000_000 / 48_000
-        var time = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
-        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &time, nil) == EINTR {}
-    }
-}
-
-/// SplitMix64, seeded, with Gaussian deviates (Box–Muller).
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func gaussian() -> Float {
-        let u1 = max(Double.random(in: 0..<1, using: &self), 1e-12)
-        let u2 = Double.random(in: 0..<1, using: &self)
-        return Float((-2 * log(u1)).squareRoot() * cos(2 * Double.pi * u2))
+        MonotonicClock.sleep(until: start + UInt64(frames) * 1_000_000_000 / 48_000)
     }
 }

@@ -69,7 +69,7 @@ struct RelayRestartTests {
             let after = resumeFrom < end ? SpectralEnvelope.activeFrames(track, in: resumeFrom..<end) : []
             let score = after.isEmpty ? 0 : SpectralEnvelope.correlation(reception.comparison.alignedReceived, track, frames: after)
             let delays = reception.comparison.windows.filter { $0.start >= resumeFrom }.compactMap { $0.delay.map { $0 / 48 } }.sorted()
-            let p95 = delays.isEmpty ? Double.infinity : delays[Int((0.95 * Double(delays.count - 1)).rounded())]
+            let p95 = reception.percentile(0.95, of: delays)
             let missed = Double(reception.comparison.droppedFrames * SpectralEnvelope.frame) / 48_000
             print(String(format: "%@ → %@: relay down at %.2f s of the talker's track; from 3 s later: envelope %.3f over %d frames, delay p95 %.0f ms; speech missed overall %.2f s",
                          reception.talker, reception.listener, shutdownOnTrack, score, after.count, p95, missed))
