@@ -45,7 +45,8 @@ let package = Package(
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
 
-        // Batched datagram calls and CPU pinning for the benchmarks (Glibc's module hides them).
+        // Batched datagram calls (the relay's sends, the benchmarks) and CPU pinning for the
+        // benchmarks: Glibc's module hides them.
         .target(name: "CParleyNet"),
 
         // MARK: The wire: pure Swift, no dependencies, shared by every other target.
@@ -59,7 +60,7 @@ let package = Package(
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         .target(
             name: "ParleyRelay",
-            dependencies: ["ParleyWire", "ParleySecurity", nioCore, nioPosix, nioHTTP1, crypto, logging, metrics, prometheus, atomics]
+            dependencies: ["ParleyWire", "ParleySecurity", "CParleyNet", nioCore, nioPosix, nioHTTP1, crypto, logging, metrics, prometheus, atomics]
         ),
 
         // MARK: Network impairment models and the UDP impairment proxy.

@@ -16,8 +16,11 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case publishNotAllowed
     /// Neither RTP, RTCP nor a Parley control message (first byte outside RFC 7983's ranges).
     case unknownKind
-    /// The socket's send queue was full: shed, never queued without bound.
+    /// The socket's send buffer was full: shed, never queued without bound.
     case sendQueueFull
+    /// The kernel refused to send to the receiver's address (unreachable, or an outgoing
+    /// firewall rule).
+    case sendFailed
     /// RTCP feedback the relay does not serve (generic NACK: no retransmission buffer).
     case nackNotServed
     /// A `ready` with the wrong cookie, or a control message that makes no sense in the session's state.
@@ -46,6 +49,7 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .publishNotAllowed: return "publish_not_allowed"
         case .unknownKind: return "unknown_kind"
         case .sendQueueFull: return "send_queue_full"
+        case .sendFailed: return "send_failed"
         case .nackNotServed: return "nack_not_served"
         case .unexpectedControl: return "unexpected_control"
         case .plaintextRefused: return "plaintext_refused"

@@ -34,24 +34,22 @@ public struct PacketProtector: Sendable {
         return output
     }
 
-    /// Protects `packet` for this session's member: sealed into a new buffer, or, in plaintext
-    /// mode, the same buffer (every receiver's copy then shares one storage: no allocation).
+    /// The most bytes ``seal(_:into:nowNanoseconds:)`` writes for `plaintextCount` bytes.
     @inline(__always)
-    func seal(_ packet: ByteBuffer, allocator: ByteBufferAllocator, nowNanoseconds: UInt64) -> ByteBuffer? {
-        guard let session else { return packet }
-        var output = allocator.buffer(capacity: SecureSession.sealedSize(plaintextCount: packet.readableBytes))
-        let count = packet.withUnsafeReadableBytes { plain in
-            output.withUnsafeMutableWritableBytes { out in
-                (try? session.seal(plain, into: out, nowNanoseconds: nowNanoseconds)) ?? 0
-            }
-        }
-        guard count > 0 else { return nil }
-        output.moveWriterIndex(forwardBy: count)
-        return output
+    func sealedSize(plaintextCount: Int) -> Int {
+        session == nil ? plaintextCount : SecureSession.sealedSize(plaintextCount: plaintextCount)
     }
 
-    /// ``seal(_:allocator:nowNanoseconds:)`` for bytes the relay built itself (control, reports).
-    func seal(_ bytes: [UInt8], allocator: ByteBufferAllocator, nowNanoseconds: UInt64) -> ByteBuffer? {
-        seal(allocator.buffer(bytes: bytes), allocator: allocator, nowNanoseconds: nowNanoseconds)
+    /// Protects `packet` for this session's member straight into `output` (a send slot):
+    /// sealed, or copied as it is in plaintext mode. Returns the bytes written, 0 if sealing
+    /// failed (the session's send counter ran out) or `output` is too small.
+    @inline(__always)
+    func seal(_ packet: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, nowNanoseconds: UInt64) -> Int {
+        guard let session else {
+            guard packet.count <= output.count, let source = packet.baseAddress, let target = output.baseAddress else { return 0 }
+            target.copyMemory(from: source, byteCount: packet.count)
+            return packet.count
+        }
+        return (try? session.seal(packet, into: output, nowNanoseconds: nowNanoseconds)) ?? 0
     }
 }

@@ -114,16 +114,23 @@ public final class Relay: Sendable {
     }
 
     private static func bind(worker: RelayWorker, address: SocketAddress, configuration: RelayConfiguration) throws -> Channel {
-        try bootstrap(worker: worker, configuration: configuration).bind(to: address).wait()
+        try openSocket(worker: worker, address: address, configuration: configuration).wait()
     }
 
-    private static func bootstrap(worker: RelayWorker, configuration: RelayConfiguration) -> DatagramBootstrap {
+    /// Opens the loop's socket (shared port, buffers) and hands it to SwiftNIO for reading;
+    /// the worker writes to it directly (see ``DatagramSendBatch``).
+    private static func openSocket(worker: RelayWorker, address: SocketAddress, configuration: RelayConfiguration) -> EventLoopFuture<Channel> {
+        let descriptor: CInt
+        do {
+            descriptor = try RelaySocket.bound(to: address, bufferBytes: configuration.socketBufferBytes)
+        } catch {
+            return worker.eventLoop.makeFailedFuture(error)
+        }
+        return bootstrap(worker: worker, descriptor: descriptor, configuration: configuration).withBoundSocket(descriptor)
+    }
+
+    private static func bootstrap(worker: RelayWorker, descriptor: CInt, configuration: RelayConfiguration) -> DatagramBootstrap {
         DatagramBootstrap(group: worker.eventLoop)
-            .channelOption(.socketOption(.so_reuseaddr), value: 1)
-            // Every loop's socket shares the port; the kernel spreads sources over them by hash.
-            .channelOption(ChannelOptions.socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
-            .channelOption(.socketOption(.so_rcvbuf), value: SocketOptionValue(clamping: configuration.socketBufferBytes))
-            .channelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(clamping: configuration.socketBufferBytes))
             // recvmmsg: up to this many datagrams per system call.
             .channelOption(.datagramVectorReadMessageCount, value: configuration.vectorReadCount)
             // One recvmmsg per wake-up: a short batch means the queue is empty, and asking
@@ -132,11 +139,9 @@ public final class Relay: Sendable {
             // waiting, epoll (level-triggered) reports the socket again at once.
             .channelOption(.maxMessagesPerRead, value: 1)
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: configuration.vectorReadCount * 2048))
-            // Bounded send queue: above this the relay sheds packets instead of queueing them.
-            .channelOption(.writeBufferWaterMark, value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(RelayChannelHandler(worker: worker))
+                    try channel.pipeline.syncOperations.addHandler(RelayChannelHandler(worker: worker, descriptor: descriptor))
                 }
             }
     }
@@ -166,7 +171,7 @@ public final class Relay: Sendable {
             logger.error("a relay socket closed unexpectedly; binding it again", metadata: ["loop": "\(worker.index)"])
             // Asynchronously: this runs on the loop itself, which must never block on a future.
             worker.eventLoop.scheduleTask(in: .milliseconds(100)) {
-                Self.bootstrap(worker: worker, configuration: self.configuration).bind(to: self.localAddress).whenComplete { result in
+                Self.openSocket(worker: worker, address: self.localAddress, configuration: self.configuration).whenComplete { result in
                     switch result {
                     case let .success(replacement):
                         self.channels.withLock { $0[worker.index] = replacement }

@@ -2,19 +2,22 @@ import Logging
 import NIOCore
 
 /// The thin NIO edge of a ``RelayWorker``: datagrams in, flush when a read burst ends.
+/// (The worker writes to the socket itself, with `sendmmsg` on `descriptor`.)
 /// Errors are counted and logged, never allowed to close the socket.
 final class RelayChannelHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
-    typealias OutboundOut = AddressedEnvelope<ByteBuffer>
 
     private let worker: RelayWorker
+    /// The socket under the channel, which the relay opened and handed to SwiftNIO.
+    private let descriptor: CInt
 
-    init(worker: RelayWorker) {
+    init(worker: RelayWorker, descriptor: CInt) {
         self.worker = worker
+        self.descriptor = descriptor
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        worker.attach(context)
+        worker.attach(context, descriptor: descriptor)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {

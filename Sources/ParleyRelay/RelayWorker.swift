@@ -1,3 +1,4 @@
+import CParleyNet
 import Logging
 import NIOCore
 import ParleySecurity
@@ -51,15 +52,21 @@ final class RelayWorker: @unchecked Sendable {
     // runtime's dynamic exclusivity checks (a thread-local access set per access, several
     // percent of the relay's CPU at fan-out 1) are turned off for it.
     @exclusivity(unchecked) private(set) var statistics = WorkerStatistics()
-    /// Set while the handler is in a pipeline; the writes go through it.
+    /// Set while the handler is in a pipeline (its allocator opens sealed packets).
     @exclusivity(unchecked) private var context: ChannelHandlerContext?
-    @exclusivity(unchecked) private var unflushedWrites = 0
+    /// The loop's socket, written to directly through ``sendBatch``; -1 while detached.
+    @exclusivity(unchecked) private var descriptor: CInt = -1
+    /// Everything written since the last flush: one `sendmmsg` sends it.
+    private let sendBatch: DatagramSendBatch
+    /// Refused sends are logged at most this often (a firewall rule can refuse thousands a second).
+    private var sendFailureLogs: RateLimiter
     /// Read times of packets forwarded since the last flush, for the latency histogram.
     @exclusivity(unchecked) private var forwardedReadTimes: [UInt64] = []
     private var isShuttingDown = false
     private var lastStatisticsFlush: UInt64 = 0
 
-    /// Flushing after this many writes bounds the delay a long read burst adds.
+    /// Datagrams per `sendmmsg`: a flush happens when this many are waiting, which also
+    /// bounds the delay a long read burst adds.
     static let maximumUnflushedWrites = 256
     static let tickIntervalNanoseconds: UInt64 = 50_000_000
     static let sweepSliceCount = 10
@@ -72,7 +79,7 @@ final class RelayWorker: @unchecked Sendable {
         let sessionID: UInt64
         var goodbye: ReliableSender
         let expiresNanoseconds: UInt64
-        let address: SocketAddress
+        let destination: DatagramDestination
         /// The departed member's keys: its goodbye is sealed, and so is its ack.
         let protector: PacketProtector
     }
@@ -90,19 +97,29 @@ final class RelayWorker: @unchecked Sendable {
         strangerReplies = SourceRateLimiter(
             perSourcePerSecond: limits.errorRepliesPerSecondPerSource, globalPerSecond: limits.errorRepliesPerSecond, nowNanoseconds: now)
         strangerLogs = RateLimiter(ratePerSecond: 5, burst: 20, nowNanoseconds: now)
+        sendFailureLogs = RateLimiter(ratePerSecond: 1, burst: 5, nowNanoseconds: now)
+        // The largest datagram written: a forwarded packet (at most the size limit) or one the
+        // relay builds (rosters are paged to 1,200 bytes), sealed.
+        sendBatch = DatagramSendBatch(
+            messageCapacity: Self.maximumUnflushedWrites,
+            largestDatagram: max(limits.maximumPacketSize, 2_048) + SealedHeader.overhead)
         joinAttempts = SourceRateLimiter(perSourcePerSecond: 10, globalPerSecond: 2_000, nowNanoseconds: now)
         forwardedReadTimes.reserveCapacity(4096)
     }
 
     // MARK: Channel attachment
 
-    func attach(_ context: ChannelHandlerContext) {
+    /// The handler joined the pipeline of the channel that reads `descriptor`.
+    func attach(_ context: ChannelHandlerContext, descriptor: CInt) {
         self.context = context
+        self.descriptor = descriptor
     }
 
+    /// The channel closed (and with it the descriptor): what was not sent is gone.
     func detach() {
         context = nil
-        unflushedWrites = 0
+        descriptor = -1
+        sendBatch.discard()
         forwardedReadTimes.removeAll(keepingCapacity: true)
     }
 
@@ -223,40 +240,45 @@ final class RelayWorker: @unchecked Sendable {
     }
 
     /// Writes `buffer` to every receiver of the session's room but the session, sealed for each
-    /// receiver on a secure relay; returns the copies written.
+    /// receiver on a secure relay, into the send batch; returns the copies written.
     @inline(__always)
     private func writeToOthers(_ buffer: ByteBuffer, from session: Session, kind: SentKind, now: UInt64) -> Int {
-        guard let context else { return 0 }
+        guard descriptor >= 0 else { return 0 }
         let receivers = session.forwarding.receivers
-        let allocator = context.channel.allocator
-        var copies = 0
-        // A full socket queue sheds this packet for everyone; the stream itself goes on
-        // with the next packet, since nothing is left queued behind it.
-        guard context.channel.isWritable else {
-            for receiver in receivers where receiver.sessionID != session.id { drop(.sendQueueFull) }
-            return 0
+        return buffer.withUnsafeReadableBytes { packet in
+            var copies = 0
+            for receiver in receivers where receiver.sessionID != session.id {
+                let size = receiver.protector.sealedSize(plaintextCount: packet.count)
+                if !sendBatch.hasRoom(for: size) { flush() }
+                let written = sendBatch.append(to: receiver.destination, kind: kind, maximumSize: size) { slot in
+                    receiver.protector.seal(packet, into: slot, nowNanoseconds: now)
+                }
+                if written > 0 { copies += 1 }
+            }
+            return copies
         }
-        var bytes = 0
-        for receiver in receivers where receiver.sessionID != session.id {
-            guard let sealed = receiver.protector.seal(buffer, allocator: allocator, nowNanoseconds: now) else { continue }
-            // nil promise: no allocation for a completion nobody waits on.
-            context.write(NIOAny(AddressedEnvelope(remoteAddress: receiver.address, data: sealed)), promise: nil)
-            copies += 1
-            bytes += sealed.readableBytes
-        }
-        statistics.sent(kind, bytes: bytes / max(copies, 1), count: copies)
-        unflushedWrites += copies
-        if unflushedWrites >= Self.maximumUnflushedWrites { flush() }
-        return copies
     }
 
-    /// Sends everything written since the last flush (one sendmmsg per batch) and records
+    /// Sends everything written since the last flush (one `sendmmsg` per batch) and records
     /// how long the forwarded packets spent in the relay.
     func flush() {
-        guard let context else { return }
-        if unflushedWrites > 0 {
-            context.flush()
-            unflushedWrites = 0
+        if !sendBatch.isEmpty {
+            if descriptor >= 0 {
+                let outcome = sendBatch.send(on: descriptor) { kind, bytes in statistics.sent(kind, bytes: bytes) }
+                // A full send buffer sheds what is left of the batch; each stream goes on with
+                // its next packet, since nothing is left queued behind it.
+                if outcome.shed > 0 { statistics.dropped(.sendQueueFull, count: outcome.shed) }
+                if outcome.failed > 0 {
+                    statistics.dropped(.sendFailed, count: outcome.failed)
+                    if sendFailureLogs.allow(nowNanoseconds: monotonicNanoseconds()) {
+                        logger.warning("the kernel refused to send to a member's address; check the firewall's outgoing rules", metadata: [
+                            "error": "\(String(cString: strerror(outcome.lastError)))", "refused": "\(outcome.failed)",
+                        ])
+                    }
+                }
+            } else {
+                sendBatch.discard()
+            }
         }
         if !forwardedReadTimes.isEmpty {
             let end = monotonicNanoseconds()
@@ -394,7 +416,7 @@ final class RelayWorker: @unchecked Sendable {
         switch message.body {
         case .leave:
             guard let bytes = try? ControlMessage(body: .ack(ControlMessage.Ack(sequence: message.sequence))).serialized() else { return }
-            send(bytes, to: address, protector: departure.protector, kind: .control)
+            send(bytes, to: DatagramDestination(address), protector: departure.protector, kind: .control)
         case let .ack(ack):
             departures[peer]!.goodbye.acknowledge(sequence: ack.sequence)
         default:
@@ -689,7 +711,7 @@ final class RelayWorker: @unchecked Sendable {
         if reason != .neverReady, sessions[session.peer] == nil {
             departures[session.peer] = Departure(
                 sessionID: session.id, goodbye: goodbye, expiresNanoseconds: now + Self.departureLifetimeNanoseconds,
-                address: session.address, protector: session.protector)
+                destination: session.destination, protector: session.protector)
         }
     }
 
@@ -735,7 +757,7 @@ final class RelayWorker: @unchecked Sendable {
                 continue
             }
             var goodbye = departure.goodbye
-            for bytes in goodbye.due(nowNanoseconds: now) { send(bytes, to: departure.address, protector: departure.protector, kind: .control) }
+            for bytes in goodbye.due(nowNanoseconds: now) { send(bytes, to: departure.destination, protector: departure.protector, kind: .control) }
             departures[peer]!.goodbye = goodbye
         }
         if now &- lastStatisticsFlush >= 500_000_000 { flushStatistics(now: now) }
@@ -809,21 +831,24 @@ final class RelayWorker: @unchecked Sendable {
 
     /// Plaintext bytes to an address: replies to strangers, and everything on an insecure relay.
     private func send(_ bytes: [UInt8], to address: SocketAddress, kind: SentKind) {
-        send(bytes, to: address, protector: .plaintext, kind: kind)
+        send(bytes, to: DatagramDestination(address), protector: .plaintext, kind: kind)
     }
 
     /// Bytes for a member, sealed with its keys on a secure relay.
     private func send(_ bytes: [UInt8], to session: Session, kind: SentKind) {
-        send(bytes, to: session.address, protector: session.protector, kind: kind)
+        send(bytes, to: session.destination, protector: session.protector, kind: kind)
     }
 
-    private func send(_ bytes: [UInt8], to address: SocketAddress, protector: PacketProtector, kind: SentKind) {
-        guard let context, !bytes.isEmpty else { return }
-        guard context.channel.isWritable else { return drop(.sendQueueFull) }
-        guard let buffer = protector.seal(bytes, allocator: context.channel.allocator, nowNanoseconds: monotonicNanoseconds()) else { return }
-        context.write(NIOAny(AddressedEnvelope(remoteAddress: address, data: buffer)), promise: nil)
-        statistics.sent(kind, bytes: buffer.readableBytes)
-        unflushedWrites += 1
+    private func send(_ bytes: [UInt8], to destination: DatagramDestination, protector: PacketProtector, kind: SentKind) {
+        guard descriptor >= 0, !bytes.isEmpty else { return }
+        let size = protector.sealedSize(plaintextCount: bytes.count)
+        if !sendBatch.hasRoom(for: size) { flush() }
+        // After a flush the batch is empty, and it always has room for its largest datagram.
+        guard sendBatch.hasRoom(for: size) else { return drop(.oversize) }
+        let now = monotonicNanoseconds()
+        _ = bytes.withUnsafeBytes { plain in
+            sendBatch.append(to: destination, kind: kind, maximumSize: size) { slot in protector.seal(plain, into: slot, nowNanoseconds: now) }
+        }
     }
 
     // MARK: Introspection for the relay and its tests

@@ -9,7 +9,7 @@ import NIOCore
 final class RoomSnapshot: Sendable {
     struct Receiver: Sendable {
         let sessionID: UInt64
-        let address: SocketAddress
+        let destination: DatagramDestination
         let protector: PacketProtector
     }
 

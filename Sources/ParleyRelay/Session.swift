@@ -17,6 +17,8 @@ final class Session: @unchecked Sendable {
 
     let id: UInt64
     let address: SocketAddress
+    /// The same address as the kernel takes it, for the send batch.
+    let destination: DatagramDestination
     let peer: PeerAddress
     let room: String
     let identity: String
@@ -57,6 +59,7 @@ final class Session: @unchecked Sendable {
     ) {
         self.id = id
         self.address = address
+        self.destination = DatagramDestination(address)
         self.peer = peer
         self.room = room
         self.identity = identity
@@ -82,7 +85,7 @@ final class Session: @unchecked Sendable {
     }
 
     var receiver: RoomSnapshot.Receiver {
-        RoomSnapshot.Receiver(sessionID: id, address: address, protector: protector)
+        RoomSnapshot.Receiver(sessionID: id, destination: destination, protector: protector)
     }
 
     var logDescription: String { "\(identity)@\(room) from \(peer) ssrc \(ssrc)" }

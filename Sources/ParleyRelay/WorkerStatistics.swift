@@ -63,8 +63,8 @@ struct WorkerStatistics {
         sentBytes &+= bytes &* count
     }
 
-    @inline(__always) mutating func dropped(_ reason: DropReason) {
-        drops[reason.rawValue] &+= 1
+    @inline(__always) mutating func dropped(_ reason: DropReason, count: Int = 1) {
+        drops[reason.rawValue] &+= count
     }
 
     /// Adds the counts to `metrics` and starts again from zero.

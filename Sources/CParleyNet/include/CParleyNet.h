@@ -1,8 +1,8 @@
 #ifndef PARLEY_CPARLEYNET_H
 #define PARLEY_CPARLEYNET_H
-// Linux socket and scheduling calls the benchmarks need and Swift's Glibc module leaves
-// out (they sit behind _GNU_SOURCE): batched datagram I/O and pinning a thread to a CPU.
-// Used by parley-bench only; the relay itself goes through SwiftNIO.
+// Linux socket and scheduling calls that Swift's Glibc module leaves out (they sit behind
+// _GNU_SOURCE): batched datagram I/O, which the relay's send path and the benchmarks use,
+// and pinning a thread to a CPU, for the benchmarks.
 #include <sys/socket.h>
 
 // Mirrors struct mmsghdr, which the Glibc module does not expose; CParleyNet.c checks

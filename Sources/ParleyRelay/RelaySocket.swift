@@ -1,0 +1,61 @@
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Opens one of the relay's UDP sockets: non-blocking, sharing its port with the other loops'
+/// sockets (SO_REUSEPORT), with the buffers asked for, bound to `address`.
+///
+/// The relay makes its sockets itself, rather than letting SwiftNIO's bootstrap bind them,
+/// because it writes to them itself (``DatagramSendBatch``); SwiftNIO takes the descriptor
+/// over for reading and closes it with the channel.
+enum RelaySocket {
+    static func bound(to address: SocketAddress, bufferBytes: Int) throws -> CInt {
+        let family: CInt
+        switch address {
+        case .v4: family = AF_INET
+        case .v6: family = AF_INET6
+        case .unixDomainSocket: throw ConfigurationError("the relay listens on an IP address, not \(address)")
+        }
+        let descriptor = socket(family, CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw failure("socket", errno, address) }
+        do {
+            try set(descriptor, SO_REUSEADDR, 1, address: address)
+            // Every loop's socket shares the port; the kernel spreads sources over them by hash.
+            try set(descriptor, SO_REUSEPORT, 1, address: address)
+            try set(descriptor, SO_RCVBUF, CInt(clamping: bufferBytes), address: address)
+            try set(descriptor, SO_SNDBUF, CInt(clamping: bufferBytes), address: address)
+            let result = address.withSockAddr { pointer, size in bind(descriptor, pointer, socklen_t(size)) }
+            guard result == 0 else { throw failure("bind", errno, address) }
+            return descriptor
+        } catch {
+            close(descriptor)
+            throw error
+        }
+    }
+
+    /// What went wrong, said for the person starting the relay.
+    private static func failure(_ call: String, _ code: CInt, _ address: SocketAddress) -> ConfigurationError {
+        let place = Relay.describe(address)
+        switch (call, code) {
+        case ("bind", EADDRINUSE):
+            return ConfigurationError("cannot listen on \(place): the port is in use by another program (another relay?); stop it or choose another --listen port")
+        case ("bind", EADDRNOTAVAIL):
+            return ConfigurationError("cannot listen on \(place): this machine has no such address; use one of its addresses, or 0.0.0.0 for all")
+        case ("bind", EACCES):
+            return ConfigurationError("cannot listen on \(place): ports below 1024 need root or CAP_NET_BIND_SERVICE; choose a port above 1023")
+        default:
+            return ConfigurationError("cannot open the relay's socket on \(place): \(call) failed: \(String(cString: strerror(code))) (errno \(code))")
+        }
+    }
+
+    private static func set(_ descriptor: CInt, _ option: CInt, _ value: CInt, address: SocketAddress) throws {
+        var value = value
+        guard setsockopt(descriptor, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<CInt>.size)) == 0 else {
+            throw failure("setsockopt", errno, address)
+        }
+    }
+}
