@@ -42,6 +42,31 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The key of a datagram's source, straight from the address the kernel wrote; nil for
+    /// a family other than IPv4 and IPv6.
+    @inline(__always)
+    init?(_ address: DatagramAddress) {
+        var storage = address.storage
+        switch Int32(address.family) {
+        case AF_INET:
+            let v4 = withUnsafeBytes(of: &storage) { $0.loadUnaligned(as: sockaddr_in.self) }
+            high = 0
+            low = UInt64(v4.sin_addr.s_addr)
+            port = UInt16(bigEndian: v4.sin_port)
+            isIPv6 = false
+        case AF_INET6:
+            let words = withUnsafeBytes(of: &storage.sin6_addr) { raw in
+                (raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            }
+            high = words.0
+            low = words.1
+            port = UInt16(bigEndian: storage.sin6_port)
+            isIPv6 = true
+        default:
+            return nil
+        }
+    }
+
     /// The IPv4 address's four bytes in order, when this is IPv4.
     private var ipv4Bytes: (UInt8, UInt8, UInt8, UInt8)? {
         guard !isIPv6 else { return nil }

@@ -4,8 +4,8 @@ import NIOPosix
 import ParleySecurity
 import Synchronization
 
-/// A running relay: its event loops, one UDP socket per loop on the same port, the admin
-/// HTTP server, and graceful shutdown.
+/// A running relay: its loops (one thread and one UDP socket each, all on the same port),
+/// the admin HTTP server, and graceful shutdown.
 ///
 /// ```swift
 /// let relay = try Relay.start(configuration: configuration, secret: secret, logger: logger)
@@ -21,9 +21,9 @@ public final class Relay: Sendable {
     public let adminAddress: SocketAddress?
 
     let core: RelayCore
-    private let group: MultiThreadedEventLoopGroup
-    private let channels: Mutex<[Channel]>
-    private let tickTasks: Mutex<[RepeatedTask]>
+    /// The admin server's event loop, when it runs (the forwarding loops are ``RelayLoop``s
+    /// of their own).
+    private let adminGroup: MultiThreadedEventLoopGroup?
     private let admin: AdminServer?
     private let lifecycle = Lifecycle()
     private let logger: Logger
@@ -50,20 +50,13 @@ public final class Relay: Sendable {
                     + "make a new secret file with `parley-relay keygen --out FILE --force` (old invites stop working), "
                     + "or run with --insecure on a trusted network only")
         }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.threads)
-        do {
-            return try Relay(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger, metrics: metrics, group: group)
-        } catch {
-            try? group.syncShutdownGracefully()
-            throw error
-        }
+        return try Relay(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger, metrics: metrics)
     }
 
-    private init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, logger: Logger, metrics: RelayMetrics, group: MultiThreadedEventLoopGroup) throws {
+    private init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, logger: Logger, metrics: RelayMetrics) throws {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
-        self.group = group
         let core = RelayCore(configuration: configuration, secret: secret, relayKey: relayKey, metrics: metrics, logger: logger)
         if configuration.insecure {
             logger.warning("running WITHOUT encryption (--insecure): anyone on the path can listen to calls and read tokens; use this on trusted networks and for tests only")
@@ -71,41 +64,59 @@ public final class Relay: Sendable {
             logger.info("encrypted transport on; relay public key \(relayKey.publicKeyText)")
         }
         self.core = core
-        let loops = Array(group.makeIterator())
-        let workers = loops.enumerated().map { RelayWorker(index: $0.offset, eventLoop: $0.element, core: core) }
+        let workers = try (0..<configuration.threads).map { index in
+            RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)"), core: core)
+        }
         core.setWorkers(workers)
+        func stopLoops() {
+            for worker in workers {
+                worker.loop.stop()
+                worker.closeSocket()
+            }
+        }
 
         // The first socket picks the port (when 0 was asked for); the others join it.
-        var bound: [Channel] = []
         var address = try configuration.listen.socketAddress()
-        for worker in workers {
-            let channel = try Self.bind(worker: worker, address: address, configuration: configuration)
-            if bound.isEmpty, let local = channel.localAddress { address = local }
-            bound.append(channel)
+        do {
+            for worker in workers {
+                let descriptor = try RelaySocket.bound(to: address, bufferBytes: configuration.socketBufferBytes)
+                worker.attach(descriptor: descriptor)
+                if worker.index == 0 { address = try RelaySocket.localAddress(of: descriptor) }
+            }
+            Self.reportBufferSizes(workers[0], requested: configuration.socketBufferBytes, metrics: metrics, logger: logger)
+            for worker in workers {
+                try worker.loop.start(
+                    socket: worker.socketDescriptor, tickNanoseconds: RelayWorker.tickIntervalNanoseconds,
+                    readable: { worker.readSocket() }, tick: { worker.tick() })
+            }
+        } catch {
+            stopLoops()
+            throw error
         }
         localAddress = address
-        channels = Mutex(bound)
-        Self.reportBufferSizes(bound[0], requested: configuration.socketBufferBytes, metrics: metrics, logger: logger)
-
-        tickTasks = Mutex(workers.map { worker in
-            worker.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(50), delay: .nanoseconds(Int64(RelayWorker.tickIntervalNanoseconds))) { _ in
-                worker.tick()
-            }
-        })
 
         if let adminAddress = configuration.admin {
             let lifecycle = self.lifecycle
-            admin = try AdminServer.start(
-                address: try adminAddress.socketAddress(), group: group,
-                metrics: { [core, address] in Self.scrape(core: core, port: address.port, on: loops[0]) },
-                healthy: { lifecycle.state.withLock { $0 == .running } },
-                logger: logger)
+            let adminGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            self.adminGroup = adminGroup
+            let loop = adminGroup.next()
+            do {
+                admin = try AdminServer.start(
+                    address: try adminAddress.socketAddress(), group: adminGroup,
+                    metrics: { [core, address] in Self.scrape(core: core, port: address.port, on: loop) },
+                    healthy: { lifecycle.state.withLock { $0 == .running } },
+                    logger: logger)
+            } catch {
+                stopLoops()
+                try? adminGroup.syncShutdownGracefully()
+                throw error
+            }
             self.adminAddress = admin?.localAddress
         } else {
+            adminGroup = nil
             admin = nil
             self.adminAddress = nil
         }
-        for (index, channel) in bound.enumerated() { watch(channel, worker: workers[index]) }
         logger.info("relay listening", metadata: [
             "udp": "\(Self.describe(localAddress))", "admin": "\(adminAddress.map(Self.describe) ?? "off")",
             "threads": "\(configuration.threads)", "max-rooms": "\(configuration.limits.maximumRooms)",
@@ -113,44 +124,10 @@ public final class Relay: Sendable {
         ])
     }
 
-    private static func bind(worker: RelayWorker, address: SocketAddress, configuration: RelayConfiguration) throws -> Channel {
-        try openSocket(worker: worker, address: address, configuration: configuration).wait()
-    }
-
-    /// Opens the loop's socket (shared port, buffers) and hands it to SwiftNIO for reading;
-    /// the worker writes to it directly (see ``DatagramSendBatch``).
-    private static func openSocket(worker: RelayWorker, address: SocketAddress, configuration: RelayConfiguration) -> EventLoopFuture<Channel> {
-        let descriptor: CInt
-        do {
-            descriptor = try RelaySocket.bound(to: address, bufferBytes: configuration.socketBufferBytes)
-        } catch {
-            return worker.eventLoop.makeFailedFuture(error)
-        }
-        return bootstrap(worker: worker, descriptor: descriptor, configuration: configuration).withBoundSocket(descriptor)
-    }
-
-    private static func bootstrap(worker: RelayWorker, descriptor: CInt, configuration: RelayConfiguration) -> DatagramBootstrap {
-        DatagramBootstrap(group: worker.eventLoop)
-            // recvmmsg: up to this many datagrams per system call.
-            .channelOption(.datagramVectorReadMessageCount, value: configuration.vectorReadCount)
-            // One recvmmsg per wake-up: a short batch means the queue is empty, and asking
-            // again only to hear EAGAIN cost a system call per wake-up (at fan-out 1, half
-            // load, the relay's core went from 84–87 % to 79–81 % without it); with more
-            // waiting, epoll (level-triggered) reports the socket again at once.
-            .channelOption(.maxMessagesPerRead, value: 1)
-            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: configuration.vectorReadCount * 2048))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(RelayChannelHandler(worker: worker, descriptor: descriptor))
-                }
-            }
-    }
-
-    private static func reportBufferSizes(_ channel: Channel, requested: Int, metrics: RelayMetrics, logger: Logger) {
+    private static func reportBufferSizes(_ worker: RelayWorker, requested: Int, metrics: RelayMetrics, logger: Logger) {
         // Linux reports twice what it grants for the payload (the rest is its bookkeeping),
         // and caps the request at net.core.rmem_max / wmem_max.
-        let receive = Int((try? channel.getOption(.socketOption(.so_rcvbuf)).wait()) ?? 0) / 2
-        let send = Int((try? channel.getOption(.socketOption(.so_sndbuf)).wait()) ?? 0) / 2
+        let (receive, send) = RelaySocket.bufferSizes(of: worker.socketDescriptor)
         metrics.socketReceiveBuffer.record(receive)
         metrics.socketSendBuffer.record(send)
         if receive < requested || send < requested {
@@ -163,28 +140,6 @@ public final class Relay: Sendable {
         }
     }
 
-    /// A socket that closes while the relay runs (a fatal send error, say) is bound again,
-    /// so one bad moment never stops forwarding for good.
-    private func watch(_ channel: Channel, worker: RelayWorker) {
-        channel.closeFuture.whenComplete { [self] _ in
-            guard lifecycle.state.withLock({ $0 == .running }) else { return }
-            logger.error("a relay socket closed unexpectedly; binding it again", metadata: ["loop": "\(worker.index)"])
-            // Asynchronously: this runs on the loop itself, which must never block on a future.
-            worker.eventLoop.scheduleTask(in: .milliseconds(100)) {
-                Self.openSocket(worker: worker, address: self.localAddress, configuration: self.configuration).whenComplete { result in
-                    switch result {
-                    case let .success(replacement):
-                        self.channels.withLock { $0[worker.index] = replacement }
-                        self.logger.notice("relay socket bound again", metadata: ["loop": "\(worker.index)"])
-                        self.watch(replacement, worker: worker)
-                    case let .failure(error):
-                        self.logger.critical("cannot bind the relay socket again; restart the relay", metadata: ["error": "\(error)"])
-                    }
-                }
-            }
-        }
-    }
-
     /// "127.0.0.1:7800" or "[::1]:7800", for people.
     static func describe(_ address: SocketAddress) -> String {
         let host = address.ipAddress ?? "?"
@@ -192,30 +147,33 @@ public final class Relay: Sendable {
         return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
+    /// Every loop adds its counts, then the exposition is built, on `loop` (the admin server's).
     private static func scrape(core: RelayCore, port: Int?, on loop: EventLoop) -> EventLoopFuture<[UInt8]> {
-        let flushes = core.allWorkers.map { worker in worker.eventLoop.submit { worker.flushStatistics() } }
-        return EventLoopFuture.andAllComplete(flushes, on: loop).map {
-            if let port, let drops = KernelSocketDrops.count(port: port) { core.metrics.socketReceiveDrops.record(drops) }
-            return core.metrics.exposition()
+        let promise = loop.makePromise(of: [UInt8].self)
+        let workers = core.allWorkers
+        let remaining = Mutex(workers.count)
+        for worker in workers {
+            worker.loop.execute {
+                worker.flushStatistics()
+                guard remaining.withLock({ count -> Bool in count -= 1; return count == 0 }) else { return }
+                if let port, let drops = KernelSocketDrops.count(port: port) { core.metrics.socketReceiveDrops.record(drops) }
+                promise.succeed(core.metrics.exposition())
+            }
         }
+        return promise.futureResult
     }
 
     /// Counts added by every loop, then the exposition; for tests and tools.
     public func metricsText() throws -> String {
-        String(decoding: try Self.scrape(core: core, port: localAddress.port, on: group.next()).wait(), as: UTF8.self)
+        let loop = adminGroup?.next() ?? MultiThreadedEventLoopGroup.singleton.next()
+        return String(decoding: try Self.scrape(core: core, port: localAddress.port, on: loop).wait(), as: UTF8.self)
     }
 
-    /// Closes one loop's socket as a fatal send error would; for the test that the relay binds it again.
-    func closeSocketAsIfItFailed(loop index: Int) {
-        let channel = channels.withLock { $0[index] }
-        try? channel.close().wait()
-    }
-
-    /// The event loop whose socket holds the session of a client at `address`, if any.
+    /// The loop whose socket holds the session of a client at `address`, if any.
     public func loopIndex(of address: SocketAddress) -> Int? {
         guard let peer = PeerAddress(address) else { return nil }
-        for worker in core.allWorkers {
-            if (try? worker.eventLoop.submit { worker.hasSession(at: peer) }.wait()) == true { return worker.index }
+        for worker in core.allWorkers where worker.loop.submit({ worker.hasSession(at: peer) }) {
+            return worker.index
         }
         return nil
     }
@@ -236,21 +194,22 @@ public final class Relay: Sendable {
         let workers = core.allWorkers
         let started = monotonicNanoseconds()
         core.beginShutdown()
-        for worker in workers { worker.eventLoop.execute { worker.beginShutdown() } }
+        for worker in workers { worker.loop.execute { worker.beginShutdown() } }
         // Retransmissions run on the loops' ticks; wait for acks or the grace period.
         let grace = UInt64(configuration.shutdownGraceMilliseconds) * 1_000_000
         while monotonicNanoseconds() - started < grace {
-            let waiting = workers.map { worker in worker.eventLoop.submit { worker.unacknowledgedGoodbyes } }
-            let outstanding = waiting.reduce(0) { $0 + ((try? $1.wait()) ?? 0) }
+            let outstanding = workers.reduce(0) { sum, worker in sum + worker.loop.submit { worker.unacknowledgedGoodbyes } }
             if outstanding == 0 && monotonicNanoseconds() - started > 100_000_000 { break }
             usleepNanoseconds(50_000_000)
         }
-        for task in tickTasks.withLock({ $0 }) { task.cancel() }
-        for worker in workers { try? worker.eventLoop.submit { worker.flushStatistics() }.wait() }
+        for worker in workers { worker.loop.submit { worker.flushStatistics() } }
         lifecycle.state.withLock { $0 = .stopped }
-        for channel in channels.withLock({ $0 }) { try? channel.close().wait() }
+        for worker in workers {
+            worker.loop.stop()
+            worker.closeSocket()
+        }
         admin?.close()
-        try? group.syncShutdownGracefully()
+        try? adminGroup?.syncShutdownGracefully()
         logger.notice("relay stopped")
     }
 }

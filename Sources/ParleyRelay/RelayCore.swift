@@ -125,7 +125,7 @@ final class RelayCore: Sendable {
         let list = workers.withLock { $0 }
         for session in active {
             let worker = list[session.workerIndex]
-            worker.eventLoop.execute {
+            worker.loop.execute {
                 worker.applyRoomUpdate(session, snapshot: snapshot, roster: roster)
             }
         }

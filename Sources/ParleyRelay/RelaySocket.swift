@@ -9,9 +9,8 @@ import Musl
 /// Opens one of the relay's UDP sockets: non-blocking, sharing its port with the other loops'
 /// sockets (SO_REUSEPORT), with the buffers asked for, bound to `address`.
 ///
-/// The relay makes its sockets itself, rather than letting SwiftNIO's bootstrap bind them,
-/// because it writes to them itself (``DatagramSendBatch``); SwiftNIO takes the descriptor
-/// over for reading and closes it with the channel.
+/// Each ``RelayLoop`` reads and writes its socket itself (``DatagramReceiveBatch``,
+/// ``DatagramSendBatch``); the worker closes it when the relay stops.
 enum RelaySocket {
     static func bound(to address: SocketAddress, bufferBytes: Int) throws -> CInt {
         let family: CInt
@@ -35,6 +34,31 @@ enum RelaySocket {
             close(descriptor)
             throw error
         }
+    }
+
+    /// The address the socket is bound to (the port the kernel chose, when 0 was asked for).
+    static func localAddress(of descriptor: CInt) throws -> SocketAddress {
+        var storage = sockaddr_in6()
+        var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        let result = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        guard result == 0, let address = DatagramAddress(storage: storage, length: length).socketAddress else {
+            throw ConfigurationError("cannot read the relay socket's address: \(String(cString: strerror(errno)))")
+        }
+        return address
+    }
+
+    /// The receive and send buffer sizes the kernel granted, in payload bytes (Linux reports
+    /// twice the payload, the rest being its bookkeeping).
+    static func bufferSizes(of descriptor: CInt) -> (receive: Int, send: Int) {
+        func get(_ option: CInt) -> Int {
+            var value: CInt = 0
+            var length = socklen_t(MemoryLayout<CInt>.size)
+            guard getsockopt(descriptor, SOL_SOCKET, option, &value, &length) == 0 else { return 0 }
+            return Int(value) / 2
+        }
+        return (get(SO_RCVBUF), get(SO_SNDBUF))
     }
 
     /// What went wrong, said for the person starting the relay.

@@ -15,14 +15,15 @@ import Darwin
 /// One event loop's share of the relay: its UDP socket's datagrams, the sessions whose
 /// packets that socket receives, and their timers.
 ///
-/// Everything here runs on ``eventLoop``; nothing in it is locked. The per-packet path —
+/// Everything here runs on ``loop``'s thread; nothing in it is locked. The per-packet path —
 /// look the source address up, check the SSRC and rate, update reception statistics, write
 /// one copy per receiver — reads only this worker's tables and the session's own room
 /// snapshot. Membership changes go through ``RelayCore`` (one lock, taken on join and
 /// leave) which hands new snapshots to every loop concerned.
 final class RelayWorker: @unchecked Sendable {
     let index: Int
-    let eventLoop: EventLoop
+    /// The thread everything here runs on.
+    let loop: RelayLoop
     unowned let core: RelayCore
     let limits: RelayLimits
     let metrics: RelayMetrics
@@ -52,14 +53,17 @@ final class RelayWorker: @unchecked Sendable {
     // runtime's dynamic exclusivity checks (a thread-local access set per access, several
     // percent of the relay's CPU at fan-out 1) are turned off for it.
     @exclusivity(unchecked) private(set) var statistics = WorkerStatistics()
-    /// Set while the handler is in a pipeline (its allocator opens sealed packets).
-    @exclusivity(unchecked) private var context: ChannelHandlerContext?
-    /// The loop's socket, written to directly through ``sendBatch``; -1 while detached.
+    /// The loop's socket: read through ``receiveBatch``, written through ``sendBatch``; -1
+    /// before it is attached and once it is closed.
     @exclusivity(unchecked) private var descriptor: CInt = -1
+    /// Datagrams read with one `recvmmsg`.
+    private let receiveBatch: DatagramReceiveBatch
     /// Everything written since the last flush: one `sendmmsg` sends it.
     private let sendBatch: DatagramSendBatch
-    /// Refused sends are logged at most this often (a firewall rule can refuse thousands a second).
-    private var sendFailureLogs: RateLimiter
+    /// Buffers for opened sealed packets.
+    private let allocator = ByteBufferAllocator()
+    /// Socket errors are logged at most this often (a firewall rule can refuse thousands of sends a second).
+    private var socketErrorLogs: RateLimiter
     /// Read times of packets forwarded since the last flush, for the latency histogram.
     @exclusivity(unchecked) private var forwardedReadTimes: [UInt64] = []
     private var isShuttingDown = false
@@ -79,14 +83,14 @@ final class RelayWorker: @unchecked Sendable {
         let sessionID: UInt64
         var goodbye: ReliableSender
         let expiresNanoseconds: UInt64
-        let destination: DatagramDestination
+        let destination: DatagramAddress
         /// The departed member's keys: its goodbye is sealed, and so is its ack.
         let protector: PacketProtector
     }
 
-    init(index: Int, eventLoop: EventLoop, core: RelayCore) {
+    init(index: Int, loop: RelayLoop, core: RelayCore) {
         self.index = index
-        self.eventLoop = eventLoop
+        self.loop = loop
         self.core = core
         self.limits = core.configuration.limits
         self.metrics = core.metrics
@@ -97,9 +101,11 @@ final class RelayWorker: @unchecked Sendable {
         strangerReplies = SourceRateLimiter(
             perSourcePerSecond: limits.errorRepliesPerSecondPerSource, globalPerSecond: limits.errorRepliesPerSecond, nowNanoseconds: now)
         strangerLogs = RateLimiter(ratePerSecond: 5, burst: 20, nowNanoseconds: now)
-        sendFailureLogs = RateLimiter(ratePerSecond: 1, burst: 5, nowNanoseconds: now)
+        socketErrorLogs = RateLimiter(ratePerSecond: 1, burst: 5, nowNanoseconds: now)
         // The largest datagram written: a forwarded packet (at most the size limit) or one the
         // relay builds (rosters are paged to 1,200 bytes), sealed.
+        receiveBatch = DatagramReceiveBatch(
+            capacity: core.configuration.vectorReadCount, slotSize: limits.maximumPacketSize, allocator: allocator)
         sendBatch = DatagramSendBatch(
             messageCapacity: Self.maximumUnflushedWrites,
             largestDatagram: max(limits.maximumPacketSize, 2_048) + SealedHeader.overhead)
@@ -107,26 +113,63 @@ final class RelayWorker: @unchecked Sendable {
         forwardedReadTimes.reserveCapacity(4096)
     }
 
-    // MARK: Channel attachment
+    // MARK: The socket
 
-    /// The handler joined the pipeline of the channel that reads `descriptor`.
-    func attach(_ context: ChannelHandlerContext, descriptor: CInt) {
-        self.context = context
+    var socketDescriptor: CInt { descriptor }
+
+    /// The socket this worker reads and writes; before its loop starts.
+    func attach(descriptor: CInt) {
         self.descriptor = descriptor
     }
 
-    /// The channel closed (and with it the descriptor): what was not sent is gone.
-    func detach() {
-        context = nil
+    /// Closes the socket (on the loop, or after it stopped): what was not sent is gone.
+    func closeSocket() {
+        guard descriptor >= 0 else { return }
+        close(descriptor)
         descriptor = -1
         sendBatch.discard()
         forwardedReadTimes.removeAll(keepingCapacity: true)
     }
 
+    /// Read bursts per wake-up before the loop looks at its tasks and timer again.
+    static let maximumReadsPerWakeup = 8
+
+    /// The socket has datagrams: read them a batch at a time, handle each, send what that
+    /// produced. A short batch means the queue is empty; a full one is followed by another
+    /// read without asking epoll first, up to ``maximumReadsPerWakeup``.
+    func readSocket() {
+        for _ in 0..<Self.maximumReadsPerWakeup {
+            guard descriptor >= 0 else { return }
+            let count = receiveBatch.receive(on: descriptor)
+            if count < 0 {
+                if socketErrorLogs.allow(nowNanoseconds: monotonicNanoseconds()) {
+                    logger.warning("reading the relay socket failed; the relay carries on", metadata: [
+                        "error": "\(String(cString: strerror(Int32(-count))))",
+                    ])
+                }
+                return
+            }
+            guard count > 0 else { return }
+            // One reading of the clock per batch: the datagrams arrived within its span.
+            let now = monotonicNanoseconds()
+            for index in 0..<count {
+                let packet = receiveBatch.packet(index)
+                if receiveBatch.isTruncated(index) {
+                    statistics.received(ReceivedKind(packet.withUnsafeReadableBytes { PacketKind($0) }), bytes: packet.readableBytes)
+                    drop(.oversize)
+                    continue
+                }
+                receive(packet, from: receiveBatch.source(index), nowNanoseconds: now)
+            }
+            flush()
+            if count < receiveBatch.capacity { return }
+        }
+    }
+
     // MARK: Receiving
 
     /// One datagram from the socket.
-    func receive(_ buffer: ByteBuffer, from address: SocketAddress, nowNanoseconds now: UInt64) {
+    func receive(_ buffer: ByteBuffer, from address: DatagramAddress, nowNanoseconds now: UInt64) {
         let size = buffer.readableBytes
         let kind = buffer.withUnsafeReadableBytes { PacketKind($0) }
         statistics.received(ReceivedKind(kind), bytes: size)
@@ -160,7 +203,7 @@ final class RelayWorker: @unchecked Sendable {
     /// A datagram on a relay that requires encryption: after the handshake, members send only
     /// sealed packets; each is opened once with the member's keys, then handled exactly as a
     /// plaintext packet would be on an insecure relay.
-    private func receiveOnSecureRelay(_ buffer: ByteBuffer, kind: PacketKind, from address: SocketAddress, peer: PeerAddress, now: UInt64) {
+    private func receiveOnSecureRelay(_ buffer: ByteBuffer, kind: PacketKind, from address: DatagramAddress, peer: PeerAddress, now: UInt64) {
         let size = buffer.readableBytes
         switch kind {
         case .handshake:
@@ -199,9 +242,8 @@ final class RelayWorker: @unchecked Sendable {
 
     /// Opens a sealed datagram; a failure is counted by its reason and the packet goes no further.
     private func open(_ buffer: ByteBuffer, with protector: PacketProtector) -> ByteBuffer? {
-        guard let context else { return nil }
         do {
-            return try protector.open(buffer, allocator: context.channel.allocator)
+            return try protector.open(buffer, allocator: allocator)
         } catch {
             switch error {
             case .replayed: drop(.replayed)
@@ -270,7 +312,7 @@ final class RelayWorker: @unchecked Sendable {
                 if outcome.shed > 0 { statistics.dropped(.sendQueueFull, count: outcome.shed) }
                 if outcome.failed > 0 {
                     statistics.dropped(.sendFailed, count: outcome.failed)
-                    if sendFailureLogs.allow(nowNanoseconds: monotonicNanoseconds()) {
+                    if socketErrorLogs.allow(nowNanoseconds: monotonicNanoseconds()) {
                         logger.warning("the kernel refused to send to a member's address; check the firewall's outgoing rules", metadata: [
                             "error": "\(String(cString: strerror(outcome.lastError)))", "refused": "\(outcome.failed)",
                         ])
@@ -391,7 +433,7 @@ final class RelayWorker: @unchecked Sendable {
 
     // MARK: Strangers
 
-    private func receiveStrangerControl(_ buffer: ByteBuffer, from address: SocketAddress, peer: PeerAddress, now: UInt64) {
+    private func receiveStrangerControl(_ buffer: ByteBuffer, from address: DatagramAddress, peer: PeerAddress, now: UInt64) {
         let size = buffer.readableBytes
         let parsed = buffer.withUnsafeReadableBytes { raw -> ControlMessage? in try? ControlMessage(parsing: raw) }
         guard let message = parsed else { return drop(.malformed) }
@@ -411,12 +453,12 @@ final class RelayWorker: @unchecked Sendable {
 
     /// A retransmitted leave whose ack was lost, or the ack of a goodbye: the address was
     /// proven before the member left, so answering it is safe.
-    private func receiveDepartedControl(_ message: ControlMessage, peer: PeerAddress, address: SocketAddress) {
+    private func receiveDepartedControl(_ message: ControlMessage, peer: PeerAddress, address: DatagramAddress) {
         guard let departure = departures[peer] else { return drop(.notJoined) }
         switch message.body {
         case .leave:
             guard let bytes = try? ControlMessage(body: .ack(ControlMessage.Ack(sequence: message.sequence))).serialized() else { return }
-            send(bytes, to: DatagramDestination(address), protector: departure.protector, kind: .control)
+            send(bytes, to: address, protector: departure.protector, kind: .control)
         case let .ack(ack):
             departures[peer]!.goodbye.acknowledge(sequence: ack.sequence)
         default:
@@ -426,7 +468,7 @@ final class RelayWorker: @unchecked Sendable {
 
     /// Tells a stranger it is not a member, so a client whose relay restarted rejoins at once;
     /// never with more bytes than it sent, and rate-limited per source and overall.
-    private func answerStranger(_ peer: PeerAddress, address: SocketAddress, receivedSize: Int, now: UInt64) {
+    private func answerStranger(_ peer: PeerAddress, address: DatagramAddress, receivedSize: Int, now: UInt64) {
         guard peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
         sendError(.notJoined, "not a member here: join again (the relay may have restarted)", sequence: 0, to: address, limit: receivedSize)
     }
@@ -434,7 +476,7 @@ final class RelayWorker: @unchecked Sendable {
     // MARK: Joining
 
     /// A plaintext join (relays started `--insecure`).
-    private func receiveJoin(_ message: ControlMessage, size: Int, from address: SocketAddress, peer: PeerAddress, existing: Session?, now: UInt64) {
+    private func receiveJoin(_ message: ControlMessage, size: Int, from address: DatagramAddress, peer: PeerAddress, existing: Session?, now: UInt64) {
         guard case let .join(join) = message.body else { return }
         // Joins are padded so the answer is never larger than the question; a short one is
         // not from a Parley client and gets no answer at all.
@@ -483,7 +525,7 @@ final class RelayWorker: @unchecked Sendable {
     }
 
     /// A session for a verified join, with its `joined` answer ready.
-    private func makeSession(_ join: ControlMessage.Join, sequence: UInt32, token: AccessToken, address: SocketAddress, peer: PeerAddress, now: UInt64) -> Session {
+    private func makeSession(_ join: ControlMessage.Join, sequence: UInt32, token: AccessToken, address: DatagramAddress, peer: PeerAddress, now: UInt64) -> Session {
         let session = Session(
             id: core.makeSessionID(), address: address, peer: peer, room: join.room, identity: token.identity,
             ssrc: join.ssrc, canPublish: token.canPublish, cookie: UInt64.random(in: 1 ... .max), token: join.token,
@@ -524,7 +566,7 @@ final class RelayWorker: @unchecked Sendable {
             ])
             if let replaced {
                 logger.info("member replaced by a new session", metadata: ["member": "\(replaced.logDescription)"])
-                core.worker(replaced.workerIndex).eventLoop.execute { [worker = core.worker(replaced.workerIndex)] in
+                core.worker(replaced.workerIndex).loop.execute { [worker = core.worker(replaced.workerIndex)] in
                     worker.closeReplaced(replaced)
                 }
             }
@@ -534,7 +576,7 @@ final class RelayWorker: @unchecked Sendable {
 
     private func refuseJoin(
         _ code: ControlMessage.ErrorCode, message: String, logReason: String, sequence: UInt32,
-        peer: PeerAddress, address: SocketAddress, size: Int, now: UInt64
+        peer: PeerAddress, address: DatagramAddress, size: Int, now: UInt64
     ) {
         drop(.notJoined)
         guard peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
@@ -549,7 +591,7 @@ final class RelayWorker: @unchecked Sendable {
     /// Hello and handshake init. Answers only what checks out, never with more bytes than came
     /// in, and spends a Diffie-Hellman operation only on an init from an address that proved
     /// itself with a cookie and is within its join rate.
-    private func receiveHandshake(_ buffer: ByteBuffer, from address: SocketAddress, peer: PeerAddress, now: UInt64) {
+    private func receiveHandshake(_ buffer: ByteBuffer, from address: DatagramAddress, peer: PeerAddress, now: UInt64) {
         guard let handshake = core.handshake else { return }
         let size = buffer.readableBytes
         guard peer.canBeAnswered else { return drop(.malformed) }
@@ -596,7 +638,7 @@ final class RelayWorker: @unchecked Sendable {
 
     /// The join inside an accepted handshake: the same checks as a plaintext join; the answer
     /// (joined, or the refusal) goes back inside the handshake response, so it is authenticated.
-    private func receiveSecureJoin(_ accepted: AcceptedHandshake, size: Int, from address: SocketAddress, peer: PeerAddress, existing: Session?, now: UInt64) {
+    private func receiveSecureJoin(_ accepted: AcceptedHandshake, size: Int, from address: DatagramAddress, peer: PeerAddress, existing: Session?, now: UInt64) {
         guard let message = try? ControlMessage(parsing: accepted.payload), case let .join(join) = message.body else {
             return drop(.malformed)
         }
@@ -641,7 +683,7 @@ final class RelayWorker: @unchecked Sendable {
     }
 
     /// A hello on a relay started `--insecure`: say so, in no more bytes than the hello.
-    private func refuseHandshakeOnInsecureRelay(_ buffer: ByteBuffer, from address: SocketAddress, peer: PeerAddress, now: UInt64) {
+    private func refuseHandshakeOnInsecureRelay(_ buffer: ByteBuffer, from address: DatagramAddress, peer: PeerAddress, now: UInt64) {
         drop(.unknownKind)
         guard buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) == SecureMessageType.hello.rawValue,
               peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
@@ -711,7 +753,7 @@ final class RelayWorker: @unchecked Sendable {
         if reason != .neverReady, sessions[session.peer] == nil {
             departures[session.peer] = Departure(
                 sessionID: session.id, goodbye: goodbye, expiresNanoseconds: now + Self.departureLifetimeNanoseconds,
-                destination: session.destination, protector: session.protector)
+                destination: session.address, protector: session.protector)
         }
     }
 
@@ -801,7 +843,7 @@ final class RelayWorker: @unchecked Sendable {
     // MARK: Sending control
 
     /// To a stranger: plaintext, and never more than `limit` bytes.
-    private func sendControl(_ body: ControlMessage.Body, sequence: UInt32, to address: SocketAddress, limit: Int?) {
+    private func sendControl(_ body: ControlMessage.Body, sequence: UInt32, to address: DatagramAddress, limit: Int?) {
         guard let bytes = try? ControlMessage(sequence: sequence, body: body).serialized() else { return }
         if let limit, bytes.count > limit { return }
         send(bytes, to: address, kind: .control)
@@ -818,7 +860,7 @@ final class RelayWorker: @unchecked Sendable {
 
     /// An error reply cut to `limit` bytes: the message text is shortened (at a character
     /// boundary) or dropped, and if even the code does not fit, nothing is sent.
-    private func sendError(_ code: ControlMessage.ErrorCode, _ text: String, sequence: UInt32, to address: SocketAddress, limit: Int) {
+    private func sendError(_ code: ControlMessage.ErrorCode, _ text: String, sequence: UInt32, to address: DatagramAddress, limit: Int) {
         let room = limit - ControlMessage.headerSize - 3
         guard room >= 0 else { return }
         var fitted = ""
@@ -830,16 +872,16 @@ final class RelayWorker: @unchecked Sendable {
     }
 
     /// Plaintext bytes to an address: replies to strangers, and everything on an insecure relay.
-    private func send(_ bytes: [UInt8], to address: SocketAddress, kind: SentKind) {
-        send(bytes, to: DatagramDestination(address), protector: .plaintext, kind: kind)
+    private func send(_ bytes: [UInt8], to address: DatagramAddress, kind: SentKind) {
+        send(bytes, to: address, protector: .plaintext, kind: kind)
     }
 
     /// Bytes for a member, sealed with its keys on a secure relay.
     private func send(_ bytes: [UInt8], to session: Session, kind: SentKind) {
-        send(bytes, to: session.destination, protector: session.protector, kind: kind)
+        send(bytes, to: session.address, protector: session.protector, kind: kind)
     }
 
-    private func send(_ bytes: [UInt8], to destination: DatagramDestination, protector: PacketProtector, kind: SentKind) {
+    private func send(_ bytes: [UInt8], to destination: DatagramAddress, protector: PacketProtector, kind: SentKind) {
         guard descriptor >= 0, !bytes.isEmpty else { return }
         let size = protector.sealedSize(plaintextCount: bytes.count)
         if !sendBatch.hasRoom(for: size) { flush() }

@@ -4,12 +4,12 @@ import NIOCore
 ///
 /// The forwarding path reads this and nothing shared: each session holds the snapshot of
 /// its room, and a membership change builds a new one and hands it to every member's event
-/// loop (`EventLoop.execute`), where it replaces the old. So no lock and no atomic is touched
+/// loop (`RelayLoop.execute`), where it replaces the old. So no lock and no atomic is touched
 /// per packet, and a loop never sees a half-updated list.
 final class RoomSnapshot: Sendable {
     struct Receiver: Sendable {
         let sessionID: UInt64
-        let destination: DatagramDestination
+        let destination: DatagramAddress
         let protector: PacketProtector
     }
 

@@ -5,7 +5,7 @@ import ParleyWire
 ///
 /// A session lives on one event loop, the loop whose socket receives its datagrams
 /// (SO_REUSEPORT steers a source address to one socket). Everything mutable here is touched
-/// only on that loop; other loops reach it through `EventLoop.execute`. The `let`s are
+/// only on that loop; other loops reach it through `RelayLoop.execute`. The `let`s are
 /// written once, before the session is shared.
 final class Session: @unchecked Sendable {
     enum State: Sendable, Hashable {
@@ -16,9 +16,8 @@ final class Session: @unchecked Sendable {
     }
 
     let id: UInt64
-    let address: SocketAddress
-    /// The same address as the kernel takes it, for the send batch.
-    let destination: DatagramDestination
+    /// Where its datagrams come from and go, as the kernel writes and takes it.
+    let address: DatagramAddress
     let peer: PeerAddress
     let room: String
     let identity: String
@@ -54,12 +53,11 @@ final class Session: @unchecked Sendable {
     var gauges: StreamGauges?
 
     init(
-        id: UInt64, address: SocketAddress, peer: PeerAddress, room: String, identity: String, ssrc: UInt32,
+        id: UInt64, address: DatagramAddress, peer: PeerAddress, room: String, identity: String, ssrc: UInt32,
         canPublish: Bool, cookie: UInt64, token: String, workerIndex: Int, limits: RelayLimits, nowNanoseconds: UInt64
     ) {
         self.id = id
         self.address = address
-        self.destination = DatagramDestination(address)
         self.peer = peer
         self.room = room
         self.identity = identity
@@ -85,7 +83,7 @@ final class Session: @unchecked Sendable {
     }
 
     var receiver: RoomSnapshot.Receiver {
-        RoomSnapshot.Receiver(sessionID: id, destination: destination, protector: protector)
+        RoomSnapshot.Receiver(sessionID: id, destination: address, protector: protector)
     }
 
     var logDescription: String { "\(identity)@\(room) from \(peer) ssrc \(ssrc)" }

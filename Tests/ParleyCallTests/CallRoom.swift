@@ -55,11 +55,11 @@ final class CallRoom: @unchecked Sendable {
         logger.logLevel = .error
         // The calls' audio and network threads ask for nice −11 so a busy machine does not
         // show up as network jitter; the relay's loop, which forwards every packet, gets the
-        // same (it is the one thread Relay.start creates, found by its name). Without the
+        // same (Relay.start creates one thread per loop, named relay-loop-N). Without the
         // privilege nothing changes.
         let before = threadNames()
         let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger)
-        for (thread, name) in threadNames() where before[thread] == nil && name.hasPrefix("NIO-ELT") {
+        for (thread, name) in threadNames() where before[thread] == nil && name.hasPrefix("relay-loop") {
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(thread), -11)
         }
         return relay

@@ -96,23 +96,20 @@ extension RelayOverUDP {
             #expect(Set(first.mediaInbox.compactMap { origin(ofMedia: $0)?.ssrc }) == [last.ssrc])
         }
 
-        @Test func aSocketThatClosesIsBoundAgainAndTheRoomCarriesOn() throws {
-            // SwiftNIO closes a datagram channel on a send error it deems fatal; the relay must
-            // not stop forwarding for good when that happens.
-            let fixture = try RelayFixture.start()
+        @Test func aPacketOverTheSizeLimitIsDroppedAndTheStreamCarriesOn() throws {
+            // The loop reads into slots of max-packet-size bytes: a longer datagram arrives cut
+            // short, and must be dropped as oversize, not forwarded truncated.
+            let fixture = try RelayFixture.start { $0.limits.maximumPacketSize = 600 }
             defer { fixture.relay.shutdown() }
-            let members = try fixture.room("phoenix", size: 2)
-            fixture.relay.closeSocketAsIfItFailed(loop: 0)
-            let started = now()
-            var heard = false
-            var sequence: UInt16 = 0
-            while !heard && now() - started < 3 {
-                members[0].sendRTP(sequence: sequence)
-                sequence += 1
-                heard = members[1].pump(timeout: 0.05) { !$0.mediaInbox.isEmpty }
-            }
-            print("forwarding resumed \(Int((now() - started) * 1000)) ms after the socket closed (bound 3 s)")
-            #expect(heard)
+            let members = try fixture.room("sizes", size: 2)
+            members[0].sendRTP(sequence: 1, payloadSize: 900)
+            members[0].sendRTP(sequence: 2, payloadSize: 500)
+            #expect(members[1].pump(timeout: 3) { !$0.mediaInbox.isEmpty })
+            members[1].drain()
+            let heard = members[1].mediaInbox.compactMap { origin(ofMedia: $0)?.sequence }
+            #expect(heard == [2], "heard sequences \(heard)")
+            #expect(members[1].mediaInbox.first?.count == 12 + 500)
+            #expect(metricValue(try fixture.relay.metricsText(), #"parley_relay_packets_dropped_total{reason="oversize"}"#) == 1)
         }
 
         @Test func twoRoomsStayIsolated() throws {

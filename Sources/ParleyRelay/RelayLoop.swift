@@ -1,0 +1,169 @@
+import CParleyNet
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One relay thread: an epoll loop over its UDP socket and a wake-up eventfd, a queue of
+/// tasks other threads hand it (room updates, statistics, shutdown), and a periodic tick.
+///
+/// Why not a SwiftNIO event loop: SwiftNIO's datagram channel turns every datagram read into
+/// a `SocketAddress` (with its address printed to a string), an `AddressedEnvelope` and a
+/// pipeline call, which was most of what separated the relay from a bare recvmmsg/sendmmsg
+/// forwarder at one copy per packet. SwiftNIO offers no way to watch a socket and read it
+/// oneself, so the relay's sockets get this small loop; the admin HTTP server stays on
+/// SwiftNIO.
+final class RelayLoop: @unchecked Sendable {
+    let name: String
+    private let epoll: CInt
+    private let wakeup: CInt
+    private let shared = Mutex(Shared())
+    /// The loop thread's `pthread_t` once it runs (0 before).
+    private let threadIdentity = Atomic<UInt>(0)
+    private var thread: pthread_t?
+
+    private struct Shared {
+        var tasks: [@Sendable () -> Void] = []
+        var isStopping = false
+        /// The thread has exited: tasks run on the caller's thread instead (nothing else
+        /// touches the worker's state any more).
+        var hasFinished = false
+    }
+
+    private static let socketToken: UInt64 = 1
+    private static let wakeupToken: UInt64 = 2
+
+    init(name: String) throws {
+        self.name = name
+        epoll = parley_epoll_create()
+        guard epoll >= 0 else { throw ConfigurationError("cannot create the relay loop's epoll set: \(String(cString: strerror(errno)))") }
+        wakeup = parley_eventfd()
+        guard wakeup >= 0, parley_epoll_watch_input(epoll, wakeup, Self.wakeupToken) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(epoll)
+            throw ConfigurationError("cannot create the relay loop's wake-up eventfd: \(reason)")
+        }
+    }
+
+    deinit {
+        close(wakeup)
+        close(epoll)
+    }
+
+    /// Whether the caller is the loop's own thread.
+    var inLoop: Bool {
+        let identity = threadIdentity.load(ordering: .acquiring)
+        return identity != 0 && identity == UInt(pthread_self())
+    }
+
+    /// Starts the thread: `readable` runs whenever `socket` has datagrams, `tick` about
+    /// every `tickNanoseconds`, tasks from ``execute(_:)`` as they come.
+    func start(socket: CInt, tickNanoseconds: UInt64, readable: @escaping () -> Void, tick: @escaping () -> Void) throws {
+        guard parley_epoll_watch_input(epoll, socket, Self.socketToken) == 0 else {
+            throw ConfigurationError("cannot watch the relay socket: \(String(cString: strerror(errno)))")
+        }
+        let body = Unmanaged.passRetained(Body { [self] in
+            run(tickNanoseconds: tickNanoseconds, readable: readable, tick: tick)
+        })
+        var handle = pthread_t()
+        let result = pthread_create(&handle, nil, { argument in
+            let body = Unmanaged<Body>.fromOpaque(argument!).takeRetainedValue()
+            body.run()
+            return nil
+        }, body.toOpaque())
+        guard result == 0 else {
+            body.release()
+            throw ConfigurationError("cannot start a relay thread: \(String(cString: strerror(result)))")
+        }
+        thread = handle
+    }
+
+    /// Runs `task` on the loop's thread, soon; never blocks.
+    func execute(_ task: @escaping @Sendable () -> Void) {
+        let (runHere, wake) = shared.withLock { shared -> (Bool, Bool) in
+            if shared.hasFinished { return (true, false) }
+            shared.tasks.append(task)
+            return (false, shared.tasks.count == 1)
+        }
+        if runHere {
+            task()
+        } else if wake {
+            parley_eventfd_signal(wakeup)
+        }
+    }
+
+    /// Runs `body` on the loop's thread and returns its result (directly, on the loop itself).
+    func submit<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        if inLoop { return body() }
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<T?>(nil)
+        execute {
+            let value = body()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
+
+    /// Stops the thread after the tasks already queued, and waits for it.
+    func stop() {
+        let wasRunning = shared.withLock { shared -> Bool in
+            defer { shared.isStopping = true }
+            return !shared.isStopping
+        }
+        guard wasRunning, let thread else { return }
+        parley_eventfd_signal(wakeup)
+        pthread_join(thread, nil)
+        self.thread = nil
+    }
+
+    private func run(tickNanoseconds: UInt64, readable: () -> Void, tick: () -> Void) {
+        threadIdentity.store(UInt(pthread_self()), ordering: .releasing)
+        parley_name_current_thread(name)
+        var tokens = [UInt64](repeating: 0, count: 4)
+        var nextTick = monotonicNanoseconds() &+ tickNanoseconds
+        while true {
+            var now = monotonicNanoseconds()
+            if now >= nextTick {
+                tick()
+                now = monotonicNanoseconds()
+                nextTick &+= tickNanoseconds
+                // Late by more than a tick (the machine was busy): start counting from now.
+                if nextTick <= now { nextTick = now &+ tickNanoseconds }
+            }
+            let timeout = Int32(clamping: (nextTick - now + 999_999) / 1_000_000)
+            let count = tokens.withUnsafeMutableBufferPointer { parley_epoll_wait(epoll, $0.baseAddress, 4, timeout) }
+            var runTasks = false
+            if count > 0 {
+                for token in tokens[0..<Int(count)] {
+                    if token == Self.socketToken { readable() } else { runTasks = true }
+                }
+            }
+            guard runTasks else { continue }
+            parley_eventfd_drain(wakeup)
+            let (tasks, stopping) = shared.withLock { shared in
+                defer { shared.tasks.removeAll(keepingCapacity: true) }
+                return (shared.tasks, shared.isStopping)
+            }
+            for task in tasks { task() }
+            if stopping { break }
+        }
+        // Tasks that raced with the stop run here; later ones on their callers' threads.
+        let leftovers = shared.withLock { shared in
+            shared.hasFinished = true
+            defer { shared.tasks.removeAll() }
+            return shared.tasks
+        }
+        for task in leftovers { task() }
+    }
+
+    private final class Body {
+        let run: () -> Void
+        init(_ run: @escaping () -> Void) { self.run = run }
+    }
+}
