@@ -45,8 +45,8 @@ let package = Package(
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
 
-        // Batched datagram calls (the relay's sends, the benchmarks) and CPU pinning for the
-        // benchmarks: Glibc's module hides them.
+        // Linux calls Glibc's module hides: batched datagram I/O, epoll and eventfd for the
+        // relay's loops and the benchmarks, naming and pinning threads.
         .target(name: "CParleyNet"),
 
         // MARK: The wire: pure Swift, no dependencies, shared by every other target.

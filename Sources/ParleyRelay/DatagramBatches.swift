@@ -164,6 +164,11 @@ final class DatagramSendBatch {
                 // The send buffer is full: the rest of this batch is shed, none of it queued.
                 outcome.shed += count - next
                 next = count
+            case EBADF, ENOTSOCK, EFAULT, ENOMEM:
+                // Nothing to do with the destination: none of the rest would go either.
+                outcome.failed += count - next
+                outcome.lastError = error
+                next = count
             default:
                 // This datagram's destination was refused (EPERM from a firewall, EHOSTUNREACH,
                 // EMSGSIZE, a closed socket's EBADF...): skip it, send the others.
@@ -245,7 +250,7 @@ final class DatagramReceiveBatch {
     /// The `index`th datagram's bytes.
     @inline(__always)
     func packet(_ index: Int) -> ByteBuffer {
-        arena.getSlice(at: index * slotSize, length: Int(messages[index].msg_len))!
+        arena.getSlice(at: index * slotSize, length: min(Int(messages[index].msg_len), slotSize))!
     }
 
     /// Where the `index`th datagram came from.

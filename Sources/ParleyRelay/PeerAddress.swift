@@ -76,9 +76,9 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether the relay may send to this address at all.
     ///
-    /// A forged source (port 0, a multicast, broadcast or unspecified address) would make
-    /// `sendmsg` fail with an error SwiftNIO treats as fatal for the whole channel, so one
-    /// hostile datagram could stop the relay's socket. Such sources are never answered.
+    /// A forged source (port 0, a multicast, broadcast or unspecified address) is never
+    /// answered: a reply could not reach a real client, and would make the relay an
+    /// amplifier aimed at a group or a whole network.
     var canBeAnswered: Bool {
         guard port != 0 else { return false }
         if let bytes = ipv4Bytes {

@@ -65,13 +65,13 @@ public final class Relay: Sendable {
         }
         self.core = core
         let workers = try (0..<configuration.threads).map { index in
-            RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)"), core: core)
+            RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)", logger: logger), core: core)
         }
         core.setWorkers(workers)
         func stopLoops() {
             for worker in workers {
                 worker.loop.stop()
-                worker.closeSocket()
+                worker.loop.submit { worker.closeSocket() }
             }
         }
 
@@ -147,20 +147,22 @@ public final class Relay: Sendable {
         return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
-    /// Every loop adds its counts, then the exposition is built, on `loop` (the admin server's).
+    /// Every loop adds its counts (a moment's work on each), then the exposition is built on
+    /// `loop`, the admin server's, so a scrape never holds up forwarding while it formats.
     private static func scrape(core: RelayCore, port: Int?, on loop: EventLoop) -> EventLoopFuture<[UInt8]> {
-        let promise = loop.makePromise(of: [UInt8].self)
+        let flushed = loop.makePromise(of: Void.self)
         let workers = core.allWorkers
         let remaining = Mutex(workers.count)
         for worker in workers {
             worker.loop.execute {
                 worker.flushStatistics()
-                guard remaining.withLock({ count -> Bool in count -= 1; return count == 0 }) else { return }
-                if let port, let drops = KernelSocketDrops.count(port: port) { core.metrics.socketReceiveDrops.record(drops) }
-                promise.succeed(core.metrics.exposition())
+                if remaining.withLock({ count -> Bool in count -= 1; return count == 0 }) { flushed.succeed(()) }
             }
         }
-        return promise.futureResult
+        return flushed.futureResult.map {
+            if let port, let drops = KernelSocketDrops.count(port: port) { core.metrics.socketReceiveDrops.record(drops) }
+            return core.metrics.exposition()
+        }
     }
 
     /// Counts added by every loop, then the exposition; for tests and tools.
@@ -204,12 +206,14 @@ public final class Relay: Sendable {
         }
         for worker in workers { worker.loop.submit { worker.flushStatistics() } }
         lifecycle.state.withLock { $0 = .stopped }
-        for worker in workers {
-            worker.loop.stop()
-            worker.closeSocket()
-        }
+        // The admin port first, so no scrape arrives while the loops stop.
         admin?.close()
         try? adminGroup?.syncShutdownGracefully()
+        for worker in workers {
+            worker.loop.stop()
+            // Runs here, now that the loop has finished (see RelayLoop.execute).
+            worker.loop.submit { worker.closeSocket() }
+        }
         logger.notice("relay stopped")
     }
 }

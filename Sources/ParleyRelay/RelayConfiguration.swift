@@ -143,6 +143,9 @@ public struct RelayConfiguration: Sendable {
     public func validate() throws(ConfigurationError) {
         try limits.validate()
         guard (1...256).contains(threads) else { throw ConfigurationError("threads is \(threads); it must be from 1 to 256") }
+        guard (1...1024).contains(vectorReadCount) else {
+            throw ConfigurationError("vectorReadCount is \(vectorReadCount); it must be from 1 to 1024 (the kernel's batch limit)")
+        }
     }
 
     // MARK: Value parsers, each failing with the rest of a sentence that begins with the source

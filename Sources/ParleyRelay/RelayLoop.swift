@@ -1,5 +1,6 @@
 import CParleyNet
 import Dispatch
+import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -19,39 +20,51 @@ import Musl
 /// SwiftNIO.
 final class RelayLoop: @unchecked Sendable {
     let name: String
-    private let epoll: CInt
-    private let wakeup: CInt
+    private let logger: Logger
+    private var epoll: CInt
+    private var wakeup: CInt
     private let shared = Mutex(Shared())
-    /// The loop thread's `pthread_t` once it runs (0 before).
+    /// Tasks handed over after the thread finished run on their callers' threads, one at a
+    /// time under this lock, so the worker's state still has one user at a time.
+    private let afterFinish = Mutex(())
+    /// The loop thread's `pthread_t` while it runs (0 otherwise).
     private let threadIdentity = Atomic<UInt>(0)
     private var thread: pthread_t?
 
     private struct Shared {
         var tasks: [@Sendable () -> Void] = []
         var isStopping = false
-        /// The thread has exited: tasks run on the caller's thread instead (nothing else
-        /// touches the worker's state any more).
+        /// The thread ran its last task (or never started): tasks now run on their callers'
+        /// threads, under ``afterFinish``.
         var hasFinished = false
     }
 
     private static let socketToken: UInt64 = 1
     private static let wakeupToken: UInt64 = 2
 
-    init(name: String) throws {
+    init(name: String, logger: Logger) throws {
         self.name = name
+        self.logger = logger
         epoll = parley_epoll_create()
         guard epoll >= 0 else { throw ConfigurationError("cannot create the relay loop's epoll set: \(String(cString: strerror(errno)))") }
         wakeup = parley_eventfd()
         guard wakeup >= 0, parley_epoll_watch_input(epoll, wakeup, Self.wakeupToken) == 0 else {
             let reason = String(cString: strerror(errno))
+            if wakeup >= 0 { close(wakeup) }
             close(epoll)
             throw ConfigurationError("cannot create the relay loop's wake-up eventfd: \(reason)")
         }
     }
 
     deinit {
-        close(wakeup)
-        close(epoll)
+        closeDescriptors()
+    }
+
+    private func closeDescriptors() {
+        if wakeup >= 0 { close(wakeup) }
+        if epoll >= 0 { close(epoll) }
+        wakeup = -1
+        epoll = -1
     }
 
     /// Whether the caller is the loop's own thread.
@@ -82,15 +95,18 @@ final class RelayLoop: @unchecked Sendable {
         thread = handle
     }
 
-    /// Runs `task` on the loop's thread, soon; never blocks.
+    /// Runs `task` on the loop's thread, soon, without waiting for it. Once the loop has
+    /// finished, runs it here and now instead (one such task at a time).
     func execute(_ task: @escaping @Sendable () -> Void) {
-        let (runHere, wake) = shared.withLock { shared -> (Bool, Bool) in
-            if shared.hasFinished { return (true, false) }
+        let (queued, wake) = shared.withLock { shared -> (Bool, Bool) in
+            if shared.hasFinished { return (false, false) }
             shared.tasks.append(task)
-            return (false, shared.tasks.count == 1)
+            // Only the task that makes the queue non-empty needs to wake the loop: the loop
+            // drains the eventfd before it takes the queue, so none is stranded.
+            return (true, shared.tasks.count == 1)
         }
-        if runHere {
-            task()
+        if !queued {
+            afterFinish.withLock { _ in task() }
         } else if wake {
             parley_eventfd_signal(wakeup)
         }
@@ -110,22 +126,39 @@ final class RelayLoop: @unchecked Sendable {
         return result.withLock { $0! }
     }
 
-    /// Stops the thread after the tasks already queued, and waits for it.
+    /// Stops the thread once it has run the tasks queued so far, and waits for it; from
+    /// another thread than the loop's. Later calls do nothing.
     func stop() {
-        let wasRunning = shared.withLock { shared -> Bool in
-            defer { shared.isStopping = true }
+        precondition(!inLoop, "RelayLoop.stop() from its own thread would wait for itself")
+        let thread = self.thread
+        let firstCall = shared.withLock { shared -> Bool in
+            defer {
+                shared.isStopping = true
+                // A loop that never started has nobody to run its queue: from now on
+                // tasks run on their callers' threads.
+                if thread == nil { shared.hasFinished = true }
+            }
             return !shared.isStopping
         }
-        guard wasRunning, let thread else { return }
-        parley_eventfd_signal(wakeup)
-        pthread_join(thread, nil)
-        self.thread = nil
+        guard firstCall else { return }
+        if let thread {
+            parley_eventfd_signal(wakeup)
+            pthread_join(thread, nil)
+            self.thread = nil
+        }
+        let stranded = shared.withLock { shared in
+            defer { shared.tasks.removeAll() }
+            return shared.tasks
+        }
+        for task in stranded { afterFinish.withLock { _ in task() } }
+        closeDescriptors()
     }
 
     private func run(tickNanoseconds: UInt64, readable: () -> Void, tick: () -> Void) {
         threadIdentity.store(UInt(pthread_self()), ordering: .releasing)
         parley_name_current_thread(name)
         var tokens = [UInt64](repeating: 0, count: 4)
+        var lastWaitErrorLog: UInt64 = 0
         var nextTick = monotonicNanoseconds() &+ tickNanoseconds
         while true {
             var now = monotonicNanoseconds()
@@ -136,8 +169,19 @@ final class RelayLoop: @unchecked Sendable {
                 // Late by more than a tick (the machine was busy): start counting from now.
                 if nextTick <= now { nextTick = now &+ tickNanoseconds }
             }
+            // nextTick > now here: it was just moved past now, or now had not reached it.
             let timeout = Int32(clamping: (nextTick - now + 999_999) / 1_000_000)
             let count = tokens.withUnsafeMutableBufferPointer { parley_epoll_wait(epoll, $0.baseAddress, 4, timeout) }
+            if count < 0 && errno != EINTR {
+                // Not expected on a valid epoll set; say so, and do not spin on it.
+                if now &- lastWaitErrorLog > 10_000_000_000 {
+                    lastWaitErrorLog = now
+                    logger.error("the relay loop cannot wait for its socket; forwarding may stall", metadata: [
+                        "loop": "\(name)", "error": "\(String(cString: strerror(errno)))",
+                    ])
+                }
+                usleep(1_000)
+            }
             var runTasks = false
             if count > 0 {
                 for token in tokens[0..<Int(count)] {
@@ -153,13 +197,22 @@ final class RelayLoop: @unchecked Sendable {
             for task in tasks { task() }
             if stopping { break }
         }
-        // Tasks that raced with the stop run here; later ones on their callers' threads.
-        let leftovers = shared.withLock { shared in
-            shared.hasFinished = true
-            defer { shared.tasks.removeAll() }
-            return shared.tasks
+        // Tasks that raced with the stop run here, until the queue is found empty in the same
+        // critical section that hands later tasks to their callers' threads: worker code
+        // never runs on two threads at once.
+        while true {
+            let leftovers = shared.withLock { shared -> [@Sendable () -> Void] in
+                if shared.tasks.isEmpty {
+                    shared.hasFinished = true
+                    return []
+                }
+                defer { shared.tasks.removeAll() }
+                return shared.tasks
+            }
+            if leftovers.isEmpty { break }
+            for task in leftovers { task() }
         }
-        for task in leftovers { task() }
+        threadIdentity.store(0, ordering: .releasing)
     }
 
     private final class Body {

@@ -22,8 +22,9 @@ enum RelaySocket {
         let descriptor = socket(family, CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw failure("socket", errno, address) }
         do {
-            try set(descriptor, SO_REUSEADDR, 1, address: address)
             // Every loop's socket shares the port; the kernel spreads sources over them by hash.
+            // SO_REUSEPORT lets only sockets of the same user share it; SO_REUSEADDR is left
+            // off, since on a UDP port it would let any local user bind beside the relay.
             try set(descriptor, SO_REUSEPORT, 1, address: address)
             try set(descriptor, SO_RCVBUF, CInt(clamping: bufferBytes), address: address)
             try set(descriptor, SO_SNDBUF, CInt(clamping: bufferBytes), address: address)

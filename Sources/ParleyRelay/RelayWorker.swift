@@ -102,10 +102,11 @@ final class RelayWorker: @unchecked Sendable {
             perSourcePerSecond: limits.errorRepliesPerSecondPerSource, globalPerSecond: limits.errorRepliesPerSecond, nowNanoseconds: now)
         strangerLogs = RateLimiter(ratePerSecond: 5, burst: 20, nowNanoseconds: now)
         socketErrorLogs = RateLimiter(ratePerSecond: 1, burst: 5, nowNanoseconds: now)
-        // The largest datagram written: a forwarded packet (at most the size limit) or one the
-        // relay builds (rosters are paged to 1,200 bytes), sealed.
+        // A datagram longer than max-packet-size arrives cut at its slot, and is dropped.
         receiveBatch = DatagramReceiveBatch(
             capacity: core.configuration.vectorReadCount, slotSize: limits.maximumPacketSize, allocator: allocator)
+        // The largest datagram written: a forwarded packet (at most the size limit) or one the
+        // relay builds (rosters are paged to 1,200 bytes), sealed.
         sendBatch = DatagramSendBatch(
             messageCapacity: Self.maximumUnflushedWrites,
             largestDatagram: max(limits.maximumPacketSize, 2_048) + SealedHeader.overhead)
@@ -155,6 +156,7 @@ final class RelayWorker: @unchecked Sendable {
             for index in 0..<count {
                 let packet = receiveBatch.packet(index)
                 if receiveBatch.isTruncated(index) {
+                    // Counted at the slot's size: the kernel does not say how long it was.
                     statistics.received(ReceivedKind(packet.withUnsafeReadableBytes { PacketKind($0) }), bytes: packet.readableBytes)
                     drop(.oversize)
                     continue
@@ -292,6 +294,11 @@ final class RelayWorker: @unchecked Sendable {
             for receiver in receivers where receiver.sessionID != session.id {
                 let size = receiver.protector.sealedSize(plaintextCount: packet.count)
                 if !sendBatch.hasRoom(for: size) { flush() }
+                // Never fails for a packet within max-packet-size; checked all the same.
+                guard sendBatch.hasRoom(for: size) else {
+                    drop(.oversize)
+                    continue
+                }
                 let written = sendBatch.append(to: receiver.destination, kind: kind, maximumSize: size) { slot in
                     receiver.protector.seal(packet, into: slot, nowNanoseconds: now)
                 }

@@ -1,0 +1,92 @@
+import Dispatch
+import Logging
+import NIOCore
+@testable import ParleyRelay
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The relay's per-thread loop: tasks, tick, socket readiness, and stopping.
+@Suite("The relay loop")
+struct RelayLoopTests {
+    /// Plain state that only one thread may touch at a time, as a worker's is.
+    final class Confined: @unchecked Sendable {
+        var values: [Int] = []
+        var count = 0
+        var ticks = 0
+        var datagrams = 0
+    }
+
+    private static func startedLoop(_ state: Confined, tickMilliseconds: UInt64 = 50) throws -> (RelayLoop, CInt, SocketAddress) {
+        let descriptor = try RelaySocket.bound(to: try SocketAddress(ipAddress: "127.0.0.1", port: 0), bufferBytes: 256 << 10)
+        let address = try RelaySocket.localAddress(of: descriptor)
+        let loop = try RelayLoop(name: "relay-loop-test", logger: Logger(label: "relay-loop-test"))
+        try loop.start(socket: descriptor, tickNanoseconds: tickMilliseconds * 1_000_000, readable: {
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            while recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT)) >= 0 { state.datagrams += 1 }
+        }, tick: { state.ticks += 1 })
+        return (loop, descriptor, address)
+    }
+
+    @Test func tasksRunInOrderOnTheLoopThreadAndSubmitReturnsTheirResult() throws {
+        let state = Confined()
+        let (loop, descriptor, _) = try Self.startedLoop(state)
+        defer { loop.stop(); close(descriptor) }
+        let offLoop = Mutex(0)
+        for value in 0..<1_000 {
+            loop.execute {
+                if !loop.inLoop { offLoop.withLock { $0 += 1 } }
+                state.values.append(value)
+            }
+        }
+        let values = loop.submit { state.values }
+        #expect(values == Array(0..<1_000))
+        #expect(offLoop.withLock { $0 } == 0)
+        #expect(!loop.inLoop)
+    }
+
+    @Test func theTickComesAboutEveryIntervalAndADatagramWakesTheLoop() throws {
+        let state = Confined()
+        let (loop, descriptor, address) = try Self.startedLoop(state, tickMilliseconds: 20)
+        defer { loop.stop(); close(descriptor) }
+        let sender = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(sender) }
+        for _ in 0..<3 {
+            _ = address.withSockAddr { pointer, length in sendto(sender, [1, 2, 3], 3, 0, pointer, socklen_t(length)) }
+        }
+        usleep(400_000)
+        let (ticks, datagrams) = loop.submit { (state.ticks, state.datagrams) }
+        // 400 ms at 20 ms: 20 ticks; a busy test machine may lose a few, never gain many.
+        #expect((12...21).contains(ticks), "\(ticks) ticks in 400 ms")
+        #expect(datagrams == 3)
+    }
+
+    @Test func afterStopTasksRunOnTheCallersThreadsOneAtATime() throws {
+        let state = Confined()
+        let (loop, descriptor, _) = try Self.startedLoop(state)
+        defer { close(descriptor) }
+        for _ in 0..<100 { loop.execute { state.count += 1 } }
+        loop.stop()
+        #expect(state.count == 100, "tasks queued before the stop all ran")
+        // Four threads hand tasks to the stopped loop at once; each runs on its caller's
+        // thread, serialised, so no increment is lost.
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for _ in 0..<2_000 { loop.execute { state.count += 1 } }
+        }
+        #expect(state.count == 100 + 4 * 2_000)
+        #expect(loop.submit { state.count } == 8_100, "submit after the stop answers instead of waiting forever")
+        loop.stop()  // a second stop does nothing
+    }
+
+    @Test func aLoopStoppedWithoutStartingRunsWhatWasQueued() throws {
+        let state = Confined()
+        let loop = try RelayLoop(name: "relay-loop-test", logger: Logger(label: "relay-loop-test"))
+        loop.execute { state.count += 1 }
+        loop.stop()
+        #expect(state.count == 1)
+        #expect(loop.submit { state.count + 1 } == 2)
+    }
+}
