@@ -1,5 +1,9 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Stateless address cookies: proof that a client receives at the address it sends from,
 /// before the relay spends a Diffie-Hellman operation or sends anything large to it.

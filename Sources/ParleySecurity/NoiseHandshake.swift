@@ -1,5 +1,9 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Noise_NK_25519_ChaChaPoly_SHA256, from "The Noise Protocol Framework" (revision 34).
 ///

@@ -1,5 +1,9 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The relay's long-term X25519 key pair. Its public key travels in invites
 /// (`…&key=<base64url>`) and clients pin it; its private key stays in the relay's secret file.
@@ -12,7 +16,7 @@ public struct RelayKey: Sendable {
 
     /// Reads the private key as written by ``privateKeyBase64``.
     public init(privateKeyBase64 text: String) throws(SecurityError) {
-        guard let data = Data(base64Encoded: text.trimmingCharacters(in: .whitespaces)), data.count == 32,
+        guard let data = Data(base64Encoded: Self.trimmingSpaces(text)), data.count == 32,
               let key = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: data) else {
             throw .badKey("the relay private key must be 32 bytes in base64")
         }
@@ -34,22 +38,36 @@ public struct RelayKey: Sendable {
     }
 
     public static func text(of publicKey: Curve25519.KeyAgreement.PublicKey) -> String {
-        publicKey.rawRepresentation.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        String(publicKey.rawRepresentation.base64EncodedString().compactMap { character -> Character? in
+            switch character {
+            case "+": return "-"
+            case "/": return "_"
+            case "=": return nil
+            default: return character
+            }
+        })
     }
 
     /// Reads a public key in invite form (base64url, padding optional).
     public static func publicKey(fromText text: String) throws(SecurityError) -> Curve25519.KeyAgreement.PublicKey {
-        var base64 = text.trimmingCharacters(in: .whitespaces)
-            .replacingOccurrences(of: "-", with: "+")
-            .replacingOccurrences(of: "_", with: "/")
+        var base64 = String(trimmingSpaces(text).map { character -> Character in
+            switch character {
+            case "-": return "+"
+            case "_": return "/"
+            default: return character
+            }
+        })
         while base64.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64), data.count == 32,
               let key = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: data) else {
             throw .badKey("a relay public key is 43 characters of base64url (from the invite's key=…)")
         }
         return key
+    }
+
+    /// `text` without the spaces and tabs around it (what a config file or a paste adds).
+    static func trimmingSpaces(_ text: String) -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        return String(text.drop(while: isSpace).reversed().drop(while: isSpace).reversed())
     }
 }

@@ -1,5 +1,9 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import ParleyWire
 
 /// The prologue every Parley handshake binds in, followed by the init's clear header.

@@ -126,5 +126,10 @@ struct SecureHandshakeTests {
         #expect(try RelayKey(privateKeyBase64: key.privateKeyBase64).publicKeyText == key.publicKeyText)
         #expect(throws: SecurityError.self) { try RelayKey.publicKey(fromText: "not a key") }
         #expect(throws: SecurityError.self) { try RelayKey(privateKeyBase64: "AAAA") }
+        // As pasted: spaces or a tab around it, padding on the public key.
+        let text = key.publicKeyText
+        #expect(!text.contains("=") && !text.contains("+") && !text.contains("/"))
+        #expect(try RelayKey.publicKey(fromText: " \t\(text)= ").rawRepresentation == key.publicKey.rawRepresentation)
+        #expect(try RelayKey(privateKeyBase64: "  \(key.privateKeyBase64)\t").publicKeyText == text)
     }
 }
