@@ -112,6 +112,23 @@ extension RelayOverUDP {
             #expect(metricValue(try fixture.relay.metricsText(), #"parley_relay_packets_dropped_total{reason="oversize"}"#) == 1)
         }
 
+        @Test func aDualStackRelayForwardsBetweenIPv4ClientsSeenAsMappedIPv6() throws {
+            // Listening on [::] (a VPS with IPv6), IPv4 clients arrive as ::ffff:a.b.c.d: the
+            // loop's raw addresses must key, answer and forward to those like any other.
+            let fixture = try RelayFixture.start { $0.listen = HostAndPort(host: "::", port: 0) }
+            defer { fixture.relay.shutdown() }
+            let members = try fixture.room("both-stacks", size: 3)
+            for sequence in 0..<5 {
+                for member in members { member.sendRTP(sequence: UInt16(sequence)) }
+            }
+            for (index, member) in members.enumerated() {
+                #expect(member.pump(timeout: 3) { $0.mediaInbox.count >= 10 })
+                let heard = Set(member.mediaInbox.compactMap { origin(ofMedia: $0)?.ssrc })
+                let others = Set(members.indices.filter { $0 != index }.map { members[$0].ssrc })
+                #expect(heard == others)
+            }
+        }
+
         @Test func twoRoomsStayIsolated() throws {
             let fixture = try RelayFixture.start(threads: 2)
             defer { fixture.relay.shutdown() }
