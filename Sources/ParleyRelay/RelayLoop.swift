@@ -21,8 +21,10 @@ import Musl
 final class RelayLoop: @unchecked Sendable {
     let name: String
     private let logger: Logger
-    private var epoll: CInt
-    private var wakeup: CInt
+    private let epoll: CInt
+    /// Closed only when the loop is freed: a thread that queued a task may still signal it
+    /// after the loop has stopped, and a number closed earlier could by then name another file.
+    private let wakeup: CInt
     private let shared = Mutex(Shared())
     /// Tasks handed over after the thread finished run on their callers' threads, one at a
     /// time under this lock, so the worker's state still has one user at a time.
@@ -43,28 +45,26 @@ final class RelayLoop: @unchecked Sendable {
     private static let wakeupToken: UInt64 = 2
 
     init(name: String, logger: Logger) throws {
-        self.name = name
-        self.logger = logger
-        epoll = parley_epoll_create()
+        // Both descriptors are made before any property is set: a throw after that would run
+        // deinit, which closes them.
+        let epoll = parley_epoll_create()
         guard epoll >= 0 else { throw ConfigurationError("cannot create the relay loop's epoll set: \(String(cString: strerror(errno)))") }
-        wakeup = parley_eventfd()
+        let wakeup = parley_eventfd()
         guard wakeup >= 0, parley_epoll_watch_input(epoll, wakeup, Self.wakeupToken) == 0 else {
             let reason = String(cString: strerror(errno))
             if wakeup >= 0 { close(wakeup) }
             close(epoll)
             throw ConfigurationError("cannot create the relay loop's wake-up eventfd: \(reason)")
         }
+        self.name = name
+        self.logger = logger
+        self.epoll = epoll
+        self.wakeup = wakeup
     }
 
     deinit {
-        closeDescriptors()
-    }
-
-    private func closeDescriptors() {
-        if wakeup >= 0 { close(wakeup) }
-        if epoll >= 0 { close(epoll) }
-        wakeup = -1
-        epoll = -1
+        close(wakeup)
+        close(epoll)
     }
 
     /// Whether the caller is the loop's own thread.
@@ -151,7 +151,6 @@ final class RelayLoop: @unchecked Sendable {
             return shared.tasks
         }
         for task in stranded { afterFinish.withLock { _ in task() } }
-        closeDescriptors()
     }
 
     private func run(tickNanoseconds: UInt64, readable: () -> Void, tick: () -> Void) {
