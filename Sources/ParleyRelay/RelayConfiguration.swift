@@ -19,7 +19,7 @@ public struct RelayConfiguration: Sendable {
     /// Nil turns the admin HTTP server off.
     public var admin: HostAndPort? = HostAndPort(host: "127.0.0.1", port: 9800)
     public var secretFile = "/etc/parley/relay.secret"
-    /// Event loops, one UDP socket each (SO_REUSEPORT).
+    /// Forwarding loops (``RelayLoop``): a thread and a UDP socket each (SO_REUSEPORT).
     public var threads = System.coreCount
     public var logLevel: Logger.Level = .info
     /// Requested SO_RCVBUF and SO_SNDBUF; the kernel may grant less (see the log at start).
@@ -60,7 +60,7 @@ public struct RelayConfiguration: Sendable {
             guard !text.isEmpty else { throw ConfigurationError("is empty; give the path of the file `parley-relay keygen` wrote") }
             configuration.secretFile = text
         },
-        Setting(key: "threads", help: "event loops (one per core is best)") { configuration, text throws(ConfigurationError) in
+        Setting(key: "threads", help: "forwarding loops, a thread and a socket each (one per core is best)") { configuration, text throws(ConfigurationError) in
             configuration.threads = try parseInteger(text, in: 1...256)
         },
         Setting(key: "log-level", help: "trace, debug, info, notice, warning, error or critical") { configuration, text throws(ConfigurationError) in

@@ -38,7 +38,7 @@ struct ServeCommand: ParsableCommand {
     var admin: String?
     @Option(help: ArgumentHelp("The file `parley-relay keygen` wrote. Default /etc/parley/relay.secret.", valueName: "file"))
     var secretFile: String?
-    @Option(help: ArgumentHelp("Event loops, one UDP socket each. Default: one per core.", valueName: "n"))
+    @Option(help: ArgumentHelp("Forwarding loops, a thread and a UDP socket each. Default: one per core.", valueName: "n"))
     var threads: String?
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical. Default info.", valueName: "level"))
     var logLevel: String?
