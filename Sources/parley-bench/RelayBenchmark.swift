@@ -65,6 +65,8 @@ struct RelayBenchmark: ParsableCommand {
 
     static let packetsPerSecondPerTalker = 50.0
     static let lossThreshold = 0.001
+    /// A trial losing less than this (but more than the threshold) is repeated once.
+    static let retryBelowLoss = 0.02
 
     func run() throws {
         raiseFileLimit()
@@ -141,25 +143,36 @@ struct RelayBenchmark: ParsableCommand {
 
     /// Highest sustained load below the loss threshold (geometric steps, then bisection),
     /// then one trial at half of it for latency.
+    ///
+    /// A trial that loses a little (under ``retryBelowLoss``) is run once more, and the load
+    /// fails only if the second one loses too: on this virtual machine the hypervisor now
+    /// and then takes the core for a few milliseconds, and one such moment in a single 3 s
+    /// trial used to decide a whole search (the same code measured 92,000 and 136,000
+    /// packets/s twenty minutes apart). Every forwarder is searched the same way.
     func findCapacity(fanout: Int, makeForwarder: () throws -> any Forwarder) throws -> Capacity {
         let members = fanout + 1
+        func trial(rooms: Int) throws -> TrialResult? {
+            let first = try runTrial(rooms: rooms, members: members, forwarder: makeForwarder())
+            log("  \(first.line)")
+            if first.loss < Self.lossThreshold { return first }
+            guard first.loss < Self.retryBelowLoss else { return nil }
+            let second = try runTrial(rooms: rooms, members: members, forwarder: makeForwarder())
+            log("  again: \(second.line)")
+            return second.loss < Self.lossThreshold ? second : nil
+        }
         var good: TrialResult?
         var badRooms: Int?
         var rooms = max(1, 2000 / (members * 50 * fanout))  // start near 2,000 forwarded packets/s
         let maximumRooms = maximumTalkers / members
         while badRooms == nil && rooms <= maximumRooms {
-            let trial = try runTrial(rooms: rooms, members: members, forwarder: makeForwarder())
-            log("  \(trial.line)")
-            if trial.loss < Self.lossThreshold { good = trial; rooms *= 2 } else { badRooms = rooms }
+            if let passed = try trial(rooms: rooms) { good = passed; rooms *= 2 } else { badRooms = rooms }
         }
         if let bad = badRooms {
             var low = good?.rooms ?? 0
             var high = bad
             while high - low > max(1, high / 16) {
                 let middle = (low + high) / 2
-                let trial = try runTrial(rooms: middle, members: members, forwarder: makeForwarder())
-                log("  \(trial.line)")
-                if trial.loss < Self.lossThreshold { good = trial; low = middle } else { high = middle }
+                if let passed = try trial(rooms: middle) { good = passed; low = middle } else { high = middle }
             }
         } else {
             log("  stopped at --maximum-talkers \(maximumTalkers) without loss; the figure is a lower bound")
