@@ -10,8 +10,8 @@ import Musl
 /// datagram's header, and into a sent one's, with no conversion on the way.
 struct DatagramAddress: Sendable {
     /// Large enough for `sockaddr_in` and `sockaddr_in6`; only `length` bytes are meaningful.
-    fileprivate(set) var storage = sockaddr_in6()
-    fileprivate(set) var length: socklen_t
+    let storage: sockaddr_in6
+    let length: socklen_t
 
     /// A Unix-domain address (which a UDP relay never hears from) gets length 0: the kernel
     /// refuses sends to it, and they are counted as failed.

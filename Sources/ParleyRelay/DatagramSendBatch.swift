@@ -24,9 +24,7 @@ final class DatagramSendBatch {
     let arenaCapacity: Int
 
     private let arena: UnsafeMutableRawPointer
-    private let messages: UnsafeMutablePointer<parley_mmsghdr>
-    private let vectors: UnsafeMutablePointer<iovec>
-    private let addresses: UnsafeMutablePointer<sockaddr_in6>
+    private let headers: DatagramHeaders
     private let kinds: UnsafeMutablePointer<SentKind>
     private var arenaUsed = 0
     private(set) var count = 0
@@ -48,25 +46,16 @@ final class DatagramSendBatch {
     ///   - largestDatagram: the largest datagram that will be appended; the arena holds at
     ///     least one of those beside `messageCapacity` typical ones.
     init(messageCapacity: Int, largestDatagram: Int) {
-        precondition(messageCapacity > 0 && messageCapacity <= 1024)
+        headers = DatagramHeaders(capacity: messageCapacity)
         self.messageCapacity = messageCapacity
         arenaCapacity = messageCapacity * 1_536 + largestDatagram
         arena = .allocate(byteCount: arenaCapacity, alignment: 16)
-        messages = .allocate(capacity: messageCapacity)
-        messages.initialize(repeating: parley_mmsghdr(), count: messageCapacity)
-        vectors = .allocate(capacity: messageCapacity)
-        vectors.initialize(repeating: iovec(), count: messageCapacity)
-        addresses = .allocate(capacity: messageCapacity)
-        addresses.initialize(repeating: sockaddr_in6(), count: messageCapacity)
         kinds = .allocate(capacity: messageCapacity)
         kinds.initialize(repeating: .media, count: messageCapacity)
     }
 
     deinit {
         arena.deallocate()
-        messages.deallocate()
-        vectors.deallocate()
-        addresses.deallocate()
         kinds.deallocate()
     }
 
@@ -84,15 +73,11 @@ final class DatagramSendBatch {
     @inline(__always)
     func append(to destination: DatagramAddress, kind: SentKind, maximumSize: Int, _ write: (UnsafeMutableRawBufferPointer) -> Int) -> Int {
         precondition(hasRoom(for: maximumSize), "DatagramSendBatch.append without room: flush first")
-        let slot = UnsafeMutableRawBufferPointer(start: arena + arenaUsed, count: maximumSize)
-        let size = write(slot)
+        let slot = arena + arenaUsed
+        let size = write(UnsafeMutableRawBufferPointer(start: slot, count: maximumSize))
         guard size > 0 else { return 0 }
-        vectors[count] = iovec(iov_base: slot.baseAddress, iov_len: size)
-        addresses[count] = destination.storage
-        messages[count].msg_hdr = msghdr(
-            msg_name: UnsafeMutableRawPointer(addresses + count), msg_namelen: destination.length,
-            msg_iov: vectors + count, msg_iovlen: 1,
-            msg_control: nil, msg_controllen: 0, msg_flags: 0)
+        headers.addresses[count] = destination.storage
+        headers.point(count, at: slot, length: size, addressLength: destination.length)
         kinds[count] = kind
         count += 1
         // Each slot starts 16-byte aligned, which the sealing code does not need but memcpy likes.
@@ -106,9 +91,9 @@ final class DatagramSendBatch {
         var outcome = Outcome()
         var next = 0
         while next < count {
-            let result = parley_sendmmsg(descriptor, messages + next, UInt32(count - next), 0)
+            let result = parley_sendmmsg(descriptor, headers.messages + next, UInt32(count - next), 0)
             if result > 0 {
-                for index in next..<(next + Int(result)) { sent(kinds[index], vectors[index].iov_len) }
+                for index in next..<(next + Int(result)) { sent(kinds[index], headers.vectors[index].iov_len) }
                 outcome.sent += Int(result)
                 next += Int(result)
                 continue
@@ -128,7 +113,7 @@ final class DatagramSendBatch {
                 next = count
             default:
                 // This datagram's destination was refused (EPERM from a firewall, EHOSTUNREACH,
-                // EMSGSIZE, a closed socket's EBADF...): skip it, send the others.
+                // EMSGSIZE...): skip it, send the others.
                 outcome.failed += 1
                 outcome.lastError = error
                 next += 1

@@ -21,25 +21,9 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     let port: UInt16
     let isIPv6: Bool
 
+    /// The key of an address given the public API's way; nil for a Unix-domain one.
     init?(_ address: SocketAddress) {
-        switch address {
-        case let .v4(v4):
-            high = 0
-            low = UInt64(v4.address.sin_addr.s_addr)
-            port = UInt16(bigEndian: v4.address.sin_port)
-            isIPv6 = false
-        case let .v6(v6):
-            var storage = v6.address.sin6_addr
-            let words = withUnsafeBytes(of: &storage) { raw in
-                (raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            }
-            high = words.0
-            low = words.1
-            port = UInt16(bigEndian: v6.address.sin6_port)
-            isIPv6 = true
-        case .unixDomainSocket:
-            return nil
-        }
+        self.init(DatagramAddress(address))
     }
 
     /// The key of a datagram's source, straight from the address the kernel wrote; nil for

@@ -68,12 +68,6 @@ public final class Relay: Sendable {
             RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)", logger: logger), core: core)
         }
         core.setWorkers(workers)
-        func stopLoops() {
-            for worker in workers {
-                worker.loop.stop()
-                worker.loop.submit { worker.closeSocket() }
-            }
-        }
 
         // The first socket picks the port (when 0 was asked for); the others join it.
         var address = try configuration.listen.socketAddress()
@@ -84,13 +78,9 @@ public final class Relay: Sendable {
                 if worker.index == 0 { address = try RelaySocket.localAddress(of: descriptor) }
             }
             Self.reportBufferSizes(workers[0], requested: configuration.socketBufferBytes, metrics: metrics, logger: logger)
-            for worker in workers {
-                try worker.loop.start(
-                    socket: worker.socketDescriptor, tickNanoseconds: RelayWorker.tickIntervalNanoseconds,
-                    readable: { worker.readSocket() }, tick: { worker.tick() })
-            }
+            for worker in workers { try worker.start() }
         } catch {
-            stopLoops()
+            for worker in workers { worker.stop() }
             throw error
         }
         localAddress = address
@@ -107,7 +97,7 @@ public final class Relay: Sendable {
                     healthy: { lifecycle.state.withLock { $0 == .running } },
                     logger: logger)
             } catch {
-                stopLoops()
+                for worker in workers { worker.stop() }
                 try? adminGroup.syncShutdownGracefully()
                 throw error
             }
@@ -125,8 +115,7 @@ public final class Relay: Sendable {
     }
 
     private static func reportBufferSizes(_ worker: RelayWorker, requested: Int, metrics: RelayMetrics, logger: Logger) {
-        // Linux reports twice what it grants for the payload (the rest is its bookkeeping),
-        // and caps the request at net.core.rmem_max / wmem_max.
+        // Linux caps the request at net.core.rmem_max / wmem_max.
         let (receive, send) = RelaySocket.bufferSizes(of: worker.socketDescriptor)
         metrics.socketReceiveBuffer.record(receive)
         metrics.socketSendBuffer.record(send)
@@ -209,11 +198,7 @@ public final class Relay: Sendable {
         // The admin port first, so no scrape arrives while the loops stop.
         admin?.close()
         try? adminGroup?.syncShutdownGracefully()
-        for worker in workers {
-            worker.loop.stop()
-            // Runs here, now that the loop has finished (see RelayLoop.execute).
-            worker.loop.submit { worker.closeSocket() }
-        }
+        for worker in workers { worker.stop() }
         logger.notice("relay stopped")
     }
 }

@@ -132,13 +132,12 @@ final class RelayLoop: @unchecked Sendable {
         precondition(!inLoop, "RelayLoop.stop() from its own thread would wait for itself")
         let thread = self.thread
         let firstCall = shared.withLock { shared -> Bool in
-            defer {
-                shared.isStopping = true
-                // A loop that never started has nobody to run its queue: from now on
-                // tasks run on their callers' threads.
-                if thread == nil { shared.hasFinished = true }
-            }
-            return !shared.isStopping
+            guard !shared.isStopping else { return false }
+            shared.isStopping = true
+            // A loop that never started has nobody to run its queue: from now on tasks run
+            // on their callers' threads.
+            if thread == nil { shared.hasFinished = true }
+            return true
         }
         guard firstCall else { return }
         if let thread {
@@ -171,12 +170,12 @@ final class RelayLoop: @unchecked Sendable {
             // nextTick > now here: it was just moved past now, or now had not reached it.
             let timeout = Int32(clamping: (nextTick - now + 999_999) / 1_000_000)
             let count = tokens.withUnsafeMutableBufferPointer { parley_epoll_wait(epoll, $0.baseAddress, 4, timeout) }
-            if count < 0 && errno != EINTR {
+            if count < 0, case let error = errno, error != EINTR {
                 // Not expected on a valid epoll set; say so, and do not spin on it.
                 if now &- lastWaitErrorLog > 10_000_000_000 {
                     lastWaitErrorLog = now
                     logger.error("the relay loop cannot wait for its socket; forwarding may stall", metadata: [
-                        "loop": "\(name)", "error": "\(String(cString: strerror(errno)))",
+                        "loop": "\(name)", "error": "\(String(cString: strerror(error)))",
                     ])
                 }
                 usleep(1_000)

@@ -123,6 +123,18 @@ final class RelayWorker: @unchecked Sendable {
         self.descriptor = descriptor
     }
 
+    /// Starts the loop's thread on the attached socket.
+    func start() throws {
+        try loop.start(socket: descriptor, tickNanoseconds: Self.tickIntervalNanoseconds,
+                       readable: { self.readSocket() }, tick: { self.tick() })
+    }
+
+    /// Stops the loop's thread, then closes the socket (on this thread: the loop has finished).
+    func stop() {
+        loop.stop()
+        loop.submit { self.closeSocket() }
+    }
+
     /// Closes the socket (on the loop, or after it stopped): what was not sent is gone.
     func closeSocket() {
         guard descriptor >= 0 else { return }
@@ -292,41 +304,46 @@ final class RelayWorker: @unchecked Sendable {
         return buffer.withUnsafeReadableBytes { packet in
             var copies = 0
             for receiver in receivers where receiver.sessionID != session.id {
-                let size = receiver.protector.sealedSize(plaintextCount: packet.count)
-                if !sendBatch.hasRoom(for: size) { flush() }
-                // Never fails for a packet within max-packet-size; checked all the same.
-                guard sendBatch.hasRoom(for: size) else {
-                    drop(.oversize)
-                    continue
-                }
-                let written = sendBatch.append(to: receiver.destination, kind: kind, maximumSize: size) { slot in
-                    receiver.protector.seal(packet, into: slot, nowNanoseconds: now)
-                }
-                if written > 0 { copies += 1 }
+                if enqueue(packet, to: receiver.destination, protector: receiver.protector, kind: kind, now: now) { copies += 1 }
             }
             return copies
         }
     }
 
+    /// Seals `packet` for `protector`'s member into the send batch (flushing it first when
+    /// full); false if nothing was written.
+    @inline(__always)
+    private func enqueue(_ packet: UnsafeRawBufferPointer, to destination: DatagramAddress, protector: PacketProtector, kind: SentKind, now: UInt64) -> Bool {
+        let size = protector.sealedSize(plaintextCount: packet.count)
+        if !sendBatch.hasRoom(for: size) { flush() }
+        // After a flush the batch is empty, and it has room for its largest datagram (a packet
+        // within max-packet-size, sealed); checked all the same.
+        guard sendBatch.hasRoom(for: size) else {
+            drop(.oversize)
+            return false
+        }
+        let written = sendBatch.append(to: destination, kind: kind, maximumSize: size) { slot in
+            protector.seal(packet, into: slot, nowNanoseconds: now)
+        }
+        return written > 0
+    }
+
     /// Sends everything written since the last flush (one `sendmmsg` per batch) and records
     /// how long the forwarded packets spent in the relay.
     func flush() {
+        // Writes happen only while the socket is open, and closing it discards the batch.
         if !sendBatch.isEmpty {
-            if descriptor >= 0 {
-                let outcome = sendBatch.send(on: descriptor) { kind, bytes in statistics.sent(kind, bytes: bytes) }
-                // A full send buffer sheds what is left of the batch; each stream goes on with
-                // its next packet, since nothing is left queued behind it.
-                if outcome.shed > 0 { statistics.dropped(.sendQueueFull, count: outcome.shed) }
-                if outcome.failed > 0 {
-                    statistics.dropped(.sendFailed, count: outcome.failed)
-                    if socketErrorLogs.allow(nowNanoseconds: monotonicNanoseconds()) {
-                        logger.warning("the kernel refused to send to a member's address; check the firewall's outgoing rules", metadata: [
-                            "error": "\(String(cString: strerror(outcome.lastError)))", "refused": "\(outcome.failed)",
-                        ])
-                    }
+            let outcome = sendBatch.send(on: descriptor) { kind, bytes in statistics.sent(kind, bytes: bytes) }
+            // A full send buffer sheds what is left of the batch; each stream goes on with
+            // its next packet, since nothing is left queued behind it.
+            if outcome.shed > 0 { statistics.dropped(.sendQueueFull, count: outcome.shed) }
+            if outcome.failed > 0 {
+                statistics.dropped(.sendFailed, count: outcome.failed)
+                if socketErrorLogs.allow(nowNanoseconds: monotonicNanoseconds()) {
+                    logger.warning("the kernel refused to send to a member's address; check the firewall's outgoing rules", metadata: [
+                        "error": "\(String(cString: strerror(outcome.lastError)))", "refused": "\(outcome.failed)",
+                    ])
                 }
-            } else {
-                sendBatch.discard()
             }
         }
         if !forwardedReadTimes.isEmpty {
@@ -890,14 +907,8 @@ final class RelayWorker: @unchecked Sendable {
 
     private func send(_ bytes: [UInt8], to destination: DatagramAddress, protector: PacketProtector, kind: SentKind) {
         guard descriptor >= 0, !bytes.isEmpty else { return }
-        let size = protector.sealedSize(plaintextCount: bytes.count)
-        if !sendBatch.hasRoom(for: size) { flush() }
-        // After a flush the batch is empty, and it always has room for its largest datagram.
-        guard sendBatch.hasRoom(for: size) else { return drop(.oversize) }
         let now = monotonicNanoseconds()
-        _ = bytes.withUnsafeBytes { plain in
-            sendBatch.append(to: destination, kind: kind, maximumSize: size) { slot in protector.seal(plain, into: slot, nowNanoseconds: now) }
-        }
+        _ = bytes.withUnsafeBytes { enqueue($0, to: destination, protector: protector, kind: kind, now: now) }
     }
 
     // MARK: Introspection for the relay and its tests
