@@ -19,7 +19,10 @@ import Synchronization
 /// steals the current key cannot read earlier traffic. The sender rekeys after
 /// ``Policy/rekeyAfterPackets`` packets or ``Policy/rekeyAfterSeconds`` and flips the key
 /// phase bit; the receiver follows on the first packet of the new phase that authenticates,
-/// and keeps the previous key for stragglers. A rejoin makes a whole new session.
+/// and keeps the previous key for stragglers. A newest packet that opens under neither
+/// expected key is tried a few rekeys further on (``maximumKeysAhead``), so losing every
+/// packet sealed under a key never leaves the receiver a key behind for good. A rejoin makes
+/// a whole new session.
 ///
 /// Thread safety: the relay seals for one receiver from several event loops, so sending
 /// and receiving each sit behind their own per-session `Mutex` (never a global lock).
@@ -34,6 +37,12 @@ public final class SecureSession: Sendable {
         public init(rekeyAfterPackets: UInt64, rekeyAfterSeconds: UInt64) {
             self.rekeyAfterPackets = rekeyAfterPackets
             self.rekeyAfterSeconds = rekeyAfterSeconds
+        }
+
+        /// ``rekeyAfterSeconds`` in nanoseconds, saturating rather than wrapping for absurd policies.
+        var rekeyAfterNanoseconds: UInt64 {
+            let (product, overflow) = rekeyAfterSeconds.multipliedReportingOverflow(by: 1_000_000_000)
+            return overflow ? .max : product
         }
     }
 
@@ -74,7 +83,32 @@ public final class SecureSession: Sendable {
         var phaseStartCounter: UInt64 = 0
         var previousKey: TransportKey?
         var window = ReplayWindow()
+        /// The keys after ``key`` (one, two, … rekeys ahead), made when first needed and kept
+        /// until the receiver moves to one of them, so a forged packet costs no key derivation
+        /// after the first.
+        var keysAhead: [TransportKey] = []
+
+        /// The key `steps` rekeys after the current one (0: the current key).
+        mutating func key(ahead steps: Int) -> TransportKey {
+            guard steps > 0 else { return key }
+            while keysAhead.count < steps { keysAhead.append((keysAhead.last ?? key).next()) }
+            return keysAhead[steps - 1]
+        }
+
+        /// Moves to the key `steps` ahead, which `counter` was the first packet to open under.
+        mutating func advance(by steps: Int, counter: UInt64) {
+            previousKey = key(ahead: steps - 1)
+            key = key(ahead: steps)
+            keysAhead.removeFirst(steps)
+            if steps % 2 == 1 { phase.toggle() }
+            phaseStartCounter = counter
+        }
     }
+
+    /// How many rekeys a receiver looks ahead for a packet that does not open under the key it
+    /// expects: every packet sealed under a key (or three keys in a row) may have been lost, and
+    /// the one-bit key phase cannot say how many rekeys the sender made meanwhile.
+    static let maximumKeysAhead = 4
 
     private let policy: Policy
     private let sendState: Mutex<SendState>
@@ -100,8 +134,11 @@ public final class SecureSession: Sendable {
         let needed = Self.sealedSize(plaintextCount: plaintext.count)
         guard output.count >= needed else { throw .malformed("output buffer too small for the sealed packet") }
         let (key, header) = try sendState.withLock { state throws(SecurityError) -> (TransportKey, SealedHeader) in
-            if state.packetsUnderKey >= policy.rekeyAfterPackets
-                || nowNanoseconds &- state.keyCreatedNanoseconds >= policy.rekeyAfterSeconds &* 1_000_000_000 {
+            // Several threads seal with their own reading of the clock, and a batch carries one
+            // time for many packets, so `nowNanoseconds` may be older than the key: that is no
+            // time at all under it, never a wrapped-around eternity that rekeys again at once.
+            let keyAge = nowNanoseconds > state.keyCreatedNanoseconds ? nowNanoseconds - state.keyCreatedNanoseconds : 0
+            if state.packetsUnderKey >= policy.rekeyAfterPackets || keyAge >= policy.rekeyAfterNanoseconds {
                 state.key = state.key.next()
                 state.phase.toggle()
                 state.packetsUnderKey = 0
@@ -135,32 +172,33 @@ public final class SecureSession: Sendable {
 
         return try receiveState.withLock { state throws(SecurityError) -> Int in
             guard state.window.mayAccept(header.counter) else { throw .replayed(counter: header.counter) }
-            let key: TransportKey
-            var advancesPhase = false
-            if header.keyPhase == state.phase {
-                key = state.key
-            } else if header.counter < state.phaseStartCounter, let previous = state.previousKey {
-                key = previous
-            } else {
-                key = state.key.next()
-                advancesPhase = true
-            }
             let headerBytes = UnsafeRawBufferPointer(rebasing: packet[0..<SealedHeader.size])
             let sealed = UnsafeRawBufferPointer(rebasing: packet[SealedHeader.size...])
-            guard key.cipher.open(sealed, counter: header.counter, associatedData: headerBytes, into: output) == plaintextCount else {
-                throw .authenticationFailed
+            func opens(under key: TransportKey) -> Bool {
+                key.cipher.open(sealed, counter: header.counter, associatedData: headerBytes, into: output) == plaintextCount
             }
-            // Authenticated: only now may the packet change the session.
-            state.window.record(header.counter)
-            if advancesPhase {
-                state.previousKey = state.key
-                state.key = key
-                state.phase = header.keyPhase
-                state.phaseStartCounter = header.counter
-            } else if header.keyPhase == state.phase {
-                state.phaseStartCounter = min(state.phaseStartCounter, header.counter)
+            if header.keyPhase != state.phase, header.counter < state.phaseStartCounter, let previous = state.previousKey {
+                // A straggler sealed before the sender's last rekey.
+                guard opens(under: previous) else { throw .authenticationFailed }
+                state.window.record(header.counter)
+                return plaintextCount
             }
-            return plaintextCount
+            // The current key for its phase, else the next key of the packet's phase. Only a
+            // packet newer than any seen may be from keys further ahead (the packets of the
+            // keys between were all lost), and only a packet that authenticates moves the session.
+            let isNewest = state.window.highestCounter.map { header.counter > $0 } ?? true
+            let first = header.keyPhase == state.phase ? 0 : 1
+            let last = isNewest ? Self.maximumKeysAhead : first
+            for steps in stride(from: first, through: last, by: 2) where opens(under: state.key(ahead: steps)) {
+                state.window.record(header.counter)
+                if steps > 0 {
+                    state.advance(by: steps, counter: header.counter)
+                } else {
+                    state.phaseStartCounter = min(state.phaseStartCounter, header.counter)
+                }
+                return plaintextCount
+            }
+            throw .authenticationFailed
         }
     }
 

@@ -1,4 +1,6 @@
 import Crypto
+import Dispatch
+import Synchronization
 import Testing
 @testable import ParleySecurity
 import ParleyWire
@@ -135,6 +137,64 @@ struct SecureSessionTests {
         #expect(client.sendingKeyPhase == false)
         #expect(try relay.open(try client.seal(rtp, now: 601_000_000_000)) == rtp)
         #expect(client.sendingKeyPhase == true)
+    }
+
+    @Test func aSealTimedJustBeforeTheLastRekeyDoesNotRekeyAgain() throws {
+        // One thread rekeys at 600.5 s; another read the clock at 600.4 s and seals after it.
+        let (client, relay) = try sessionPair(policy: .init(rekeyAfterPackets: .max, rekeyAfterSeconds: 600))
+        #expect(try relay.open(try client.seal(rtp, now: 600_500_000_000)) == rtp)
+        #expect(client.sendingKeyPhase == true)
+        #expect(try relay.open(try client.seal(rtp, now: 600_400_000_000)) == rtp)
+        #expect(client.sendingKeyPhase == true, "a timestamp older than the key is no reason to rekey")
+        #expect(try relay.open(try client.seal(rtp, now: 601_000_000_000)) == rtp)
+        #expect(client.sendingKeyPhase == true)
+    }
+
+    @Test func sealersOnSeveralThreadsWithStaleClocksRekeyOnceAtTheInterval() throws {
+        let (client, relay) = try sessionPair(policy: .init(rekeyAfterPackets: .max, rekeyAfterSeconds: 1))
+        // Four threads seal 500 packets each with times from 0.9 s to 1.1 s that each read a
+        // little before sealing, as the relay's loops and a batch's one clock reading do.
+        let sealed = Mutex<[[UInt8]]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            for index in 0..<500 {
+                let now = UInt64(900_000_000 + index * 400_000) - UInt64(thread) * 3_000_000
+                let packet = try! client.seal(rtp, now: now)
+                sealed.withLock { $0.append(packet) }
+            }
+        }
+        let packets = sealed.withLock { $0 }.sorted { counter(of: $0) < counter(of: $1) }
+        var flips = 0
+        for (earlier, later) in zip(packets, packets.dropFirst()) where phase(of: earlier) != phase(of: later) { flips += 1 }
+        #expect(flips == 1, "the key changed \(flips) times")
+        for packet in packets { #expect(try relay.open(packet) == rtp) }
+    }
+
+    @Test func losingEveryPacketSealedUnderAKeyDoesNotDeafenTheReceiver() throws {
+        let (client, relay) = try sessionPair(policy: .init(rekeyAfterPackets: 5, rekeyAfterSeconds: 3_600))
+        let packets = try (0..<40).map { _ in try client.seal(rtp) }
+        for packet in packets[0..<5] { #expect(try relay.open(packet) == rtp) }
+        // Packets 5–9 (the second key) and 15–29 (the fourth to sixth) are lost.
+        for packet in packets[10..<15] + packets[30...] {
+            #expect(try relay.open(packet) == rtp, "packet \(counter(of: packet))")
+        }
+    }
+
+    @Test func aForgedNewestPacketDoesNotMoveTheReceiverAhead() throws {
+        let (client, relay) = try sessionPair(policy: .init(rekeyAfterPackets: 5, rekeyAfterSeconds: 3_600))
+        let packets = try (0..<8).map { _ in try client.seal(rtp) }
+        #expect(try relay.open(packets[0]) == rtp)
+        var forged = packets[7]
+        forged[forged.count - 1] ^= 1
+        #expect(throws: SecurityError.authenticationFailed) { try relay.open(forged) }
+        for packet in packets[1..<7] { #expect(try relay.open(packet) == rtp) }
+    }
+
+    private func counter(of packet: [UInt8]) -> UInt64 {
+        packet.withUnsafeBytes { (try? SealedHeader(parsing: $0))?.counter ?? 0 }
+    }
+
+    private func phase(of packet: [UInt8]) -> Bool {
+        packet.withUnsafeBytes { (try? SealedHeader(parsing: $0))?.keyPhase ?? false }
     }
 
     @Test func rekeyIsNoiseRekey() {
