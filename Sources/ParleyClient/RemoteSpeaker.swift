@@ -42,6 +42,7 @@ final class RemoteSpeaker {
         }
         reception?.record(sequence: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrivalNanoseconds: now)
         lastPacketAt = now
+        packetsSinceDelaySample &+= 1
         buffer.insert(payload: packet.payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp, arrival: seconds)
     }
 
@@ -60,15 +61,16 @@ final class RemoteSpeaker {
     /// Samples the jitter buffer's delay (the network loop calls this about once a second),
     /// while the speaker talks: in their silences the figure means nothing.
     func sampleDelay(now: UInt64) {
-        let received = reception?.received ?? 0
-        defer { receivedAtLastSample = received }
+        defer { packetsSinceDelaySample = 0 }
         // A talker sends 50 packets a second; DTX silence, 2 or 3.
-        guard isReceiving(now: now), received - receivedAtLastSample >= 25 else { return }
+        guard isReceiving(now: now), packetsSinceDelaySample >= 25 else { return }
         delaySum += buffer.statistics.currentDelayMilliseconds
         delaySamples += 1
     }
 
-    private var receivedAtLastSample: UInt64 = 0
+    /// Counted here rather than read off the reception statistics, whose count starts again
+    /// from zero whenever the sender's sequence jumps (RFC 3550 A.1's restart).
+    private var packetsSinceDelaySample = 0
 
     func isReceiving(now: UInt64) -> Bool {
         guard let lastPacketAt else { return false }

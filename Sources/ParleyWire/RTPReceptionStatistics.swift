@@ -16,9 +16,10 @@ public struct RTPReceptionStatistics: Sendable {
     /// RTP clock rate in Hz (48000 for Opus).
     public let clockRate: Int
 
-    // A.1 state, named as in the RFC.
+    // A.1 state, named as in the RFC. `cycles` is 64 bits wide (the RFC's is 32): a sender can
+    // add a cycle every 22 packets, and a 32-bit count would wrap within hours of such a stream.
     private var maxSequence: UInt16
-    private var cycles: UInt32 = 0
+    private var cycles: UInt64 = 0
     private var baseSequence: UInt32
     private var badSequence: UInt32
     private var probation: Int
@@ -90,7 +91,7 @@ public struct RTPReceptionStatistics: Sendable {
             return .probation
         } else if delta < Self.maxDropout {
             // In order, with a permissible gap.
-            if sequence < maxSequence { cycles &+= 1 << 16 }
+            if sequence < maxSequence { cycles &+= 1 << 16 }  // wraps after 2^48 cycles, never in practice
             maxSequence = sequence
         } else if UInt32(delta) <= 65_536 - UInt32(Self.maxMisorder) {
             // A very large jump.
@@ -122,8 +123,11 @@ public struct RTPReceptionStatistics: Sendable {
 
     /// A.8: J += (|D| - J) / 16, in timestamp units, with D the change in relative transit time.
     private mutating func updateJitter(rtpTimestamp: UInt32, arrivalNanoseconds: UInt64) {
-        // Arrival in RTP units; wraps like the RTP timestamp does, so differences stay right.
-        let arrival = Int64(truncatingIfNeeded: arrivalNanoseconds &* UInt64(clockRate) / 1_000_000_000)
+        // Arrival in RTP units, whole seconds and the rest apart so nothing overflows however
+        // long the clock has run; only its low 32 bits matter, as with the RTP timestamp.
+        let rate = UInt64(clockRate)
+        let arrivalUnits = (arrivalNanoseconds / 1_000_000_000) &* rate &+ (arrivalNanoseconds % 1_000_000_000) * rate / 1_000_000_000
+        let arrival = Int64(truncatingIfNeeded: arrivalUnits)
         let newTransit = Int64(Int32(truncatingIfNeeded: arrival &- Int64(rtpTimestamp)))
         if let transit {
             var d = Int64(Int32(truncatingIfNeeded: newTransit &- transit))
@@ -133,17 +137,20 @@ public struct RTPReceptionStatistics: Sendable {
         transit = newTransit
     }
 
-    /// The extended highest sequence number received (A.3 `extended_max`).
-    public var extendedHighestSequence: UInt32 { cycles &+ UInt32(maxSequence) }
+    /// The extended highest sequence number received (A.3 `extended_max`), in the 32 bits a
+    /// report block carries.
+    public var extendedHighestSequence: UInt32 { UInt32(truncatingIfNeeded: extendedMaximum) }
+
+    private var extendedMaximum: UInt64 { cycles &+ UInt64(maxSequence) }
 
     /// Packets expected since the source became valid (A.3).
     public var expected: UInt64 {
-        guard probation == 0 else { return 0 }
-        return UInt64(extendedHighestSequence) &- UInt64(baseSequence) &+ 1
+        guard probation == 0, extendedMaximum >= UInt64(baseSequence) else { return 0 }
+        return extendedMaximum - UInt64(baseSequence) + 1
     }
 
     /// Packets lost since the source became valid; negative when duplicates arrived.
-    public var cumulativeLost: Int64 { Int64(expected) - Int64(received) }
+    public var cumulativeLost: Int64 { Int64(clamping: expected) - Int64(clamping: received) }
 
     /// Interarrival jitter in RTP timestamp units.
     public var jitter: UInt32 { UInt32(clamping: jitterQ4 >> 4) }
@@ -157,21 +164,22 @@ public struct RTPReceptionStatistics: Sendable {
     /// Builds the report block for this source and starts a new reporting interval (A.3).
     public mutating func makeReportBlock(nowNanoseconds: UInt64) -> RTCPReportBlock {
         let expected = self.expected
-        let expectedInterval = expected &- expectedPrior
-        let receivedInterval = received &- receivedPrior
+        let expectedInterval = expected > expectedPrior ? expected - expectedPrior : 0
+        let receivedInterval = received > receivedPrior ? received - receivedPrior : 0
         expectedPrior = expected
         receivedPrior = received
-        let lostInterval = Int64(bitPattern: expectedInterval) - Int64(bitPattern: receivedInterval)
         let fraction: UInt8
-        if expectedInterval == 0 || lostInterval <= 0 {
+        if receivedInterval >= expectedInterval {
             fraction = 0
         } else {
-            fraction = UInt8(min(255, (lostInterval << 8) / Int64(expectedInterval)))
+            // At most 255/256, however the counts compare.
+            fraction = UInt8(min(255, Double(expectedInterval - receivedInterval) / Double(expectedInterval) * 256))
         }
         var delay: UInt32 = 0
         if let arrival = lastSenderReportArrivalNanoseconds, nowNanoseconds >= arrival {
-            // DLSR is in units of 1/65536 s.
-            delay = UInt32(clamping: (nowNanoseconds - arrival) * 65_536 / 1_000_000_000)
+            // DLSR is in units of 1/65536 s, and at most 2^32 of them (18 hours) fit its field.
+            let elapsed = min(nowNanoseconds - arrival, 65_536 * 1_000_000_000)
+            delay = UInt32(clamping: elapsed * 65_536 / 1_000_000_000)
         }
         return RTCPReportBlock(
             ssrc: ssrc,

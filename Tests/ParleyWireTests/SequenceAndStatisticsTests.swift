@@ -85,6 +85,43 @@ struct SequenceAndStatisticsTests {
         #expect(stats.cumulativeLost == 0)
     }
 
+    @Test func aSenderThatWrapsItsSequence65536TimesIsStillCountedAndReported() {
+        // Steps of 2,999 (just under A.1's dropout limit) wrap the sequence every 22 packets,
+        // so this stream has gone round 2^16 times: a 32-bit extended sequence has wrapped.
+        var stats = RTPReceptionStatistics(ssrc: 7, clockRate: 48_000, firstSequence: 0)
+        var sequence: UInt16 = 0
+        for index in 0..<1_435_000 {
+            stats.record(sequence: sequence, rtpTimestamp: UInt32(truncatingIfNeeded: index * 960), arrivalNanoseconds: UInt64(index) * 20_000_000)
+            sequence &+= index < 2 ? 1 : 2_999
+        }
+        #expect(stats.expected > UInt64(UInt32.max))
+        #expect(stats.cumulativeLost > 4_000_000_000)
+        let block = stats.makeReportBlock(nowNanoseconds: 0)
+        #expect(block.fractionLost == 255)
+        #expect(block.cumulativeLost == 0x7F_FFFF, "clamped to the 24-bit field")
+    }
+
+    @Test func aReportLongAfterTheLastSenderReportSaysTheLongestDelayItCan() {
+        var stats = RTPReceptionStatistics(ssrc: 7, clockRate: 48_000, firstSequence: 0)
+        receive(&stats, first: 0, count: 5)
+        stats.recordSenderReport(NTPTimestamp(rawValue: 0x0000_1234_5678_0000), arrivalNanoseconds: 1_000_000_000)
+        // A stream that stopped sending sender reports a hundred hours ago.
+        let block = stats.makeReportBlock(nowNanoseconds: 360_000 * 1_000_000_000)
+        #expect(block.delaySinceLastSenderReport == UInt32.max)
+    }
+
+    @Test func jitterStaysTheArrivalSpreadOnAClockThatHasRunForWeeks() {
+        var stats = RTPReceptionStatistics(ssrc: 7, clockRate: 48_000, firstSequence: 0)
+        // At 2^64 / 48,000 ns (106 hours of uptime) nanoseconds × clock rate wraps: this
+        // stream runs across that moment.
+        let start = UInt64.max / 48_000 - 5_000_000_000
+        for index in 0..<500 {
+            stats.record(sequence: UInt16(index), rtpTimestamp: UInt32(index * 960),
+                         arrivalNanoseconds: start + UInt64(index) * 20_000_000 + (index % 2 == 0 ? 0 : 10_000_000))
+        }
+        #expect(abs(stats.jitterSeconds - 0.010) < 0.0005)
+    }
+
     @Test func delaySinceLastSenderReportIsInSixtyFourThousandthsOfASecond() {
         var stats = RTPReceptionStatistics(ssrc: 7, clockRate: 48_000, firstSequence: 0)
         receive(&stats, first: 0, count: 5)
