@@ -24,6 +24,9 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
     case handshakeUnanswered(relay: String)
     /// The relay presented a key other than the one pinned in the invite.
     case relayKeyMismatch(relay: String)
+    /// The first join got no cookie, only plaintext replies echoing our hello that say the
+    /// relay runs without encryption (unauthenticated, so never acted on alone or at once).
+    case relayWithoutEncryption(relay: String)
     /// The relay refused the join (token, room full, …).
     case refused(code: ControlMessage.ErrorCode, message: String)
     /// Another session with the same identity joined the room.
@@ -40,6 +43,10 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case let .relayKeyMismatch(relay):
             return "the relay at \(relay) presented a different key from the one in your invite, so Parley "
                 + "refused to talk to it (the invite is stale, or someone is intercepting); ask for a fresh invite"
+        case let .relayWithoutEncryption(relay):
+            return "the relay at \(relay) did not answer the encrypted handshake; something answering from its address "
+                + "said, unauthenticated, that it runs without encryption. If it is your relay, start it without --insecure; "
+                + "otherwise ask its owner whether it runs encrypted, and for a fresh invite"
         case let .refused(code, message):
             return Self.explain(code, message)
         case .replaced:
@@ -51,7 +58,7 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
     public var exitCode: Int32 {
         switch self {
         case .unreachable: return 3
-        case .handshakeUnanswered, .relayKeyMismatch: return 4
+        case .handshakeUnanswered, .relayKeyMismatch, .relayWithoutEncryption: return 4
         case let .refused(code, _):
             switch code {
             case .encryptionRequired, .encryptionUnavailable: return 4
@@ -82,7 +89,7 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .encryptionRequired:
             return "the relay accepts encrypted clients only\(relaySays); use an invite that carries the relay's key (key=…) and leave out --insecure"
         case .encryptionUnavailable:
-            return "the relay runs without encryption\(relaySays); join it with --insecure only if you trust every network between you, or ask its owner to run it encrypted"
+            return "the relay runs without encryption\(relaySays); ask its owner to run it encrypted"
         default: return "the relay refused the join: \(message.isEmpty ? "error \(code.rawValue)" : message)"
         }
     }

@@ -82,6 +82,9 @@ public struct RelayLink {
     /// Seals outbound media with the current session; shared with the capture thread.
     public let protector = MediaProtector()
     public private(set) var phase: Phase = .idle
+    /// The SSRC this member sends from: the configured one, until the relay says another
+    /// member holds it (then a fresh random one, and the join starts over).
+    public private(set) var ssrc: UInt32
     /// The identity and room the relay confirmed, once joined.
     public private(set) var joined: ControlMessage.Joined?
     /// Smoothed round-trip time (RFC 6298 style, 1/8 gain), nanoseconds.
@@ -105,9 +108,25 @@ public struct RelayLink {
     private var leaveDeadline: UInt64 = 0
     private var seenReliable = RecentSequenceSet()
     private var rosterAssembler = RosterAssembler()
+    /// Plaintext "not joined" replies that echo one of our sealed packets, since the last
+    /// datagram that authenticated: the relay lost our session only if a second one comes.
+    private var boundNotJoinedReplies = 0
+    /// When the first and the latest plaintext "no encryption here" echoing our hello arrived,
+    /// and how many did (reset with each new hello).
+    private var plaintextRelayReplies: (first: UInt64, latest: UInt64, count: Int)?
+    /// Fresh SSRCs taken because the relay said another member holds ours.
+    private var ssrcChanges = 0
+
+    /// SSRCs tried before a join gives up on `ssrcInUse` (a clash of random 32-bit values
+    /// happens by accident once in billions; only someone squatting on ours repeats it).
+    static let maximumSSRCChanges = 8
+    /// Plaintext "no encryption here" replies, echoing our hello, over at least a second,
+    /// before a first join gives up on the relay (an unauthenticated claim never counts alone).
+    static let plaintextRelayRepliesToGiveUp = 3
 
     public init(configuration: Configuration) {
         self.configuration = configuration
+        self.ssrc = configuration.ssrc
     }
 
     /// When ``tick(now:)`` should next be called, if ever.
@@ -215,6 +234,7 @@ public struct RelayLink {
                 return output
             }
             lastHeard = now
+            boundNotJoinedReplies = 0
             plaintext.withUnsafeBytes { inner in
                 let inner = UnsafeRawBufferPointer(rebasing: inner[0..<count])
                 switch PacketKind(inner) {
@@ -233,14 +253,8 @@ public struct RelayLink {
             if case .insecure = configuration.security {
                 lastHeard = now
                 handleControl(message, authenticated: true, now: now, output: &output)
-            } else if case let .error(error) = message.body, error.code == .notJoined {
-                // Unauthenticated, but only ever a hint to rejoin, which backoff rate-limits.
-                handleControl(message, authenticated: false, now: now, output: &output)
-            } else if case let .error(error) = message.body, error.code == .encryptionUnavailable,
-                      phase == .greeting || phase == .handshaking {
-                // An insecure relay answering our hello. Unauthenticated, but it can only make
-                // the link give up, never talk in plaintext: the user decides about --insecure.
-                fail(.refused(code: error.code, message: error.message), output: &output)
+            } else if case let .error(error) = message.body {
+                handleUnauthenticatedError(error, now: now, output: &output)
             } else {
                 droppedDatagrams += 1
             }
@@ -267,6 +281,8 @@ public struct RelayLink {
         // kept, they made the new relay's roster look like a retransmission and the link
         // waited for it forever.
         seenReliable = RecentSequenceSet()
+        boundNotJoinedReplies = 0
+        plaintextRelayReplies = nil
         sendsInPhase = 0
         retransmitInterval = configuration.retransmitNanoseconds
         switch configuration.security {
@@ -284,7 +300,7 @@ public struct RelayLink {
 
     private func joinMessage() -> ControlMessage {
         ControlMessage(body: .join(.init(
-            ssrc: configuration.ssrc, room: configuration.room, token: configuration.token, software: configuration.software
+            ssrc: ssrc, room: configuration.room, token: configuration.token, software: configuration.software
         )))
     }
 
@@ -383,6 +399,7 @@ public struct RelayLink {
         }
     }
 
+    /// An error the relay answered inside the session, the handshake, or (`--insecure`) in plaintext.
     private mutating func handleError(_ error: ControlMessage.ErrorReply, now: UInt64, output: inout Output) {
         switch error.code {
         case .notJoined:
@@ -391,10 +408,57 @@ public struct RelayLink {
                 reconnect(reason: "the relay no longer knows this session (it may have restarted)", now: now, output: &output)
             }
         case .rateLimited:
-            nextAction = now + configuration.maximumRetransmitNanoseconds
+            // Too many joins from here or with this identity: start over once the relay's
+            // budget has refilled, with a new handshake (this one is spent).
+            guard [.greeting, .handshaking, .joining, .confirming].contains(phase) else { return }
+            restartJoin(at: now + configuration.maximumRetransmitNanoseconds)
+        case .ssrcInUse:
+            // Another member took our SSRC (a session of ours that timed out left it free):
+            // a stream ID is ours to choose, so choose another and join again.
+            guard [.greeting, .handshaking, .joining, .confirming].contains(phase) else { return }
+            guard ssrcChanges < Self.maximumSSRCChanges else {
+                fail(.refused(code: error.code, message: error.message), output: &output)
+                return
+            }
+            ssrcChanges += 1
+            let taken = ssrc
+            repeat { ssrc = UInt32.random(in: 1...UInt32.max) } while ssrc == taken
+            beginJoin(now: now, output: &output)
         default:
             guard [.greeting, .handshaking, .joining, .confirming, .reconnecting].contains(phase) else { return }
             fail(.refused(code: error.code, message: error.message), output: &output)
+        }
+    }
+
+    /// A plaintext error on an encrypted link. Anyone can send one with the relay's address,
+    /// so it counts only when it echoes what an off-path sender cannot know, and even then it
+    /// never ends the call by itself.
+    private mutating func handleUnauthenticatedError(_ error: ControlMessage.ErrorReply, now: UInt64, output: inout Output) {
+        switch error.code {
+        case .notJoined where phase == .active || phase == .confirming:
+            // The relay echoes the tag of the sealed packet it could not place. A second such
+            // reply with nothing authenticated in between means it has really lost us (it
+            // restarted); one alone may be a stray, so ask again at once with a ping.
+            guard protector.sealedRecently(tag: error.echo) else { droppedDatagrams += 1; return }
+            boundNotJoinedReplies += 1
+            if boundNotJoinedReplies >= 2 {
+                reconnect(reason: "the relay no longer knows this session (it may have restarted)", now: now, output: &output)
+            } else {
+                sendPing(now: now, output: &output)
+            }
+        case .encryptionUnavailable where phase == .greeting:
+            // A relay started --insecure answers our hello so, echoing its nonce. It can never
+            // make us talk plaintext; at most, before a first join, it tells the person why the
+            // handshake goes unanswered, once it has said so repeatedly.
+            guard let handshake, error.echo == handshake.hello.nonceBytes else { droppedDatagrams += 1; return }
+            let first = plaintextRelayReplies?.first ?? now
+            let count = (plaintextRelayReplies?.count ?? 0) + 1
+            plaintextRelayReplies = (first, now, count)
+            if !everJoined, count >= Self.plaintextRelayRepliesToGiveUp, now - first >= 1_000_000_000 {
+                fail(.relayWithoutEncryption(relay: configuration.relayAddress), output: &output)
+            }
+        default:
+            droppedDatagrams += 1
         }
     }
 
@@ -421,6 +485,14 @@ public struct RelayLink {
         // Back off from a quarter second; the relay may still be starting.
         nextAction = now + configuration.retransmitNanoseconds
         attemptStarted = now
+    }
+
+    /// Abandons the join in progress (its handshake and session) and begins a new one at `time`.
+    private mutating func restartJoin(at time: UInt64) {
+        protector.set(nil)
+        handshake = nil
+        phase = .reconnecting
+        nextAction = time
     }
 
     private mutating func finishLeave(output: inout Output) {

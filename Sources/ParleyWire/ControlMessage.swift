@@ -214,13 +214,25 @@ public struct ControlMessage: Sendable, Hashable {
     }
 
     /// Relay → client: a request failed. The message is for people; the code is for programs.
+    ///
+    /// An error the relay sends in plaintext, outside any session (`notJoined` to a sealed
+    /// packet from an address it does not know, `encryptionUnavailable` to a hello), is not
+    /// authenticated: anyone can send one with the relay's address. So it carries `echo`,
+    /// bytes of the datagram it answers that only someone who saw that datagram can know (the
+    /// sealed packet's tag, the hello's nonce), and a client acts on none without it.
     public struct ErrorReply: Sendable, Hashable {
         public var code: ErrorCode
         public var message: String
+        /// At most ``maximumEchoSize`` bytes of the datagram this answers; empty when the reply
+        /// needs no binding (it travels inside a session or a handshake response).
+        public var echo: [UInt8]
 
-        public init(code: ErrorCode, message: String) {
+        public static let maximumEchoSize = 32
+
+        public init(code: ErrorCode, message: String, echo: [UInt8] = []) {
             self.code = code
             self.message = message
+            self.echo = echo
         }
     }
 
@@ -342,7 +354,17 @@ extension ControlMessage {
             body = .ack(Ack(sequence: try reader.readUInt32()))
         case .error:
             let code = ErrorCode(wireValue: try reader.readUInt16())
-            body = .error(ErrorReply(code: code, message: try reader.readString8()))
+            let message = try reader.readString8()
+            // The echo is optional and last (relays before it sent none).
+            var echo: [UInt8] = []
+            if !reader.isAtEnd {
+                let count = Int(try reader.readUInt8())
+                guard count <= ErrorReply.maximumEchoSize else {
+                    throw .malformed(.controlMessage, reason: "error echo longer than \(ErrorReply.maximumEchoSize) bytes")
+                }
+                echo = Array(try reader.readBytes(count))
+            }
+            body = .error(ErrorReply(code: code, message: message, echo: echo))
         case .goodbye:
             let reason = GoodbyeReason(wireValue: try reader.readUInt8())
             body = .goodbye(Goodbye(reason: reason, message: try reader.readString8()))
@@ -375,7 +397,7 @@ extension ControlMessage {
         case .ack:
             bodySize = 4
         case let .error(error):
-            bodySize = 2 + 1 + error.message.utf8.count
+            bodySize = 2 + 1 + error.message.utf8.count + (error.echo.isEmpty ? 0 : 1 + error.echo.count)
         case let .goodbye(goodbye):
             bodySize = 1 + 1 + goodbye.message.utf8.count
         }
@@ -433,6 +455,13 @@ extension ControlMessage {
         case let .error(error):
             try writer.write(error.code.rawValue)
             try writer.writeString8(error.message, element: .controlMessage)
+            if !error.echo.isEmpty {
+                guard error.echo.count <= ErrorReply.maximumEchoSize else {
+                    throw .malformed(.controlMessage, reason: "error echo longer than \(ErrorReply.maximumEchoSize) bytes")
+                }
+                try writer.write(UInt8(error.echo.count))
+                try writer.write(contentsOf: error.echo)
+            }
         case let .goodbye(goodbye):
             try writer.write(goodbye.reason.rawValue)
             try writer.writeString8(goodbye.message, element: .controlMessage)

@@ -45,6 +45,9 @@ public struct HandshakeHello: Sendable, Hashable {
 
     public init(nonce: UInt64) { self.nonce = nonce }
 
+    /// The nonce as it travels (big-endian): what an unauthenticated reply to this hello echoes.
+    public var nonceBytes: [UInt8] { withUnsafeBytes(of: nonce.bigEndian, Array.init) }
+
     public init(parsing bytes: UnsafeRawBufferPointer) throws(WireError) {
         var reader = try secureHeader(bytes, type: .hello)
         guard bytes.count >= Self.size else {

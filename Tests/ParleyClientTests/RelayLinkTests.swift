@@ -14,6 +14,8 @@ final class ScriptedRelay {
     var session: SecureSession?
     var sequence: UInt32 = 100
     let secure: Bool
+    /// The join inside the last init answered.
+    var lastJoin: ControlMessage.Join?
 
     init(secure: Bool) { self.secure = secure }
 
@@ -34,7 +36,11 @@ final class ScriptedRelay {
                 return handshake.cookieReply(toHello: raw, address: address, unixSeconds: 1_000)
             case .handshake:
                 var accepted = try handshake.acceptInit(raw, address: address, unixSeconds: 1_000, replayCache: cache)
-                #expect(try ControlMessage(parsing: accepted.payload).body.type == .join)
+                guard case let .join(join) = try ControlMessage(parsing: accepted.payload).body else {
+                    Issue.record("the init carries no join")
+                    return nil
+                }
+                lastJoin = join
                 let (response, session) = try accepted.respond(relayIndex: 9, payload: try (reply ?? joinedMessage()).serialized(), nowNanoseconds: 0)
                 self.session = session
                 return response
@@ -223,11 +229,115 @@ struct RelayLinkTests {
         #expect(harness.events.contains(.joined(identity: "alice", room: "standup", canPublish: true, rejoin: true)))
     }
 
-    @Test func aNotJoinedReplyMakesTheLinkRejoinEvenUnsealed() throws {
+    @Test func twentySpoofedNotJoinedRepliesDoNotMakeTheLinkRejoin() throws {
         var harness = LinkHarness()
         try harness.join()
-        harness.deliver(try ControlMessage(body: .error(.init(code: .notJoined, message: ""))).serialized())
+        // Anyone can send these with the relay's address; they echo none of our packets.
+        for index in 0..<20 {
+            let echo: [UInt8] = index % 2 == 0 ? [] : (0..<16).map { _ in UInt8.random(in: 0...255) }
+            harness.deliver(try ControlMessage(body: .error(.init(code: .notJoined, message: "", echo: echo))).serialized())
+        }
+        #expect(harness.link.phase == .active)
+        #expect(!harness.events.contains { if case .reconnecting = $0 { true } else { false } })
+    }
+
+    @Test func twoNotJoinedRepliesEchoingOurOwnPacketsMakeTheLinkRejoin() throws {
+        var harness = LinkHarness()
+        try harness.join()
+        // The relay restarted: it answers two of our sealed packets with "not joined", echoing their tags.
+        func answer(_ sealed: [UInt8]) throws -> [UInt8] {
+            try ControlMessage(body: .error(.init(code: .notJoined, message: "", echo: Array(sealed.suffix(16))))).serialized()
+        }
+        harness.sent.removeAll()
+        let first = try #require(harness.link.protector.protectBytes([0x80, 0x6F] + [UInt8](repeating: 0, count: 30)))
+        harness.deliver(try answer(first))
+        #expect(harness.link.phase == .active, "one reply alone is not enough")
+        let ping = try #require(harness.sent.last, "the link asks again at once")
+        harness.deliver(try answer(ping))
         #expect(harness.link.phase == .reconnecting)
+    }
+
+    @Test func anAuthenticatedPacketBetweenTwoNotJoinedRepliesKeepsTheSession() throws {
+        var harness = LinkHarness()
+        try harness.join()
+        let sealed = try #require(harness.link.protector.protectBytes([0x80, 0x6F] + [UInt8](repeating: 0, count: 30)))
+        let reply = try ControlMessage(body: .error(.init(code: .notJoined, message: "", echo: Array(sealed.suffix(16))))).serialized()
+        harness.deliver(reply)
+        harness.deliver(try harness.relay.send(.pong(.init(timestamp: 1))))
+        harness.deliver(reply)
+        #expect(harness.link.phase == .active, "the relay answered inside the session in between: it knows us")
+    }
+
+    @Test func aForgedNoEncryptionReplyDuringTheRegreetingNeverEndsTheCall() throws {
+        var harness = LinkHarness()
+        try harness.join()
+        harness.deliver(try harness.relay.send(.goodbye(.init(reason: .relayShuttingDown, message: "")), reliable: true))
+        harness.advance(byMilliseconds: 300)
+        #expect(harness.link.phase == .greeting)
+        let hello = try #require(harness.sent.last)
+        let nonce = Array(hello[4..<12])
+        // A burst that even echoes the hello's nonce (someone on the path saw it): the link keeps greeting.
+        for _ in 0..<50 {
+            harness.deliver(try ControlMessage(body: .error(.init(code: .encryptionUnavailable, message: "use --insecure", echo: nonce))).serialized())
+            harness.advance(byMilliseconds: 100)
+        }
+        #expect(!harness.events.contains { if case .failed = $0 { true } else { false } })
+        // The relay answers at last and the call goes on.
+        while let last = harness.sent.popLast(), let answer = try harness.relay.answer(last) { harness.deliver(answer) }
+        harness.deliver(try harness.relay.send(.roster(.init(version: 1, members: [])), reliable: true))
+        #expect(harness.link.phase == .active)
+    }
+
+    @Test func aFirstJoinAnsweredOnlyByNoEncryptionRepliesFailsWithoutSuggestingInsecure() throws {
+        var harness = LinkHarness()
+        harness.start()
+        let hello = try #require(harness.sent.last)
+        let nonce = Array(hello[4..<12])
+        // Replies that echo nothing, or another nonce, are not about our hello.
+        harness.deliver(try ControlMessage(body: .error(.init(code: .encryptionUnavailable, message: ""))).serialized())
+        harness.deliver(try ControlMessage(body: .error(.init(code: .encryptionUnavailable, message: "", echo: [1, 2, 3, 4, 5, 6, 7, 8]))).serialized())
+        #expect(harness.link.phase == .greeting)
+        // A relay really started --insecure answers every hello, and only then does the link give up.
+        var answered = 0
+        while harness.link.phase == .greeting, answered < 10 {
+            harness.deliver(try ControlMessage(body: .error(.init(code: .encryptionUnavailable, message: "", echo: nonce))).serialized())
+            answered += 1
+            harness.advance(byMilliseconds: 600)
+        }
+        let failure = LinkFailure.relayWithoutEncryption(relay: "127.0.0.1:7800")
+        #expect(harness.link.phase == .failed(failure))
+        #expect(answered >= 3)
+        #expect(failure.exitCode == 4)
+        #expect(!failure.description.contains("--insecure only") && !failure.description.contains("join it with --insecure"))
+        #expect(!LinkFailure.refused(code: .encryptionUnavailable, message: "").description.contains("--insecure"))
+    }
+
+    @Test func aTakenSSRCMakesTheLinkJoinAgainWithANewOne() throws {
+        var harness = LinkHarness()
+        harness.start()
+        harness.deliver(try #require(try harness.relay.answer(harness.sent.removeLast())))
+        let refusal = ControlMessage(body: .error(.init(code: .ssrcInUse, message: "SSRC 42 is already used")))
+        harness.deliver(try #require(try harness.relay.answer(harness.sent.removeLast(), replyWith: refusal)))
+        #expect(harness.link.phase == .greeting, "not a failure: the link starts over")
+        #expect(harness.link.ssrc != 42)
+        try harness.join()
+        #expect(harness.link.phase == .active)
+        let join = try #require(harness.relay.lastJoin)
+        #expect(join.ssrc == harness.link.ssrc)
+    }
+
+    @Test func aRateLimitedJoinIsTriedAgainWhenTheBudgetHasRefilled() throws {
+        var harness = LinkHarness()
+        harness.start()
+        harness.deliver(try #require(try harness.relay.answer(harness.sent.removeLast())))
+        let refusal = ControlMessage(body: .error(.init(code: .rateLimited, message: "joined too often")))
+        harness.deliver(try #require(try harness.relay.answer(harness.sent.removeLast(), replyWith: refusal)))
+        #expect(!harness.events.contains { if case .failed = $0 { true } else { false } })
+        harness.sent.removeAll()
+        harness.advance(byMilliseconds: 1_000)
+        #expect(harness.sent.isEmpty, "it waits for the relay's budget")
+        harness.advance(byMilliseconds: 1_100)
+        #expect(harness.sent.last?.first == SecureMessageType.hello.rawValue, "then greets again, with a new handshake")
     }
 
     @Test func unsealedControlIsIgnoredOnASecureLink() throws {
@@ -292,5 +402,12 @@ struct RelayLinkTests {
         for _ in 0..<12 { silent.advance(byMilliseconds: 100) }
         #expect(silent.link.phase == .closed)
         #expect(silent.events.last == .left)
+    }
+}
+
+extension MediaProtector {
+    /// Seals `bytes` as the capture thread would, for tests that need one of our packets.
+    func protectBytes(_ bytes: [UInt8]) -> [UInt8]? {
+        bytes.withUnsafeBytes { protect($0, nowNanoseconds: 0) }
     }
 }

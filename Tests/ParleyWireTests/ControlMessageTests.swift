@@ -19,6 +19,7 @@ struct ControlMessageTests {
         ControlMessage(sequence: 0, body: .pong(.init(timestamp: 123_456_789))),
         ControlMessage(sequence: 0, body: .ack(.init(sequence: 4))),
         ControlMessage(sequence: 0, body: .error(.init(code: .tokenExpired, message: "token expired at 12:00 UTC"))),
+        ControlMessage(sequence: 0, body: .error(.init(code: .notJoined, message: "join again", echo: Array(0..<16)))),
         ControlMessage(sequence: 6, isReliable: true, body: .goodbye(.init(reason: .relayShuttingDown, message: "relay restarting"))),
     ]
 
@@ -70,6 +71,14 @@ struct ControlMessageTests {
         let bytes = hex("50 01 09 00 00000000 7777 02 6869")
         let message = try ControlMessage(parsing: bytes)
         #expect(message.body == .error(.init(code: .unknown, message: "hi")))
+    }
+
+    @Test func anErrorFromARelayThatEchoesNothingReadsAsBeforeAndAnEchoTooLongIsRefused() throws {
+        #expect(try ControlMessage(parsing: hex("50 01 09 00 00000000 0009 02 6869")).body == .error(.init(code: .notJoined, message: "hi")))
+        #expect(try ControlMessage(parsing: hex("50 01 09 00 00000000 0009 00 02 ABCD")).body
+            == .error(.init(code: .notJoined, message: "", echo: [0xAB, 0xCD])))
+        #expect(throws: WireError.self) { try ControlMessage(parsing: hex("50 01 09 00 00000000 0009 00 21") + [UInt8](repeating: 0, count: 33)) }
+        #expect(throws: WireError.self) { try ControlMessage(parsing: hex("50 01 09 00 00000000 0009 00 04 ABCD")) }
     }
 
     @Test func malformedControlMessagesAreRejected() {
