@@ -293,7 +293,6 @@ public final class CallSession: @unchecked Sendable {
             roundTripMilliseconds: state.roundTripNanoseconds.map { Double($0) / 1e6 },
             lossUpPercent: state.lossUp.map { $0 * 100 },
             lossUpTotalPercent: state.lossUpTotal.map { $0 * 100 },
-            lossUpEndToEndPercent: state.lossUpEndToEnd.map { $0 * 100 },
             lossDownPercent: network?.1.map { $0 * 100 },
             jitterBufferDelayMilliseconds: speakers.filter(\.receiving).map(\.jitterBufferDelayMilliseconds).max(),
             concealedPercent: concealed,

@@ -9,6 +9,8 @@ final class CallShared: Sendable {
         var mediaGate = false
         /// Bumped on every (re)join, so the capture thread starts a new talkspurt.
         var joinGeneration = 0
+        /// The SSRC the link joined with (a new one if another member held ours); nil before joining.
+        var ssrc: UInt32?
         var encoder: EncoderAdaptation.Setting
         var sender: RTCPReporter.SenderState?
         var packetsSent = 0
@@ -20,11 +22,9 @@ final class CallShared: Sendable {
         var identity: String?
         var members: [String] = []
         var roundTripNanoseconds: UInt64?
-        /// The relay's latest fraction lost on our upstream, and the worst any member reported
-        /// for the whole path.
+        /// The relay's latest fraction lost on our upstream, and over the whole call.
         var lossUp: Double?
         var lossUpTotal: Double?
-        var lossUpEndToEnd: Double?
         var captureStartedAt: UInt64?
         var playbackStartedAt: UInt64?
         var inputEnded = false

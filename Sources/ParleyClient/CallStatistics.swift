@@ -55,11 +55,9 @@ public struct CallStatistics: Sendable, Codable, Equatable {
     public var speaking: [String]
     public var roundTripMilliseconds: Double?
     /// Our stream's loss on the way to the relay over the last report interval (its receiver
-    /// reports), over the whole call so far, and the worst any member reported for the whole
-    /// path, percent.
+    /// reports) and over the whole call so far, percent.
     public var lossUpPercent: Double?
     public var lossUpTotalPercent: Double?
-    public var lossUpEndToEndPercent: Double?
     /// Loss on the way to us, over every remote stream, percent (before repair).
     public var lossDownPercent: Double?
     /// The largest jitter-buffer delay among the speakers, ms.

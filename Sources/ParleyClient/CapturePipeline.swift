@@ -126,7 +126,7 @@ final class CapturePipeline {
     }
 
     private func encodeAndSend(frame: [Float], voice: Bool, capturedAt: UInt64, encoded: inout [UInt8], packet: inout [UInt8]) throws(CallError) {
-        let (gate, generation, wanted) = shared.update { ($0.mediaGate, $0.joinGeneration, $0.encoder) }
+        let (gate, generation, wanted, ssrc) = shared.update { ($0.mediaGate, $0.joinGeneration, $0.encoder, $0.ssrc) }
         if wanted != setting {
             // The relay reported a different loss: protect against it (and make room for FEC).
             do {
@@ -149,6 +149,7 @@ final class CapturePipeline {
         if generation != joinGeneration {
             joinGeneration = generation
             packetizer.startTalkspurt()
+            if let ssrc, ssrc != packetizer.ssrc { packetizer.switchSource(to: ssrc) }
         }
         guard gate else {
             // Not joined (yet, or while reconnecting): nothing is sent, but the stream's

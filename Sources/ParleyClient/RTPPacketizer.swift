@@ -12,7 +12,7 @@ import ParleyWire
 ///
 /// Plain Swift, owned by the capture thread; it writes into the caller's buffer.
 public struct RTPPacketizer: Sendable {
-    public let ssrc: UInt32
+    public private(set) var ssrc: UInt32
     public let payloadType: UInt8
     /// The sequence number the next packet sent will carry.
     public private(set) var nextSequenceNumber: UInt16
@@ -70,6 +70,15 @@ public struct RTPPacketizer: Sendable {
 
     /// A new talkspurt starts with the next packet (after a rejoin, say), so it carries the marker.
     public mutating func startTalkspurt() { inTalkspurt = false }
+
+    /// Sends as `ssrc` from the next packet on (the relay gave our old one to another member):
+    /// a new source, whose sender reports count from zero (RFC 3550 §6.4.1).
+    public mutating func switchSource(to ssrc: UInt32) {
+        self.ssrc = ssrc
+        packetCount = 0
+        octetCount = 0
+        inTalkspurt = false
+    }
 
     /// A frame that is not sent for another reason than DTX (the link is down): time runs
     /// on, the sequence does not, and the next packet starts a talkspurt.

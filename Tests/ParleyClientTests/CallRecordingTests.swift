@@ -116,7 +116,7 @@ struct CallRecordingTests {
             jitterBufferTargetMilliseconds: 60, networkJitterMilliseconds: 4, restarts: 0, audioFrames: 105, meanJitterBufferDelayMilliseconds: 61, receiving: true)
         let statistics = CallStatistics(
             name: "ada", identity: "ada", room: "standup", phase: .inCall, elapsedSeconds: 75, members: ["ada", "bob", "cy"], speaking: ["bob"],
-            roundTripMilliseconds: 12.4, lossUpPercent: 0, lossUpTotalPercent: 0.5, lossUpEndToEndPercent: nil, lossDownPercent: 4.8,
+            roundTripMilliseconds: 12.4, lossUpPercent: 0, lossUpTotalPercent: 0.5, lossDownPercent: 4.8,
             jitterBufferDelayMilliseconds: 62, concealedPercent: 1.2, bitrate: 28_000, expectedLossPercent: 6, captureXruns: 1, playbackXruns: 0,
             rejoins: 0, packetsSent: 3_000, bytesSent: 240_000, captureStartedAtNanoseconds: nil, playbackStartedAtNanoseconds: nil, speakers: [speaker])
         let line = CallStatusLine.line(statistics)

@@ -1,0 +1,307 @@
+import ParleyAudio
+import ParleyWire
+
+/// What the call does with the relay's datagrams, and what it sends back besides media, as
+/// plain Swift with time passed in: the link's state machine (``RelayLink``), one
+/// ``RemoteSpeaker`` per stream heard, RTCP both ways, and the encoder adaptation the relay's
+/// reports drive. It does no I/O and reads no clock, so a test (or the fuzzer) drives it with
+/// bytes and times; ``RelayConnection`` is the socket and the timer around it.
+///
+/// Everything here belongs to the network loop. The jitter buffers it fills are read by the
+/// playback thread through ``PlaybackMix``, each behind its own lock.
+public final class CallReceiver {
+    private let configuration: CallConfiguration
+    private let shared: CallShared
+    private let mix: PlaybackMix
+    private let epoch: UInt64
+    /// Wall-clock time minus monotonic time, taken once: sender reports carry wall-clock
+    /// (NTP) times, and the receiver reads no clock of its own.
+    private let wallClockOffset: UInt64
+    private let onEvent: (LinkEvent) -> Void
+
+    public private(set) var link: RelayLink
+    private var reporter: RTCPReporter
+    private var adaptation: EncoderAdaptation
+    private var speakers: [UInt32: RemoteSpeaker] = [:]
+    private var members: [ControlMessage.Roster.Member] = []
+    /// Figures of streams that ended (members who left, streams replaced on a rejoin), for the summary.
+    private var departed: [CallStatistics.Speaker] = []
+    /// What each stream's jitter buffer had learned of the path when our rejoin replaced it
+    /// (its target delay, seconds). The new buffer starts from it instead of the cautious
+    /// default: a talker silent at the rejoin sends a DTX packet every 400 ms, so measuring
+    /// afresh would take 10 s, and their next words would come 40 ms late and then drift in.
+    private var learnedTargets: [UInt32: Double] = [:]
+    /// Datagrams from the relay that carried nothing usable: not RTP or RTCP once opened,
+    /// unparsable, or our own SSRC.
+    public private(set) var droppedMedia = 0
+
+    /// Remote streams kept at most (a room's limit is far lower; this bounds memory).
+    static let maximumSpeakers = 64
+
+    init(configuration: CallConfiguration, shared: CallShared, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
+         wallClockOffset: UInt64, onEvent: @escaping (LinkEvent) -> Void) {
+        self.configuration = configuration
+        self.shared = shared
+        self.mix = mix
+        self.epoch = epoch
+        self.adaptation = adaptation
+        self.wallClockOffset = wallClockOffset
+        self.onEvent = onEvent
+        var linkConfiguration = RelayLink.Configuration(
+            relayAddress: configuration.relay, room: configuration.room, token: configuration.token,
+            ssrc: configuration.ssrc, security: configuration.security)
+        configuration.tuneLink(&linkConfiguration)
+        link = RelayLink(configuration: linkConfiguration)
+        reporter = Self.makeReporter(ssrc: configuration.ssrc, name: configuration.name)
+    }
+
+    /// A receiver of its own (its own encoder adaptation and shared state), for tests and the
+    /// fuzzer; `epoch` is where the playback timeline starts, `wallClockNanoseconds` the wall
+    /// clock at monotonic time `epoch`.
+    public convenience init(configuration: CallConfiguration, mix: PlaybackMix, epoch: UInt64, wallClockNanoseconds: UInt64,
+                            onEvent: @escaping (LinkEvent) -> Void = { _ in }) {
+        let adaptation = EncoderAdaptation()
+        self.init(configuration: configuration, shared: CallShared(initialSetting: adaptation.setting), mix: mix, epoch: epoch,
+                  adaptation: adaptation, wallClockOffset: wallClockNanoseconds &- epoch, onEvent: onEvent)
+    }
+
+    private static func makeReporter(ssrc: UInt32, name: String?) -> RTCPReporter {
+        let cname = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        return RTCPReporter(ssrc: ssrc, cname: cname, name: name)
+    }
+
+    // MARK: Driving it
+
+    /// Starts joining; returns the datagrams to send.
+    public func start(now: UInt64) -> [[UInt8]] {
+        apply(link.start(now: now), now: now)
+    }
+
+    /// Leaves the room (the link waits for the relay's acknowledgement, or its timeout).
+    public func leave(now: UInt64) -> [[UInt8]] {
+        apply(link.leave(now: now), now: now)
+    }
+
+    /// One datagram from the relay's address: control for the link, media for the speakers.
+    /// Returns the datagrams to send in answer.
+    public func receive(_ datagram: UnsafeRawBufferPointer, now: UInt64) -> [[UInt8]] {
+        var media: [[UInt8]] = []
+        let output = link.handle(datagram: datagram, now: now) { media.append(Array($0)) }
+        for packet in media { packet.withUnsafeBytes { handleMedia($0, now: now) } }
+        return apply(output, now: now)
+    }
+
+    /// The timers: RTCP when due (with a delay sample from each stream), and the link's
+    /// retransmissions, keepalives and timeouts. Returns the datagrams to send.
+    public func tick(now: UInt64) -> [[UInt8]] {
+        var datagrams: [[UInt8]] = []
+        if reporter.isDue(now: now) {
+            if let report = makeReport(now: now) { datagrams.append(report) }
+            for speaker in speakers.values { speaker.sampleDelay(now: now) }
+        }
+        return datagrams + apply(link.tick(now: now), now: now)
+    }
+
+    /// When ``tick(now:)`` should next run; nil once the link has ended.
+    public func nextDeadline(after now: UInt64) -> UInt64? {
+        switch link.phase {
+        case .closed, .failed: return nil
+        default: break
+        }
+        let report = reporter.nextDeadline(after: now)
+        return link.nextDeadline.map { min($0, report) } ?? report
+    }
+
+    // MARK: Media
+
+    private func handleMedia(_ bytes: UnsafeRawBufferPointer, now: UInt64) {
+        switch PacketKind(bytes) {
+        case .rtp:
+            guard let packet = try? RTPPacketView(parsing: bytes), packet.ssrc != link.ssrc,
+                  let speaker = speaker(for: packet.ssrc, now: now) else {
+                droppedMedia += 1
+                return
+            }
+            speaker.receive(packet, now: now, seconds: secondsOnTimeline(now))
+        case .rtcp:
+            guard let packets = try? RTCPCompoundPacket.parse(bytes) else {
+                droppedMedia += 1
+                return
+            }
+            handleRTCP(packets, now: now)
+        default:
+            droppedMedia += 1
+        }
+    }
+
+    private func secondsOnTimeline(_ now: UInt64) -> Double { Double(Int64(bitPattern: now &- epoch)) / 1e9 }
+
+    private func speaker(for ssrc: UInt32, now: UInt64) -> RemoteSpeaker? {
+        if let speaker = speakers[ssrc] { return speaker }
+        guard speakers.count < Self.maximumSpeakers else { return nil }
+        let identity = members.first { $0.ssrc == ssrc }?.identity
+        var jitterBuffer = configuration.jitterBuffer
+        if let learned = learnedTargets.removeValue(forKey: ssrc) { jitterBuffer.delay.initialSeconds = learned }
+        guard let speaker = try? RemoteSpeaker(ssrc: ssrc, identity: identity, configuration: jitterBuffer, now: now) else {
+            return nil
+        }
+        speakers[ssrc] = speaker
+        mix.add(ssrc: ssrc, identity: identity, source: speaker.buffer)
+        return speaker
+    }
+
+    private func removeSpeaker(_ ssrc: UInt32, now: UInt64) {
+        guard let speaker = speakers.removeValue(forKey: ssrc) else { return }
+        mix.remove(ssrc: ssrc)
+        if speaker.lastPacketAt != nil { departed.append(speaker.snapshot(now: now)) }
+    }
+
+    // MARK: RTCP
+
+    /// The relay terminates RTCP per leg: its receiver reports say what it received of our
+    /// stream, and drive the encoder; members' sender reports reach us with nothing but their
+    /// own stream's timing and counts.
+    private func handleRTCP(_ packets: [RTCPPacket], now: UInt64) {
+        for packet in packets {
+            switch packet {
+            case let .receiverReport(report) where speakers[report.ssrc] == nil:
+                for block in report.reportBlocks where block.ssrc == link.ssrc {
+                    let arrival = NTPTimestamp(unixNanoseconds: now &+ wallClockOffset)
+                    shared.update { state in
+                        state.lossUp = block.lossFraction
+                        // Cumulative lost over what we sent: the relay counts from its first packet of ours.
+                        if state.packetsSent > 0 {
+                            state.lossUpTotal = min(1, max(0, Double(block.cumulativeLost) / Double(state.packetsSent)))
+                        }
+                        if state.roundTripNanoseconds == nil, let rtt = block.roundTripTime(arrival: arrival) {
+                            state.roundTripNanoseconds = UInt64(rtt) * 1_000_000_000 / 65_536
+                        }
+                    }
+                    if let setting = adaptation.report(lossFraction: block.lossFraction) {
+                        shared.update { $0.encoder = setting }
+                    }
+                }
+            case let .senderReport(report):
+                speakers[report.ssrc]?.receiveSenderReport(report, now: now)
+            default:
+                break
+            }
+        }
+    }
+
+    private func makeReport(now: UInt64) -> [UInt8]? {
+        guard link.phase == .active else { return nil }
+        let blocks = speakers.values.sorted { $0.ssrc < $1.ssrc }.compactMap { $0.makeReportBlock(now: now) }
+        let sender = shared.snapshot.sender
+        guard let bytes = try? reporter.compound(sender: sender, blocks: blocks, now: now, unixNanoseconds: now &+ wallClockOffset) else {
+            return nil
+        }
+        return seal(bytes, now: now)
+    }
+
+    /// Protects an outgoing packet as the link is set up: sealed, or as it is with `--insecure`.
+    func seal(_ packet: [UInt8], now: UInt64) -> [UInt8]? {
+        switch configuration.security {
+        case .insecure: return packet
+        case .secure: return packet.withUnsafeBytes { link.protector.protect($0, nowNanoseconds: now) }
+        }
+    }
+
+    // MARK: Link events
+
+    /// Acts on the link's events; returns the datagrams it asked to send.
+    private func apply(_ output: RelayLink.Output, now: UInt64) -> [[UInt8]] {
+        for event in output.events { handle(event, now: now) }
+        return output.datagrams
+    }
+
+    private func handle(_ event: LinkEvent, now: UInt64) {
+        switch event {
+        case let .joined(identity, _, canPublish, rejoin):
+            if rejoin {
+                // A new timeline: the old buffers would add the outage's length as delay. What
+                // they learned of the path's jitter still holds, so the new ones start from it.
+                learnedTargets = [:]
+                for (ssrc, speaker) in speakers where (speaker.reception?.received ?? 0) >= RemoteSpeaker.packetsToLearnJitter {
+                    learnedTargets[ssrc] = speaker.buffer.statistics.targetDelayMilliseconds / 1_000
+                }
+                for ssrc in Array(speakers.keys) { removeSpeaker(ssrc, now: now) }
+            }
+            if reporter.ssrc != link.ssrc {
+                // The link took a new SSRC (ours was held by another member): our reports follow it.
+                reporter = Self.makeReporter(ssrc: link.ssrc, name: configuration.name)
+            }
+            shared.update { state in
+                state.ssrc = link.ssrc
+                state.mediaGate = canPublish
+                state.joinGeneration += 1
+                state.identity = identity
+                state.phase = .inCall
+                if rejoin { state.rejoins += 1 }
+            }
+        case let .roster(roster):
+            members = roster
+            shared.update { $0.members = roster.map(\.identity).sorted() }
+            let present = Set(roster.map(\.ssrc))
+            for member in roster where member.ssrc != link.ssrc && member.canPublish {
+                if let speaker = speaker(for: member.ssrc, now: now), speaker.identity != member.identity {
+                    speaker.identity = member.identity
+                    mix.name(ssrc: member.ssrc, identity: member.identity)
+                }
+            }
+            // A stream not in the roster has left, unless it is so new that the roster
+            // naming it is still on its way.
+            for (ssrc, speaker) in speakers where !present.contains(ssrc) {
+                if speaker.identity != nil || now &- speaker.createdAt > 2_000_000_000 {
+                    removeSpeaker(ssrc, now: now)
+                }
+            }
+        case let .roundTrip(nanoseconds):
+            shared.update { state in
+                state.roundTripNanoseconds = state.roundTripNanoseconds.map { $0 - $0 / 4 + nanoseconds / 4 } ?? nanoseconds
+            }
+        case .reconnecting:
+            shared.update { state in
+                state.mediaGate = false
+                state.phase = .reconnecting
+            }
+        case .failed, .left:
+            shared.update { state in
+                state.mediaGate = false
+                state.phase = .ended
+            }
+        }
+        onEvent(event)
+    }
+
+    // MARK: Figures
+
+    /// Every stream heard, one entry per identity: a member who rejoined (or whose stream
+    /// was replaced on our rejoin) has their figures added up.
+    public func speakerSnapshots(now: UInt64) -> [CallStatistics.Speaker] {
+        var byIdentity: [String: CallStatistics.Speaker] = [:]
+        for snapshot in departed + speakers.values.map({ $0.snapshot(now: now) }) {
+            guard let earlier = byIdentity[snapshot.identity] else {
+                byIdentity[snapshot.identity] = snapshot
+                continue
+            }
+            byIdentity[snapshot.identity] = CallStatistics.Speaker.merging(earlier, snapshot)
+        }
+        return byIdentity.values.sorted { $0.identity < $1.identity }
+    }
+
+    /// Loss on the way to us over every stream, before repair.
+    public func lossDown() -> Double? {
+        var expected: UInt64 = 0
+        var lost: UInt64 = 0
+        for speaker in speakers.values {
+            guard let reception = speaker.reception else { continue }
+            expected &+= reception.expected
+            lost &+= UInt64(max(0, reception.cumulativeLost))
+        }
+        return expected > 0 ? Double(lost) / Double(expected) : nil
+    }
+
+    /// The encoder setting the relay's reports have led to.
+    public var encoderSetting: EncoderAdaptation.Setting { shared.snapshot.encoder }
+}
