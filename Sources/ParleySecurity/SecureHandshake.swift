@@ -95,23 +95,36 @@ public struct RelayHandshake: Sendable {
         }
     }
 
-    /// Checks and decrypts an init from `address`. Cheap checks come first: the cookie (an
-    /// HMAC) before the Diffie-Hellman, and the replay cache only for inits that decrypted,
-    /// so junk cannot fill it.
-    public func acceptInit(
-        _ bytes: UnsafeRawBufferPointer, address: some DataProtocol, unixSeconds: UInt64, replayCache: HandshakeReplayCache
-    ) throws(SecurityError) -> AcceptedHandshake {
+    /// Parses an init from `address` and checks its cookie: two HMACs at most, no
+    /// Diffie-Hellman and no state, so a flood of inits without a valid cookie costs the
+    /// relay almost nothing and none of its shared budgets.
+    public func checkCookie(_ bytes: UnsafeRawBufferPointer, address: some DataProtocol, unixSeconds: UInt64) throws(SecurityError) -> HandshakeInit {
         let message: HandshakeInit
         do { message = try HandshakeInit(parsing: bytes) } catch { throw .malformed(error.description) }
         guard cookies.isValid(message.cookie, for: address, unixSeconds: unixSeconds) else { throw .invalidCookie }
+        return message
+    }
+
+    /// Decrypts an init whose cookie checked out: one Diffie-Hellman. Throws unless it was
+    /// encrypted to this relay's key.
+    public func open(_ message: HandshakeInit) throws(SecurityError) -> AcceptedHandshake {
         var responder = NoiseNKResponder(staticKey: key.privateKey, prologue: handshakePrologueLabel + Array(message.header))
         let payload = try responder.readMessage1(message.noiseMessage)
         let ephemeral = responder.initiatorEphemeral ?? []
-        switch replayCache.insert(ephemeral, unixSeconds: unixSeconds) {
-        case .accepted: break
-        case .replayed, .full: throw .replayedHandshake
-        }
         return AcceptedHandshake(clientIndex: message.senderIndex, payload: payload, ephemeralKey: ephemeral, responder: responder)
+    }
+
+    /// Checks, decrypts and records an init in one step, refusing one seen before: for a
+    /// relay that admits every join that decrypts (the tests' scripted relay). The relay
+    /// itself records a handshake only once its join has verified.
+    public func acceptInit(
+        _ bytes: UnsafeRawBufferPointer, address: some DataProtocol, unixSeconds: UInt64, replayCache: HandshakeReplayCache
+    ) throws(SecurityError) -> AcceptedHandshake {
+        let accepted = try open(checkCookie(bytes, address: address, unixSeconds: unixSeconds))
+        switch replayCache.insert(accepted.ephemeralKey, source: Array(address), unixSeconds: unixSeconds) {
+        case .accepted: return accepted
+        case .replayed, .sourceOverQuota: throw .replayedHandshake
+        }
     }
 }
 

@@ -110,13 +110,25 @@ struct SecureHandshakeTests {
         #expect(!minter.isValid(cookie, for: Array("other".utf8), unixSeconds: 600))
     }
 
-    @Test func theReplayCacheFailsClosedWhenFull() {
-        let cache = HandshakeReplayCache(capacityPerEpoch: 2)
-        #expect(cache.insert([1], unixSeconds: 0) == .accepted)
-        #expect(cache.insert([2], unixSeconds: 0) == .accepted)
-        #expect(cache.insert([3], unixSeconds: 0) == .full)
-        #expect(cache.insert([1], unixSeconds: 60) == .replayed, "still known one epoch later")
-        #expect(cache.insert([1], unixSeconds: 180) == .accepted, "forgotten once its cookie cannot verify")
+    @Test func theReplayCacheRemembersTwoEpochsAndBoundsEachSource() {
+        let cache = HandshakeReplayCache(capacityPerEpoch: 100, capacityPerSource: 2)
+        let host = [UInt8]([10, 0, 0, 1])
+        #expect(cache.insert([1], source: host, unixSeconds: 0) == .accepted)
+        #expect(cache.contains([1], unixSeconds: 30))
+        #expect(cache.insert([2], source: host, unixSeconds: 0) == .accepted)
+        #expect(cache.insert([3], source: host, unixSeconds: 0) == .sourceOverQuota, "one source's share is spent")
+        #expect(cache.insert([3], source: [10, 0, 0, 2], unixSeconds: 0) == .accepted, "another source's is not")
+        #expect(cache.insert([1], source: [10, 0, 0, 2], unixSeconds: 60) == .replayed, "still known one epoch later")
+        #expect(cache.insert([1], source: host, unixSeconds: 180) == .accepted, "forgotten once its cookie cannot verify")
+    }
+
+    @Test func aFullReplayCacheForgetsItsOldestGenerationRatherThanRefuseAJoin() {
+        let cache = HandshakeReplayCache(capacityPerEpoch: 3, capacityPerSource: 100)
+        for key in 0..<3 { #expect(cache.insert([UInt8(key)], source: [UInt8(key)], unixSeconds: 0) == .accepted) }
+        #expect(cache.insert([9], source: [9], unixSeconds: 0) == .accepted, "a fourth admitted join is never refused")
+        #expect(cache.contains([0], unixSeconds: 0), "the previous generation is still remembered")
+        for key in 10..<13 { #expect(cache.insert([UInt8(key)], source: [UInt8(key)], unixSeconds: 0) == .accepted) }
+        #expect(!cache.contains([0], unixSeconds: 0), "two generations on, the oldest is forgotten")
     }
 
     @Test func relayKeysRoundTripThroughTheirTextForms() throws {
