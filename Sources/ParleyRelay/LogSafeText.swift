@@ -1,0 +1,20 @@
+import ParleyWire
+
+extension StringProtocol {
+    /// The text as it may appear in a log line, when it came from the network: control
+    /// characters (a newline would forge a line of its own), bidirectional overrides and
+    /// isolates (which reorder what a person reads) and line separators are shown as
+    /// `\u{…}`, and it is cut to `limit` characters.
+    func logSafe(limit: Int = 64) -> String {
+        var result = ""
+        for scalar in unicodeScalars.prefix(limit) {
+            if scalar.changesHowTextReads {
+                result += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        if unicodeScalars.count > limit { result += "…" }
+        return result
+    }
+}
