@@ -10,8 +10,14 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case malformed
     /// Larger than `max-packet-size`.
     case oversize
-    /// Over the member's packets-per-second limit.
+    /// Over the member's packets-per-second limit (media, or RTCP and control).
     case rateLimited
+    /// Media over the member's bytes-per-second limit (`max-member-bitrate`).
+    case bitrateLimited
+    /// A handshake or join over its source's or the loop's join budget (after a valid cookie).
+    case joinRateLimited
+    /// A hello over its source's or the loop's cookie-reply budget.
+    case helloRateLimited
     /// Media from a member whose token does not allow publishing.
     case publishNotAllowed
     /// Neither RTP, RTCP nor a Parley control message (first byte outside RFC 7983's ranges).
@@ -46,6 +52,9 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .malformed: return "malformed"
         case .oversize: return "oversize"
         case .rateLimited: return "rate_limited"
+        case .bitrateLimited: return "bitrate_limited"
+        case .joinRateLimited: return "join_rate_limited"
+        case .helloRateLimited: return "hello_rate_limited"
         case .publishNotAllowed: return "publish_not_allowed"
         case .unknownKind: return "unknown_kind"
         case .sendQueueFull: return "send_queue_full"

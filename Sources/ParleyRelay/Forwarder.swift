@@ -8,16 +8,20 @@ enum Forwarder {
     struct Sender: Sendable {
         let ssrc: UInt32
         let canPublish: Bool
-        /// Packets per second, media, RTCP and control together.
-        var rateLimiter: RateLimiter
+        /// Media packets per second.
+        var packetRate: RateLimiter
+        /// Media bytes per second (the packet rate alone lets 200 full-size packets a second through).
+        var byteRate: RateLimiter
         /// RFC 3550 A.1/A.3/A.8 statistics of the sender's stream, from its first packet on.
         var reception: RTPReceptionStatistics?
 
         init(ssrc: UInt32, canPublish: Bool, limits: RelayLimits, nowNanoseconds: UInt64) {
             self.ssrc = ssrc
             self.canPublish = canPublish
-            rateLimiter = RateLimiter(ratePerSecond: limits.packetsPerSecondPerMember, burst: limits.packetBurstPerMember,
-                                      nowNanoseconds: nowNanoseconds)
+            packetRate = RateLimiter(ratePerSecond: limits.packetsPerSecondPerMember, burst: limits.packetBurstPerMember,
+                                     nowNanoseconds: nowNanoseconds)
+            let bytesPerSecond = limits.maximumMemberBitsPerSecond / 8
+            byteRate = RateLimiter(ratePerSecond: bytesPerSecond, burst: bytesPerSecond, nowNanoseconds: nowNanoseconds)
         }
     }
 
@@ -29,8 +33,9 @@ enum Forwarder {
     /// Decides about `packet` (an RTP datagram) from `sender`; on `.forward` the sender's
     /// reception statistics have counted it. `isActive`: the member has sent `ready`.
     static func admit(_ packet: UnsafeRawBufferPointer, from sender: inout Sender, isActive: Bool, nowNanoseconds: UInt64) -> Decision {
-        // The rate is spent first: a member over its rate costs no parsing.
-        guard sender.rateLimiter.allow(nowNanoseconds: nowNanoseconds) else { return .drop(.rateLimited) }
+        // The rates are spent first: a member over its rate costs no parsing.
+        guard sender.packetRate.allow(nowNanoseconds: nowNanoseconds) else { return .drop(.rateLimited) }
+        guard sender.byteRate.allow(cost: packet.count, nowNanoseconds: nowNanoseconds) else { return .drop(.bitrateLimited) }
         guard isActive else { return .drop(.notActive) }
         guard sender.canPublish else { return .drop(.publishNotAllowed) }
         guard let view = try? RTPPacketView(parsing: packet) else { return .drop(.malformed) }

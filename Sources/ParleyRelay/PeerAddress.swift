@@ -21,6 +21,13 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     let port: UInt16
     let isIPv6: Bool
 
+    init(high: UInt64, low: UInt64, port: UInt16, isIPv6: Bool) {
+        self.high = high
+        self.low = low
+        self.port = port
+        self.isIPv6 = isIPv6
+    }
+
     /// The key of an address given the public API's way; nil for a Unix-domain one.
     init?(_ address: SocketAddress) {
         self.init(DatagramAddress(address))
@@ -75,6 +82,10 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         return true
     }
 
+    /// The host this address belongs to, what per-source limits count: many ports of one
+    /// machine are one source.
+    var host: SourceHost { SourceHost(self) }
+
     /// The address as bytes, what an address cookie is bound to.
     var cookieBytes: [UInt8] {
         var bytes = [UInt8]()
@@ -99,5 +110,41 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
             }
         }
         return "[\(groups.joined(separator: ":"))]:\(port)"
+    }
+}
+
+/// The part of an address that names one machine or one site, the key of the relay's
+/// per-source limits: an IPv4 address, or an IPv6 /64, the block one host or one home is
+/// given, which a single machine can fill with addresses of its own. Addresses in ::/64
+/// (IPv4-mapped addresses on a dual-stack socket, ::1) count whole, as IPv4 does.
+struct SourceHost: Hashable, Sendable, CustomStringConvertible {
+    let high: UInt64
+    let low: UInt64
+    let isIPv6: Bool
+
+    init(_ address: PeerAddress) {
+        isIPv6 = address.isIPv6
+        if address.isIPv6 && address.high != 0 {
+            high = address.high
+            low = 0
+        } else {
+            high = address.high
+            low = address.low
+        }
+    }
+
+    /// The key's bytes, for tables kept outside the relay (the handshake replay cache).
+    var bytes: [UInt8] {
+        var bytes = withUnsafeBytes(of: (high, low), Array.init)
+        bytes.append(isIPv6 ? 6 : 4)
+        return bytes
+    }
+
+    var description: String {
+        let address = PeerAddress(high: high, low: low, port: 0, isIPv6: isIPv6)
+        let text = address.description
+        // Without the port (":0"), and with "/64" where the key is a prefix.
+        let host = String(text.dropLast(2))
+        return isIPv6 && high != 0 ? host.dropFirst().dropLast() + "/64" : host
     }
 }

@@ -57,7 +57,8 @@ public final class Relay: Sendable {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
-        let core = RelayCore(configuration: configuration, secret: secret, relayKey: relayKey, metrics: metrics, logger: logger)
+        let core = RelayCore(configuration: configuration, secret: secret, relayKey: relayKey, metrics: metrics, logger: logger,
+                             replayCache: HandshakeReplayCache(capacityPerEpoch: configuration.handshakeReplayCapacity))
         if configuration.insecure {
             logger.warning("running WITHOUT encryption (--insecure): anyone on the path can listen to calls and read tokens; use this on trusted networks and for tests only")
         } else if let relayKey {

@@ -32,6 +32,9 @@ public struct RelayConfiguration: Sendable {
     /// Plaintext on the wire, no handshake: for tests and trusted networks only. Clients must
     /// pass `--insecure` too; each side refuses the other mode with a clear error.
     public var insecure = false
+    /// Admitted handshakes remembered per cookie epoch before the oldest are forgotten (see
+    /// ``HandshakeReplayCache``); not a setting, a knob for tests that fill it.
+    var handshakeReplayCapacity = 100_000
 
     public init() {}
 
@@ -80,6 +83,9 @@ public struct RelayConfiguration: Sendable {
         },
         Setting(key: "max-packet-rate", help: "packets per second one member may send") { configuration, text throws(ConfigurationError) in
             configuration.limits.packetsPerSecondPerMember = try parseInteger(text, in: 10...100_000)
+        },
+        Setting(key: "max-member-bitrate", help: "media bits per second one member may send, e.g. 640k") { configuration, text throws(ConfigurationError) in
+            configuration.limits.maximumMemberBitsPerSecond = try parseBitrate(text, in: 16_000...1_000_000_000)
         },
         Setting(key: "max-packet-size", help: "largest datagram accepted, in bytes") { configuration, text throws(ConfigurationError) in
             configuration.limits.maximumPacketSize = try parseInteger(text, in: 576...65_507)
@@ -169,6 +175,28 @@ public struct RelayConfiguration: Sendable {
             throw ConfigurationError("is \(text); it must be from \(range.lowerBound) ms to \(range.upperBound / 1000) s")
         }
         return milliseconds
+    }
+
+    /// "640k", "640kbit", "2M", "2Mbit/s", "64000" (bits per second, decimal prefixes as for bitrates).
+    static func parseBitrate(_ text: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        var number = Substring(text.lowercased())
+        for suffix in ["bit/s", "bps", "bit", "b/s"] where number.hasSuffix(suffix) {
+            number = number.dropLast(suffix.count)
+            break
+        }
+        var multiplier = 1
+        if let last = number.last, let factor = ["k": 1_000, "m": 1_000_000, "g": 1_000_000_000][last] {
+            number = number.dropLast()
+            multiplier = factor
+        }
+        guard let value = Double(number.trimmingSpaces), value.isFinite, value >= 0, value * Double(multiplier) < 1e15 else {
+            throw ConfigurationError("is \"\(text)\"; write a bitrate such as 640k, 2M or 64000 (bits per second)")
+        }
+        let bits = Int((value * Double(multiplier)).rounded())
+        guard range.contains(bits) else {
+            throw ConfigurationError("is \(text); it must be from \(range.lowerBound / 1_000) kbit/s to \(range.upperBound / 1_000_000) Mbit/s")
+        }
+        return bits
     }
 
     /// "4MiB", "512KiB", "4M", "1048576".

@@ -7,9 +7,12 @@ import Synchronization
 /// What the event loops share: configuration, secret, metrics, and the rooms.
 ///
 /// Rooms live in one ``RoomDirectory`` behind one lock, taken only when membership changes
-/// (join, ready, leave, timeout), never per packet. Each change builds the room's new
+/// (join, ready, leave, timeout), never per packet. A change builds the room's new
 /// ``RoomSnapshot`` and roster and hands them to the loop of every member, while still
-/// holding the lock, so each loop receives a room's versions in order.
+/// holding the lock, so each loop receives a room's versions in order. Forwarding changes
+/// at once; a room whose membership churns is sent its roster (a reliable message every
+/// member acknowledges) at most every ``RosterSchedule/interval``, the loops' ticks sending
+/// what was held back. Joins are also limited per identity (``IdentityJoinBudget``).
 final class RelayCore: Sendable {
     let configuration: RelayConfiguration
     let secret: TokenSecret
@@ -19,8 +22,8 @@ final class RelayCore: Sendable {
     let relaySSRC: UInt32
     /// The relay's side of the encrypted handshake; nil on a relay started `--insecure`.
     let handshake: RelayHandshake?
-    /// Handshakes accepted in the last two cookie lifetimes, shared by every loop.
-    let replayCache = HandshakeReplayCache()
+    /// Handshakes admitted in the last two cookie lifetimes, shared by every loop.
+    let replayCache: HandshakeReplayCache
 
     private struct Rooms {
         var directory: RoomDirectory
@@ -28,19 +31,23 @@ final class RelayCore: Sendable {
         var isShuttingDown = false
         var sessions: [UInt64: Session] = [:]
         var nextSessionID: UInt64 = 1
+        var joinBudget: IdentityJoinBudget
+        var rosterSchedule = RosterSchedule()
     }
 
     private let rooms: Mutex<Rooms>
     private let workers: Mutex<[RelayWorker]>
 
-    init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, metrics: RelayMetrics, logger: Logger) {
+    init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, metrics: RelayMetrics, logger: Logger,
+         replayCache: HandshakeReplayCache = HandshakeReplayCache()) {
         self.configuration = configuration
         self.secret = secret
         self.handshake = configuration.insecure ? nil : relayKey.map { RelayHandshake(key: $0) }
         self.metrics = metrics
         self.logger = logger
+        self.replayCache = replayCache
         self.relaySSRC = UInt32.random(in: 1 ... .max)
-        self.rooms = Mutex(Rooms(directory: RoomDirectory(limits: configuration.limits)))
+        self.rooms = Mutex(Rooms(directory: RoomDirectory(limits: configuration.limits), joinBudget: IdentityJoinBudget(limits: configuration.limits)))
         self.workers = Mutex([])
     }
 
@@ -69,8 +76,11 @@ final class RelayCore: Sendable {
         case refused(ControlMessage.ErrorCode, String)
     }
 
-    func admit(_ session: Session) -> Admission {
+    func admit(_ session: Session, now: UInt64) -> Admission {
         rooms.withLock { rooms in
+            guard rooms.joinBudget.allow(identity: session.identity, room: session.room, now: now) else {
+                return .refused(.rateLimited, "\(session.identity) joined \(session.room) too often in the last minute; try again in a few seconds")
+            }
             let candidate = Room.Member(sessionID: session.id, identity: session.identity, ssrc: session.ssrc, canPublish: session.canPublish)
             switch rooms.directory.admit(candidate, to: session.room) {
             case let .refused(code, message):
@@ -80,7 +90,7 @@ final class RelayCore: Sendable {
                 var replaced: Session?
                 if let replacedMember {
                     replaced = rooms.sessions.removeValue(forKey: replacedMember.sessionID)
-                    if replacedMember.isActive { publish(session.room, in: rooms) }
+                    if replacedMember.isActive { roomChanged(session.room, in: &rooms, now: now) }
                 }
                 updateGauges(rooms)
                 return .admitted(replaced: replaced)
@@ -89,27 +99,44 @@ final class RelayCore: Sendable {
     }
 
     /// Makes a joining session active and tells the room; false if it was not joining.
-    func activate(_ session: Session) -> Bool {
+    func activate(_ session: Session, now: UInt64) -> Bool {
         rooms.withLock { rooms in
             guard rooms.directory.activate(sessionID: session.id, in: session.room) else { return false }
             // The session's loop (the caller) sets its state to active right after; the
-            // update it is sent below runs later on the same loop, so it sees that.
-            publish(session.room, in: rooms)
+            // update it is sent below runs later on the same loop, so it sees that. The new
+            // member hears the room at once even when the others' update is held back.
+            let everyone = rooms.rosterSchedule.roomChanged(session.room, now: now)
+            publish(session.room, in: rooms, rosterTo: everyone ? .everyone : .only(session))
             updateGauges(rooms)
             return true
         }
     }
 
     /// Takes a session out of its room and tells the others.
-    func remove(_ session: Session) {
+    func remove(_ session: Session, now: UInt64) {
         rooms.withLock { rooms in
             guard rooms.sessions[session.id] === session else { return }
             rooms.sessions[session.id] = nil
             if let member = rooms.directory.remove(sessionID: session.id, from: session.room), member.isActive {
-                publish(session.room, in: rooms)
+                roomChanged(session.room, in: &rooms, now: now)
             }
+            if rooms.directory[session.room] == nil { rooms.rosterSchedule.roomClosed(session.room) }
             updateGauges(rooms)
         }
+    }
+
+    /// Sends the rosters held back by ``RosterSchedule`` whose time has come (every loop's tick).
+    func publishDueRosters(now: UInt64) {
+        rooms.withLock { rooms in
+            guard rooms.rosterSchedule.hasPending else { return }
+            for room in rooms.rosterSchedule.due(now: now) { publish(room, in: rooms, rosterTo: .everyone) }
+        }
+    }
+
+    /// The room's membership changed: its roster goes out now, or at its next turn.
+    private func roomChanged(_ room: String, in rooms: inout Rooms, now: UInt64) {
+        let everyone = rooms.rosterSchedule.roomChanged(room, now: now)
+        publish(room, in: rooms, rosterTo: everyone ? .everyone : .nobody)
     }
 
     func beginShutdown() {
@@ -117,7 +144,26 @@ final class RelayCore: Sendable {
     }
 
     /// Builds the room's snapshot and roster and sends them to each active member's loop.
-    private func publish(_ roomName: String, in rooms: borrowing Rooms) {
+    /// Who is sent the roster with a room's new forwarding snapshot.
+    private enum RosterAudience {
+        case everyone
+        /// A member just activated, while the others' roster is held back by the schedule.
+        case only(Session)
+        /// Held back: the forwarding changes now, the roster at the room's next turn.
+        case nobody
+
+        func includes(_ session: Session) -> Bool {
+            switch self {
+            case .everyone: return true
+            case let .only(member): return member === session
+            case .nobody: return false
+            }
+        }
+    }
+
+    /// Builds the room's forwarding snapshot and roster and hands them to each active member's
+    /// loop: the snapshot always (it costs no packet), the roster to `audience`.
+    private func publish(_ roomName: String, in rooms: borrowing Rooms, rosterTo audience: RosterAudience) {
         guard !rooms.isShuttingDown, let room = rooms.directory[roomName] else { return }
         let active = room.members.filter(\.isActive).compactMap { rooms.sessions[$0.sessionID] }
         let snapshot = RoomSnapshot(version: room.version, receivers: active.map(\.receiver))
@@ -125,8 +171,9 @@ final class RelayCore: Sendable {
         let list = workers.withLock { $0 }
         for session in active {
             let worker = list[session.workerIndex]
+            let pages = audience.includes(session) ? roster : []
             worker.loop.execute {
-                worker.applyRoomUpdate(session, snapshot: snapshot, roster: roster)
+                worker.applyRoomUpdate(session, snapshot: snapshot, roster: pages)
             }
         }
     }

@@ -10,6 +10,17 @@ public struct RelayLimits: Sendable, Hashable {
     public var packetsPerSecondPerMember = 200
     /// Packets a member may send back to back above its rate (a burst after a network stall).
     public var packetBurstPerMember = 100
+    /// Media bits per second one member may send, averaged over a second: with the packet
+    /// rate alone, one member's 200 full-size packets a second reach 49 others as 118 Mbit/s.
+    /// Opus tops out at 510 kbit/s; a voice call uses 24–64.
+    public var maximumMemberBitsPerSecond = 640_000
+    /// RTCP and control packets per second from one member, a budget apart from media so a
+    /// stream of acknowledgements can never crowd out its audio (a client sends about 2).
+    public var controlPacketsPerSecondPerMember = 50
+    /// Joins per identity (in one room): a burst, then one every few seconds, so a token
+    /// holder who re-joins in a loop cannot churn the room's roster or its members' sessions.
+    public var joinBurstPerIdentity = 10
+    public var joinsPerMinutePerIdentity = 20
     /// Largest datagram accepted: an Ethernet MTU; Parley's Opus packets are far smaller.
     public var maximumPacketSize = 1500
     /// How often a client should ping, told in `joined`.
@@ -18,9 +29,21 @@ public struct RelayLimits: Sendable, Hashable {
     public var idleTimeoutMilliseconds = 30_000
     /// A member that joined but never proved its address (`ready`) is dropped after this.
     public var pendingTimeoutMilliseconds = 10_000
-    /// Error replies to strangers, per second, for all sources together and for one source.
+    /// Error replies to strangers (not joined, encryption required), per second, for all
+    /// sources together and for one source (an IPv4 address or IPv6 /64).
     public var errorRepliesPerSecond = 200
-    public var errorRepliesPerSecondPerSource = 2
+    public var errorRepliesPerSecondPerSource = 10
+    /// Cookie replies to hellos, per loop and per source. A reply is smaller than its hello
+    /// and costs one HMAC, so the overall rate is high: it only caps what a flood of forged
+    /// hellos can make the relay send to the addresses they name.
+    public var cookieRepliesPerSecond = 20_000
+    public var cookieRepliesPerSecondPerSource = 20
+    /// Join attempts that cost real work (a handshake with a valid cookie: two Diffie-Hellman
+    /// operations; a plaintext join: a token check), per loop and per source. Charged only after
+    /// the cookie checks out, so strangers who cannot receive at their address spend none of it.
+    public var joinAttemptsPerSecond = 2_000
+    public var joinAttemptsPerSecondPerSource = 10
+    public var joinAttemptBurstPerSource = 30
 
     public init() {}
 
@@ -33,6 +56,10 @@ public struct RelayLimits: Sendable, Hashable {
         try Self.check("max-members-per-room", maximumMembersPerRoom, in: 2...1_000)
         try Self.check("max-packet-rate", packetsPerSecondPerMember, in: 10...100_000)
         try Self.check("packet-burst", packetBurstPerMember, in: 1...100_000)
+        try Self.check("max-member-bitrate", maximumMemberBitsPerSecond, in: 16_000...1_000_000_000)
+        guard maximumMemberBitsPerSecond / 8 >= maximumPacketSize else {
+            throw ConfigurationError("max-member-bitrate (\(maximumMemberBitsPerSecond) bit/s) must let a member send at least one packet of max-packet-size (\(maximumPacketSize) bytes) a second; raise it to \(maximumPacketSize * 8) or more")
+        }
         try Self.check("max-packet-size", maximumPacketSize, in: 576...65_507)
         try Self.check("keepalive-interval (ms)", keepaliveIntervalMilliseconds, in: 100...600_000)
         try Self.check("idle-timeout (ms)", idleTimeoutMilliseconds, in: 500...3_600_000)

@@ -43,12 +43,12 @@ final class RelayWorker: @unchecked Sendable {
     /// Sessions that ended recently, kept a few seconds to retransmit goodbye and to ack a
     /// retransmitted leave (the address was proven, so answering it is safe).
     private var departures: [PeerAddress: Departure] = [:]
-    private var strangerReplies: SourceRateLimiter
-    /// Join attempts that need a token check, per source and overall: a valid token must not
-    /// let one address churn the room directory (each join takes the rooms lock).
-    private var joinAttempts: SourceRateLimiter
-    /// Lines about strangers are limited too, or a flood would fill the disk.
-    private var strangerLogs: RateLimiter
+    /// What strangers and would-be members may spend: cookie replies, error replies, joins.
+    private var budgets: AdmissionBudgets
+    /// Lines about refused joins and about members coming and going are limited, or a flood
+    /// of either would fill the disk.
+    private var refusalLogs: ThrottledLog
+    private var membershipLogs: ThrottledLog
     // The hot path's state is touched by this loop's thread only, never re-entrantly, so the
     // runtime's dynamic exclusivity checks (a thread-local access set per access, several
     // percent of the relay's CPU at fan-out 1) are turned off for it.
@@ -98,9 +98,9 @@ final class RelayWorker: @unchecked Sendable {
         logger[metadataKey: "loop"] = "\(index)"
         self.logger = logger
         let now = monotonicNanoseconds()
-        strangerReplies = SourceRateLimiter(
-            perSourcePerSecond: limits.errorRepliesPerSecondPerSource, globalPerSecond: limits.errorRepliesPerSecond, nowNanoseconds: now)
-        strangerLogs = RateLimiter(ratePerSecond: 5, burst: 20, nowNanoseconds: now)
+        budgets = AdmissionBudgets(limits: limits, nowNanoseconds: now)
+        refusalLogs = ThrottledLog(logger, what: "refused join", perSecond: 5, burst: 20, nowNanoseconds: now)
+        membershipLogs = ThrottledLog(logger, what: "membership", perSecond: 20, burst: 100, nowNanoseconds: now)
         socketErrorLogs = RateLimiter(ratePerSecond: 1, burst: 5, nowNanoseconds: now)
         // A datagram longer than max-packet-size arrives cut at its slot, and is dropped.
         receiveBatch = DatagramReceiveBatch(
@@ -110,7 +110,6 @@ final class RelayWorker: @unchecked Sendable {
         sendBatch = DatagramSendBatch(
             messageCapacity: Self.maximumUnflushedWrites,
             largestDatagram: max(limits.maximumPacketSize, 2_048) + SealedHeader.overhead)
-        joinAttempts = SourceRateLimiter(perSourcePerSecond: 10, globalPerSecond: 2_000, nowNanoseconds: now)
         forwardedReadTimes.reserveCapacity(4096)
     }
 
@@ -206,7 +205,7 @@ final class RelayWorker: @unchecked Sendable {
             switch kind {
             case .rtp, .rtcp:
                 drop(.notJoined)
-                answerStranger(peer, address: address, receivedSize: size, now: now)
+                answerStranger(peer, address: address, receivedSize: size, echo: [], now: now)
             case .control: receiveStrangerControl(buffer, from: address, peer: peer, now: now)
             case .handshake: refuseHandshakeOnInsecureRelay(buffer, from: address, peer: peer, now: now)
             case .sealed, .unknown: drop(.unknownKind)
@@ -237,18 +236,21 @@ final class RelayWorker: @unchecked Sendable {
                 receiveDepartedControl(message, peer: peer, address: address)
             } else {
                 drop(.notJoined)
-                answerStranger(peer, address: address, receivedSize: size, now: now)
+                // The reply echoes the packet's tag, which a client checks against what it sent:
+                // a "not joined" forged by someone who never saw its packets cannot end its session.
+                let tag = buffer.getBytes(at: buffer.readerIndex + size - SealedHeader.tagSize, length: SealedHeader.tagSize) ?? []
+                answerStranger(peer, address: address, receivedSize: size, echo: size >= SealedHeader.overhead ? tag : [], now: now)
             }
         case .control:
             // A plaintext join gets told why (a client run with --insecure); nothing else is answered.
             drop(.plaintextRefused)
             guard let message = buffer.withUnsafeReadableBytes({ try? ControlMessage(parsing: $0) }),
-                  case .join = message.body, peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
+                  case .join = message.body, peer.canBeAnswered, budgets.errorReplies.allow(peer.host, nowNanoseconds: now) else { return }
             sendError(.encryptionRequired, "this relay accepts encrypted clients only: use an invite with a key= and no --insecure",
                       sequence: message.sequence, to: address, limit: size)
         case .rtp, .rtcp:
             drop(.plaintextRefused)
-            if sessions[peer] == nil { answerStranger(peer, address: address, receivedSize: size, now: now) }
+            if sessions[peer] == nil { answerStranger(peer, address: address, receivedSize: size, echo: [], now: now) }
         case .unknown:
             drop(.unknownKind)
         }
@@ -357,41 +359,34 @@ final class RelayWorker: @unchecked Sendable {
 
     // MARK: RTCP, terminated per leg
 
-    /// Sender reports go downstream unchanged (they carry the sender's NTP↔RTP mapping);
-    /// report blocks feed the member's downstream gauges; NACKs are not served.
+    /// A member's RTCP: its report blocks feed its downstream gauges, and only its own sender
+    /// report's figures go on, rebuilt (``RTCPTermination``).
     private func receiveRTCP(_ buffer: ByteBuffer, from session: Session, now: UInt64) {
-        guard session.media.rateLimiter.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
+        guard session.controlRate.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
         guard session.state == .active else { return drop(.notActive) }
-        let packets = buffer.withUnsafeReadableBytes { raw in try? RTCPCompoundPacket.parse(raw) }
-        guard let packets else { return drop(.malformed) }
-        var hasSenderReport = false
-        var blocks: [RTCPReportBlock] = []
-        for packet in packets {
-            switch packet {
-            case let .senderReport(report):
-                guard report.ssrc == session.ssrc else { return drop(.foreignSSRC) }
-                session.media.reception?.recordSenderReport(report.ntpTimestamp, arrivalNanoseconds: now)
-                hasSenderReport = true
-                blocks += report.reportBlocks
-            case let .receiverReport(report):
-                guard report.ssrc == session.ssrc else { return drop(.foreignSSRC) }
-                blocks += report.reportBlocks
-            case .genericNACK:
-                drop(.nackNotServed)
-            case .sourceDescription, .goodbye, .other:
-                break
-            }
-        }
+        guard let packets = buffer.withUnsafeReadableBytes({ raw in try? RTCPCompoundPacket.parse(raw) }) else { return drop(.malformed) }
+        guard let terminated = RTCPTermination(packets, from: session.ssrc) else { return drop(.foreignSSRC) }
+        if terminated.nacks > 0 { statistics.dropped(.nackNotServed, count: terminated.nacks) }
         session.lastHeardNanoseconds = now
+        if let time = terminated.senderReportTime { session.media.reception?.recordSenderReport(time, arrivalNanoseconds: now) }
+        let blocks = terminated.reportBlocks
         if !blocks.isEmpty, let gauges = session.gauges {
             // The worst stream the member hears is what a person there notices.
             gauges.downstreamLoss.record(blocks.map(\.lossFraction).max() ?? 0)
             gauges.downstreamJitter.record(Double(blocks.map(\.jitter).max() ?? 0) / 48_000)
         }
-        if hasSenderReport && session.canPublish {
-            _ = writeToOthers(buffer, from: session, kind: .rtcp, now: now)
-        }
+        // One report a member's send interval is what receivers need (RFC 3550 §6.2); more
+        // would be copies to every member on the sender's say-so.
+        guard let forward = terminated.forward, session.canPublish, now >= session.nextSenderReportForwardNanoseconds,
+              let bytes = try? RTCPCompoundPacket.serialized(forward) else { return }
+        session.nextSenderReportForwardNanoseconds = now &+ Self.senderReportForwardIntervalNanoseconds
+        var copy = allocator.buffer(capacity: bytes.count)
+        copy.writeBytes(bytes)
+        _ = writeToOthers(copy, from: session, kind: .rtcp, now: now)
     }
+
+    /// Sender reports forwarded per member at most this often (clients send about one a second).
+    static let senderReportForwardIntervalNanoseconds: UInt64 = 400_000_000
 
     /// A receiver report from the relay's SSRC about the member's stream, about once a second,
     /// so the client can drive its encoder's FEC and bitrate from the loss it sees.
@@ -424,7 +419,7 @@ final class RelayWorker: @unchecked Sendable {
             // Joins are handled even over the rate: a client retransmits them with backoff.
             return receiveJoin(message, size: size, from: session.address, peer: session.peer, existing: session, now: now)
         }
-        guard session.media.rateLimiter.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
+        guard session.controlRate.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
         switch message.body {
         case let .ready(ready):
             guard ready.cookie == session.cookie else { return drop(.unexpectedControl) }
@@ -446,7 +441,7 @@ final class RelayWorker: @unchecked Sendable {
             if session.state == .active {
                 sendControl(.ack(ControlMessage.Ack(sequence: message.sequence)), sequence: 0, to: session, limit: nil)
             }
-            logger.info("member left", metadata: ["member": "\(session.logDescription)"])
+            membershipLogs.log(.info, "member left", metadata: ["member": "\(session.logDescription)"], now: now)
             remove(session, reason: .left, now: now)
         case .pong:
             session.lastHeardNanoseconds = now
@@ -469,7 +464,7 @@ final class RelayWorker: @unchecked Sendable {
             receiveDepartedControl(message, peer: peer, address: address)
         case .ready, .ping:
             drop(.notJoined)
-            answerStranger(peer, address: address, receivedSize: size, now: now)
+            answerStranger(peer, address: address, receivedSize: size, echo: [], now: now)
         case .joined, .roster, .pong, .error, .goodbye:
             drop(.notJoined)
         }
@@ -491,10 +486,11 @@ final class RelayWorker: @unchecked Sendable {
     }
 
     /// Tells a stranger it is not a member, so a client whose relay restarted rejoins at once;
-    /// never with more bytes than it sent, and rate-limited per source and overall.
-    private func answerStranger(_ peer: PeerAddress, address: DatagramAddress, receivedSize: Int, now: UInt64) {
-        guard peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
-        sendError(.notJoined, "not a member here: join again (the relay may have restarted)", sequence: 0, to: address, limit: receivedSize)
+    /// never with more bytes than it sent, and rate-limited per source and overall. `echo`
+    /// (the tag of the sealed packet answered) lets the client know the reply is about its own packet.
+    private func answerStranger(_ peer: PeerAddress, address: DatagramAddress, receivedSize: Int, echo: [UInt8], now: UInt64) {
+        guard peer.canBeAnswered, budgets.errorReplies.allow(peer.host, nowNanoseconds: now) else { return }
+        sendError(.notJoined, "not a member here: join again (the relay may have restarted)", echo: echo, to: address, limit: receivedSize)
     }
 
     // MARK: Joining
@@ -512,7 +508,7 @@ final class RelayWorker: @unchecked Sendable {
             if existing.joinedMessage.count <= size { send(existing.joinedMessage, to: address, kind: .control) }
             return
         }
-        guard joinAttempts.allow(peer, nowNanoseconds: now) else { return drop(.rateLimited) }
+        guard budgets.joinAttempts.allow(peer.host, nowNanoseconds: now) else { return drop(.joinRateLimited) }
         let token: AccessToken
         switch verify(join) {
         case let .refused(code, text, logReason):
@@ -539,7 +535,7 @@ final class RelayWorker: @unchecked Sendable {
     /// The checks every join passes, plaintext or inside a handshake: room name and token.
     private func verify(_ join: ControlMessage.Join) -> Verdict {
         if let problem = ParleyNames.problem(withRoom: join.room) {
-            return .refused(.malformedRequest, problem, logReason: "bad room name: \(problem)")
+            return .refused(.malformedRequest, problem, logReason: "bad room name: \(problem.logSafe(limit: 160))")
         }
         do {
             return .verified(try AccessToken.verify(join.token, secret: core.secret, room: join.room, now: unixSeconds()))
@@ -576,7 +572,7 @@ final class RelayWorker: @unchecked Sendable {
             // ends quietly, since the client that would hear its goodbye is the one joining.
             remove(existing, reason: .replaced, now: now, tellMember: false)
         }
-        switch core.admit(session) {
+        switch core.admit(session, now: now) {
         case let .refused(code, text):
             metrics.joinRefused(code)
             return .refused(code, text)
@@ -584,12 +580,12 @@ final class RelayWorker: @unchecked Sendable {
             sessions[session.peer] = session
             sweepSlices[Self.sweepSlice(of: session)][session.peer] = session
             metrics.joinsAccepted.increment()
-            logger.info("member joining", metadata: [
-                "member": "\(session.logDescription)", "software": "\(software.prefix(64))",
+            membershipLogs.log(.info, "member joining", metadata: [
+                "member": "\(session.logDescription)", "software": "\(software.logSafe())",
                 "publish": "\(session.canPublish)", "encrypted": "\(session.protector.isSecure)",
-            ])
+            ], now: now)
             if let replaced {
-                logger.info("member replaced by a new session", metadata: ["member": "\(replaced.logDescription)"])
+                membershipLogs.log(.info, "member replaced by a new session", metadata: ["member": "\(replaced.logDescription)"], now: now)
                 core.worker(replaced.workerIndex).loop.execute { [worker = core.worker(replaced.workerIndex)] in
                     worker.closeReplaced(replaced)
                 }
@@ -603,56 +599,59 @@ final class RelayWorker: @unchecked Sendable {
         peer: PeerAddress, address: DatagramAddress, size: Int, now: UInt64
     ) {
         drop(.notJoined)
-        guard peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
-        if strangerLogs.allow(nowNanoseconds: now) {
-            logger.notice("join refused", metadata: ["from": "\(peer)", "reason": "\(logReason)"])
-        }
+        guard peer.canBeAnswered, budgets.errorReplies.allow(peer.host, nowNanoseconds: now) else { return }
+        refusalLogs.log(.notice, "join refused", metadata: ["from": "\(peer)", "reason": "\(logReason)"], now: now)
         sendError(code, message, sequence: sequence, to: address, limit: size)
     }
 
     // MARK: The encrypted handshake
 
     /// Hello and handshake init. Answers only what checks out, never with more bytes than came
-    /// in, and spends a Diffie-Hellman operation only on an init from an address that proved
-    /// itself with a cookie and is within its join rate.
+    /// in. An init's cookie is checked first (an HMAC, no state, no budget), then its source's
+    /// and the loop's join budget is spent, then the Diffie-Hellman; its handshake is recorded
+    /// against replays only once the join inside has verified (``receiveSecureJoin``).
     private func receiveHandshake(_ buffer: ByteBuffer, from address: DatagramAddress, peer: PeerAddress, now: UInt64) {
         guard let handshake = core.handshake else { return }
         let size = buffer.readableBytes
         guard peer.canBeAnswered else { return drop(.malformed) }
+        let unixTime = UInt64(unixSeconds())
         switch buffer.getInteger(at: buffer.readerIndex, as: UInt8.self).flatMap(SecureMessageType.init(rawValue:)) {
         case .hello:
-            guard strangerReplies.allow(peer, nowNanoseconds: now) else { return drop(.rateLimited) }
+            guard budgets.cookieReplies.allow(peer.host, nowNanoseconds: now) else { return drop(.helloRateLimited) }
             let reply = buffer.withUnsafeReadableBytes {
-                handshake.cookieReply(toHello: $0, address: peer.cookieBytes, unixSeconds: UInt64(unixSeconds()))
+                handshake.cookieReply(toHello: $0, address: peer.cookieBytes, unixSeconds: unixTime)
             }
             guard let reply, reply.count <= size else { return drop(.malformed) }
             send(reply, to: address, kind: .control)
         case .handshakeInit:
             guard !isShuttingDown else { return }
-            guard joinAttempts.allow(peer, nowNanoseconds: now) else { return drop(.rateLimited) }
             let existing = sessions[peer]
-            let result: Result<AcceptedHandshake, SecurityError> = buffer.withUnsafeReadableBytes { raw in
+            enum Outcome { case opened(AcceptedHandshake), overBudget, refused(SecurityError) }
+            let outcome: Outcome = buffer.withUnsafeReadableBytes { raw in
                 do throws(SecurityError) {
-                    return .success(try handshake.acceptInit(raw, address: peer.cookieBytes, unixSeconds: UInt64(unixSeconds()), replayCache: core.replayCache))
+                    let message = try handshake.checkCookie(raw, address: peer.cookieBytes, unixSeconds: unixTime)
+                    guard budgets.joinAttempts.allow(peer.host, nowNanoseconds: now) else { return .overBudget }
+                    return .opened(try handshake.open(message))
                 } catch {
-                    return .failure(error)
+                    return .refused(error)
                 }
             }
-            switch result {
-            case let .success(accepted):
-                receiveSecureJoin(accepted, size: size, from: address, peer: peer, existing: existing, now: now)
-            case .failure(.replayedHandshake):
+            switch outcome {
+            case let .opened(accepted) where core.replayCache.contains(accepted.ephemeralKey, unixSeconds: unixTime):
                 // A retransmitted init (its response was lost) gets the same response again; a
                 // replay of one whose session is gone gets nothing.
-                let ephemeral = buffer.getBytes(at: buffer.readerIndex + HandshakeInit.headerSize, length: 32)
-                if let existing, let made = existing.handshake, made.ephemeralKey == ephemeral, made.response.count <= size {
+                if let existing, let made = existing.handshake, made.ephemeralKey == accepted.ephemeralKey, made.response.count <= size {
                     send(made.response, to: address, kind: .control)
                 } else {
                     drop(.handshakeReplayed)
                 }
-            case .failure(.invalidCookie):
+            case let .opened(accepted):
+                receiveSecureJoin(accepted, size: size, from: address, peer: peer, existing: existing, now: now)
+            case .overBudget:
+                drop(.joinRateLimited)
+            case .refused(.invalidCookie):
                 drop(.cookieInvalid)
-            case .failure:
+            case .refused:
                 drop(.handshakeFailed)
             }
         default:
@@ -670,10 +669,8 @@ final class RelayWorker: @unchecked Sendable {
         let refusalHandshake = accepted
         func refuse(_ code: ControlMessage.ErrorCode, _ text: String, logReason: String) {
             drop(.notJoined)
-            guard strangerReplies.allow(peer, nowNanoseconds: now) else { return }
-            if strangerLogs.allow(nowNanoseconds: now) {
-                logger.notice("join refused", metadata: ["from": "\(peer)", "reason": "\(logReason)"])
-            }
+            guard budgets.errorReplies.allow(peer.host, nowNanoseconds: now) else { return }
+            refusalLogs.log(.notice, "join refused", metadata: ["from": "\(peer)", "reason": "\(logReason)"], now: now)
             var handshake = refusalHandshake
             let error = ControlMessage(sequence: message.sequence, body: .error(ControlMessage.ErrorReply(code: code, message: String(text.prefix(200)))))
             guard let payload = try? error.serialized(),
@@ -689,6 +686,18 @@ final class RelayWorker: @unchecked Sendable {
             return refuse(code, text, logReason: logReason)
         case let .verified(verified):
             token = verified
+        }
+        // Only a verified join is remembered, so strangers cannot fill the cache, and each
+        // source only its share of it.
+        switch core.replayCache.insert(accepted.ephemeralKey, source: peer.host.bytes, unixSeconds: UInt64(unixSeconds())) {
+        case .accepted:
+            break
+        case .replayed:
+            return drop(.handshakeReplayed)
+        case .sourceOverQuota:
+            metrics.joinRefused(.rateLimited)
+            return refuse(.rateLimited, "too many joins from your network in the last minutes; try again in a minute",
+                          logReason: "handshake replay cache share of \(peer.host) spent")
         }
         let session = makeSession(join, sequence: message.sequence, token: token, address: address, peer: peer, now: now)
         var handshake = accepted
@@ -706,29 +715,36 @@ final class RelayWorker: @unchecked Sendable {
         }
     }
 
-    /// A hello on a relay started `--insecure`: say so, in no more bytes than the hello.
+    /// A hello on a relay started `--insecure`: say so, in no more bytes than the hello, echoing
+    /// its nonce so the client can tell this answer is about its own hello.
     private func refuseHandshakeOnInsecureRelay(_ buffer: ByteBuffer, from address: DatagramAddress, peer: PeerAddress, now: UInt64) {
         drop(.unknownKind)
-        guard buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) == SecureMessageType.hello.rawValue,
-              peer.canBeAnswered, strangerReplies.allow(peer, nowNanoseconds: now) else { return }
-        sendError(.encryptionUnavailable, "this relay runs without encryption (--insecure)", sequence: 0, to: address, limit: buffer.readableBytes)
+        guard let hello = buffer.withUnsafeReadableBytes({ try? HandshakeHello(parsing: $0) }),
+              peer.canBeAnswered, budgets.errorReplies.allow(peer.host, nowNanoseconds: now) else { return }
+        sendError(.encryptionUnavailable, "this relay runs without encryption (--insecure)", echo: hello.nonceBytes, to: address, limit: buffer.readableBytes)
     }
 
     /// The member proved its address: it gets the roster and media, the others a new roster.
     private func activate(_ session: Session, now: UInt64) {
-        guard core.activate(session) else { return }
+        guard core.activate(session, now: now) else { return }
         session.state = .active
         session.gauges = metrics.makeStreamGauges(room: session.room, identity: session.identity)
-        logger.info("member active", metadata: ["member": "\(session.logDescription)"])
+        membershipLogs.log(.info, "member active", metadata: ["member": "\(session.logDescription)"], now: now)
     }
 
     // MARK: Room updates (from any loop, through execute)
 
     /// A new roster and forwarding snapshot for `session`'s room.
+    /// `roster` is empty when only the forwarding changes now and the roster follows later
+    /// (``RosterSchedule``); each is taken only if newer than what the session has.
     func applyRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster]) {
-        guard session.state != .closed, snapshot.version > session.forwarding.version || session.forwarding === RoomSnapshot.empty else { return }
+        guard session.state != .closed else { return }
+        if session.forwarding === RoomSnapshot.empty || RoomSnapshot.isNewer(snapshot.version, than: session.forwarding.version) {
+            session.forwarding = snapshot
+        }
+        guard let version = roster.first?.version, session.rosterVersion.map({ RoomSnapshot.isNewer(version, than: $0) }) ?? true else { return }
+        session.rosterVersion = version
         let now = monotonicNanoseconds()
-        session.forwarding = snapshot
         for page in roster {
             let sequence = session.takeSequence()
             let message = ControlMessage(sequence: sequence, isReliable: true, body: .roster(page))
@@ -751,7 +767,7 @@ final class RelayWorker: @unchecked Sendable {
 
     /// Takes the member out of its room and this loop, and tells the others.
     private func remove(_ session: Session, reason: RemovalReason, now: UInt64, tellMember: Bool = true) {
-        core.remove(session)
+        core.remove(session, now: now)
         finishClosing(session, reason: reason, now: now, tellMember: tellMember)
     }
 
@@ -812,11 +828,14 @@ final class RelayWorker: @unchecked Sendable {
         }
         nextSweepSlice = (nextSweepSlice + 1) % Self.sweepSliceCount
         for (session, reason) in expired {
-            logger.info(reason == .neverReady ? "joining member never sent ready; removed" : "member idle; removed", metadata: [
+            membershipLogs.log(.info, reason == .neverReady ? "joining member never sent ready; removed" : "member idle; removed", metadata: [
                 "member": "\(session.logDescription)",
-            ])
+            ], now: now)
             remove(session, reason: reason, now: now, tellMember: reason == .idleTimeout)
         }
+        core.publishDueRosters(now: now)
+        membershipLogs.flushSummary(now: now)
+        refusalLogs.flushSummary(now: now)
         for (peer, departure) in departures {
             if now >= departure.expiresNanoseconds {
                 departures[peer] = nil
@@ -882,17 +901,18 @@ final class RelayWorker: @unchecked Sendable {
         send(bytes, to: session, kind: .control)
     }
 
-    /// An error reply cut to `limit` bytes: the message text is shortened (at a character
-    /// boundary) or dropped, and if even the code does not fit, nothing is sent.
-    private func sendError(_ code: ControlMessage.ErrorCode, _ text: String, sequence: UInt32, to address: DatagramAddress, limit: Int) {
-        let room = limit - ControlMessage.headerSize - 3
+    /// An error reply cut to `limit` bytes: the echo always fits or nothing is sent; the
+    /// message text is shortened (at a character boundary) or dropped.
+    private func sendError(_ code: ControlMessage.ErrorCode, _ text: String, sequence: UInt32 = 0, echo: [UInt8] = [],
+                           to address: DatagramAddress, limit: Int) {
+        let room = limit - ControlMessage.headerSize - 3 - (echo.isEmpty ? 0 : 1 + echo.count)
         guard room >= 0 else { return }
         var fitted = ""
         for character in text.prefix(255) {
             guard fitted.utf8.count + character.utf8.count <= min(room, 255) else { break }
             fitted.append(character)
         }
-        sendControl(.error(ControlMessage.ErrorReply(code: code, message: fitted)), sequence: sequence, to: address, limit: limit)
+        sendControl(.error(ControlMessage.ErrorReply(code: code, message: fitted, echo: echo)), sequence: sequence, to: address, limit: limit)
     }
 
     /// Plaintext bytes to an address: replies to strangers, and everything on an insecure relay.
@@ -916,37 +936,4 @@ final class RelayWorker: @unchecked Sendable {
     var sessionCount: Int { sessions.count }
 
     func hasSession(at peer: PeerAddress) -> Bool { sessions[peer] != nil }
-}
-
-extension RemovalReason {
-    var goodbye: ControlMessage.GoodbyeReason? {
-        switch self {
-        case .idleTimeout: return .idleTimeout
-        case .replaced: return .replaced
-        case .shutdown: return .relayShuttingDown
-        case .left, .neverReady: return nil
-        }
-    }
-
-    var goodbyeText: String {
-        switch self {
-        case .idleTimeout: return "nothing heard from you for the idle timeout; join again"
-        case .replaced: return "you joined this room again from another session"
-        case .shutdown: return "the relay is shutting down; join again when it is back"
-        case .left, .neverReady: return ""
-        }
-    }
-}
-
-/// Nanoseconds of the monotonic clock.
-@inline(__always)
-func monotonicNanoseconds() -> UInt64 {
-    NIODeadline.now().uptimeNanoseconds
-}
-
-/// Seconds since 1970, for token times.
-func unixSeconds() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return Int64(now.tv_sec)
 }

@@ -16,6 +16,9 @@ final class RoomSnapshot: Sendable {
     let version: UInt32
     let receivers: [Receiver]
 
+    /// Room versions count up and may wrap: `a` is newer when it is less than half the range ahead.
+    static func isNewer(_ a: UInt32, than b: UInt32) -> Bool { Int32(bitPattern: a &- b) > 0 }
+
     init(version: UInt32, receivers: [Receiver]) {
         self.version = version
         self.receivers = receivers

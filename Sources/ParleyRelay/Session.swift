@@ -43,10 +43,16 @@ final class Session: @unchecked Sendable {
     /// The `joined` answer, kept so a retransmitted join gets the very same bytes.
     var joinedMessage: [UInt8] = []
     @exclusivity(unchecked) var forwarding: RoomSnapshot = .empty
+    /// The room version of the last roster sent to the member.
+    var rosterVersion: UInt32?
     var reliable = ReliableSender()
     private var nextSequence: UInt32 = 1
-    /// Rate limit and reception statistics, what the forwarding decision reads and keeps.
+    /// Rate limits and reception statistics, what the forwarding decision reads and keeps.
     @exclusivity(unchecked) var media: Forwarder.Sender
+    /// RTCP and control packets: a budget of their own, so acknowledgements never cost audio.
+    var controlRate: RateLimiter
+    /// When the member's next sender report may be forwarded to the others.
+    var nextSenderReportForwardNanoseconds: UInt64 = 0
     /// When the relay's next receiver report to this member is due (0: at the next tick).
     var nextReceiverReportNanoseconds: UInt64 = 0
     /// Per-stream gauges, registered when the member becomes active, removed when it leaves.
@@ -69,6 +75,8 @@ final class Session: @unchecked Sendable {
         self.lastHeardNanoseconds = nowNanoseconds
         self.joinedNanoseconds = nowNanoseconds
         self.media = Forwarder.Sender(ssrc: ssrc, canPublish: canPublish, limits: limits, nowNanoseconds: nowNanoseconds)
+        self.controlRate = RateLimiter(ratePerSecond: limits.controlPacketsPerSecondPerMember, burst: limits.controlPacketsPerSecondPerMember,
+                                       nowNanoseconds: nowNanoseconds)
     }
 
     /// Attaches the keys agreed in the member's handshake; before the session is admitted only.

@@ -394,7 +394,7 @@ final class RelayProcess: Forwarder {
                          "--max-rooms", "10000", "--socket-buffer", "4MiB",
                          // The overload test sends up to 10× 50 packets/s per member; the
                          // per-member limit is not what is being measured.
-                         "--max-packet-rate", "1000"] + (encrypted ? [] : ["--insecure"])
+                         "--max-packet-rate", "1000", "--max-member-bitrate", "1G"] + (encrypted ? [] : ["--insecure"])
         let argv = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var child: pid_t = 0

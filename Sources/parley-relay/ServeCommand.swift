@@ -50,6 +50,8 @@ struct ServeCommand: ParsableCommand {
     var maxMembersPerRoom: String?
     @Option(help: ArgumentHelp("Packets per second one member may send. Default 200.", valueName: "n"))
     var maxPacketRate: String?
+    @Option(help: ArgumentHelp("Media bits per second one member may send, e.g. 640k or 2M. Default 640k.", valueName: "rate"))
+    var maxMemberBitrate: String?
     @Option(help: ArgumentHelp("Largest datagram accepted, in bytes. Default 1500.", valueName: "bytes"))
     var maxPacketSize: String?
     @Option(help: ArgumentHelp("How often clients ping. Default 5s.", valueName: "duration"))
@@ -64,7 +66,7 @@ struct ServeCommand: ParsableCommand {
         let flags: [String: String?] = [
             "listen": listen, "admin": admin, "secret-file": secretFile, "threads": threads, "log-level": logLevel,
             "socket-buffer": socketBuffer, "max-rooms": maxRooms, "max-members-per-room": maxMembersPerRoom,
-            "max-packet-rate": maxPacketRate, "max-packet-size": maxPacketSize,
+            "max-packet-rate": maxPacketRate, "max-member-bitrate": maxMemberBitrate, "max-packet-size": maxPacketSize,
             "keepalive-interval": keepaliveInterval, "idle-timeout": idleTimeout,
             "insecure": insecure ? "true" : nil,
         ]

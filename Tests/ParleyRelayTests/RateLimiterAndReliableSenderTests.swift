@@ -21,11 +21,48 @@ struct RateLimiterAndReliableSenderTests {
         var limiter = SourceRateLimiter(perSourcePerSecond: 2, globalPerSecond: 100, slotCount: 64, nowNanoseconds: 0)
         let one = PeerAddress(try! .init(ipAddress: "192.0.2.1", port: 4000))!
         var single = 0
-        for _ in 0..<10 where limiter.allow(one, nowNanoseconds: 0) { single += 1 }
+        for _ in 0..<10 where limiter.allow(one.host, nowNanoseconds: 0) { single += 1 }
         #expect(single == 2)
         var total = 0
-        for port in 1...5000 where limiter.allow(PeerAddress(try! .init(ipAddress: "198.51.100.7", port: port))!, nowNanoseconds: 0) { total += 1 }
+        for host in 1...5000 {
+            let address = PeerAddress(try! .init(ipAddress: "198.51.\(host / 256).\(host % 256)", port: 4000))!
+            if limiter.allow(address.host, nowNanoseconds: 0) { total += 1 }
+        }
         #expect(total <= 25, "a flood from many sources got \(total) replies; the global burst is 25")
+    }
+
+    @Test func aSourceIsItsAddressOrItsIPv6SlashSixtyFourNeverItsPort() throws {
+        var limiter = SourceRateLimiter(perSourcePerSecond: 3, globalPerSecond: 10_000, nowNanoseconds: 0)
+        var fromPorts = 0
+        for port in 1...400 where limiter.allow(PeerAddress(try .init(ipAddress: "192.0.2.9", port: port))!.host, nowNanoseconds: 0) {
+            fromPorts += 1
+        }
+        #expect(fromPorts == 3, "400 ports of one host are one source")
+        var fromOneSlash64 = 0
+        for index in 1...400 {
+            let address = PeerAddress(try .init(ipAddress: "2001:db8:1:2::\(String(index, radix: 16))", port: 5000))!
+            if limiter.allow(address.host, nowNanoseconds: 0) { fromOneSlash64 += 1 }
+        }
+        #expect(fromOneSlash64 == 3, "the addresses of one /64 are one source")
+        #expect(PeerAddress(try .init(ipAddress: "2001:db8:1:2::9", port: 1))!.host == PeerAddress(try .init(ipAddress: "2001:db8:1:2:ffff::1", port: 2))!.host)
+        #expect(PeerAddress(try .init(ipAddress: "2001:db8:1:2::9", port: 1))!.host != PeerAddress(try .init(ipAddress: "2001:db8:1:3::9", port: 1))!.host)
+        #expect(PeerAddress(try .init(ipAddress: "2001:db8:1:2::9", port: 1))!.host.description == "2001:db8:1:2:0:0:0:0/64")
+        #expect(PeerAddress(try .init(ipAddress: "192.0.2.9", port: 1))!.host.description == "192.0.2.9")
+    }
+
+    @Test func aByteBudgetSpendsTheCostAndNeverOverflowsOnALongSilence() {
+        var bytes = RateLimiter(ratePerSecond: 80_000, burst: 80_000, nowNanoseconds: 0)
+        let first = bytes.allow(cost: 60_000, nowNanoseconds: 0)
+        let overdrawn = bytes.allow(cost: 30_000, nowNanoseconds: 0)
+        let refilled = bytes.allow(cost: 30_000, nowNanoseconds: 125_000_000)
+        #expect(first && !overdrawn)
+        #expect(refilled, "an eighth of a second refills 10,000")
+        // A day of silence refills the burst and no more, with a rate that would overflow
+        // nano-tokens if the whole day were counted.
+        var fast = RateLimiter(ratePerSecond: 125_000_000, burst: 125_000_000, nowNanoseconds: 0)
+        let all = fast.allow(cost: 125_000_000, nowNanoseconds: 86_400_000_000_000)
+        let more = fast.allow(cost: 1, nowNanoseconds: 86_400_000_000_000)
+        #expect(all && !more)
     }
 
     @Test func forgedSourcesAreNeverAnswered() {

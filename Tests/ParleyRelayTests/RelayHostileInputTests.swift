@@ -105,6 +105,7 @@ extension RelayOverUDP {
                 // The overload is the socket's, not one member's rate: lift the per-member limit.
                 $0.limits.packetsPerSecondPerMember = 100_000
                 $0.limits.packetBurstPerMember = 100_000
+                $0.limits.maximumMemberBitsPerSecond = 1_000_000_000
                 $0.socketBufferBytes = 256 << 10
             }
             defer { fixture.relay.shutdown() }

@@ -1,0 +1,22 @@
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Nanoseconds of the monotonic clock.
+@inline(__always)
+func monotonicNanoseconds() -> UInt64 {
+    NIODeadline.now().uptimeNanoseconds
+}
+
+/// Seconds since 1970, for token times.
+func unixSeconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return Int64(now.tv_sec)
+}
