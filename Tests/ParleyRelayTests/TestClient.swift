@@ -225,9 +225,9 @@ struct RelayFixture {
     var relayKey: RelayKey?
 
     /// An encrypted relay, as `parley-relay serve` runs by default.
-    static func startSecure(threads: Int = 1, configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
+    static func startSecure(threads: Int = 1, logger: Logger? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
         let key = RelayKey()
-        var fixture = try start(threads: threads, relayKey: key) { configuration in
+        var fixture = try start(threads: threads, relayKey: key, logger: logger) { configuration in
             configuration.insecure = false
             configure(&configuration)
         }
@@ -235,7 +235,9 @@ struct RelayFixture {
         return fixture
     }
 
-    static func start(threads: Int = 1, relayKey: RelayKey? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
+    /// `logger`: where the relay's log goes (by default, warnings and worse to the console).
+    static func start(threads: Int = 1, relayKey: RelayKey? = nil, logger: Logger? = nil,
+                      configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
         configuration.admin = HostAndPort(host: "127.0.0.1", port: 0)
@@ -248,9 +250,9 @@ struct RelayFixture {
         configuration.insecure = true
         configure(&configuration)
         let secret = TokenSecret.random()
-        var logger = Logger(label: "parley-relay-test")
-        logger.logLevel = .warning
-        return RelayFixture(relay: try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger), secret: secret)
+        var log = Logger(label: "parley-relay-test")
+        log.logLevel = .warning
+        return RelayFixture(relay: try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger ?? log), secret: secret)
     }
 
     var port: Int { relay.localAddress.port! }
