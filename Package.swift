@@ -26,8 +26,11 @@ let package = Package(
         .executable(name: "parley", targets: ["parley"]),
         .executable(name: "parley-relay", targets: ["parley-relay"]),
         .executable(name: "parley-bench", targets: ["parley-bench"]),
-        // For the fuzzing package in Fuzz/, which builds the parsers with libFuzzer.
+        // For the fuzzing package in Fuzz/, which builds the parsers and the client's receive
+        // path with libFuzzer.
         .library(name: "ParleyWire", targets: ["ParleyWire"]),
+        .library(name: "ParleySecurity", targets: ["ParleySecurity"]),
+        .library(name: "ParleyClient", targets: ["ParleyClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -107,7 +110,7 @@ let package = Package(
         // End to end: relay, impairment proxy and calls in one process, over real UDP on 127.0.0.1.
         .testTarget(
             name: "ParleyCallTests",
-            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyWire", nioCore, nioPosix, logging]
+            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyWire", "ParleySecurity", nioCore, nioPosix, logging]
         ),
         // Deploy/: installs into a temporary root, runs a call through the installed relay.
         .testTarget(name: "DeployTests", dependencies: ["ParleyClient", "ParleySecurity", "ParleyWire", "ParleyAudio"]),

@@ -1,6 +1,6 @@
 // swift-tools-version:6.1
 //
-// libFuzzer targets for Parley's parsers. A separate package because a libFuzzer
+// libFuzzer targets for Parley's parsers and the client's receive path. A separate package because a libFuzzer
 // executable has no `main` of its own (libFuzzer provides it), so it cannot build
 // with the rest. See "Fuzzing" in the top-level README.
 
@@ -13,6 +13,16 @@ let package = Package(
         .executableTarget(
             name: "parley-wire-fuzz",
             dependencies: [.product(name: "ParleyWire", package: "parley")]
+        ),
+        // The client's receive path from a joined peer; its script player is the one the
+        // property tests use (Sources/parley-client-fuzz/JoinedPeer.swift links to it).
+        .executableTarget(
+            name: "parley-client-fuzz",
+            dependencies: [
+                .product(name: "ParleyClient", package: "parley"),
+                .product(name: "ParleySecurity", package: "parley"),
+                .product(name: "ParleyWire", package: "parley"),
+            ]
         ),
     ]
 )

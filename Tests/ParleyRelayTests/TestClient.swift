@@ -292,8 +292,3 @@ func unixNow() -> Int64 {
     clock_gettime(CLOCK_REALTIME, &now)
     return Int64(now.tv_sec)
 }
-
-/// Every test that runs a relay over real sockets, one at a time: the overload and hostile
-/// input tests load the machine on purpose, and the others assert that nothing is lost.
-@Suite("The relay over real UDP", .serialized)
-enum RelayOverUDP {}

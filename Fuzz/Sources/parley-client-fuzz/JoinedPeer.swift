@@ -1,0 +1,1 @@
+../../../Tests/ParleyClientTests/JoinedPeer.swift

@@ -1,0 +1,1 @@
+../ParleyRelayTests/SecureMember.swift

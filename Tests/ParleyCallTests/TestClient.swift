@@ -1,0 +1,1 @@
+../ParleyRelayTests/TestClient.swift
