@@ -58,6 +58,9 @@ struct ConfigurationTests {
             (message(file: "colour = blue"), "relay.conf:1: unknown setting \"colour\""),
             (message(file: "just words"), "relay.conf:1: expected `key = value`"),
             (message(file: "socket-buffer = 1TiB"), "relay.conf:1: socket-buffer is \"1TiB\""),
+            (message(flags: ["max-member-bitrate": "fast"]), "--max-member-bitrate is \"fast\"; write a bitrate such as 640k"),
+            (message(flags: ["max-member-bitrate": "8k"]), "--max-member-bitrate is 8k; it must be from 16 kbit/s"),
+            (message(flags: ["max-member-bitrate": "16k", "max-packet-size": "9000"]), "must let a member send at least one packet of max-packet-size"),
         ]
         for (actual, expected) in cases {
             print(actual ?? "(accepted)")
@@ -81,6 +84,7 @@ struct ConfigurationTests {
             _ = DurationText.milliseconds(text)
             _ = try? HostAndPort(parsing: text)
             _ = try? RelayConfiguration.parseByteCount(text, in: 1...(1 << 30))
+            _ = try? RelayConfiguration.parseBitrate(text, in: 1...1_000_000_000)
             if let file = try? KeyValueFile(parsing: text, source: "fuzz"),
                (try? RelayConfiguration.resolve(flags: [:], environment: [:], file: file)) != nil {
                 accepted += 1
@@ -101,6 +105,11 @@ struct ConfigurationTests {
         #expect(DurationText.milliseconds("9999999999999999d") == nil)
         #expect(try RelayConfiguration.parseByteCount("4MiB", in: 1...(1 << 30)) == 4 << 20)
         #expect(try RelayConfiguration.parseByteCount("512K", in: 1...(1 << 30)) == 512 << 10)
+        #expect(try RelayConfiguration.parseBitrate("640k", in: 1...1_000_000_000) == 640_000)
+        #expect(try RelayConfiguration.parseBitrate("2Mbit/s", in: 1...1_000_000_000) == 2_000_000)
+        #expect(try RelayConfiguration.parseBitrate("1.5M", in: 1...1_000_000_000) == 1_500_000)
+        #expect(try RelayConfiguration.parseBitrate("64000", in: 1...1_000_000_000) == 64_000)
+        #expect(throws: ConfigurationError.self) { try RelayConfiguration.parseBitrate("1e300k", in: 1...1_000_000_000) }
     }
 
     @Test func theSecretFileIsPrivateAndNeverSilentlyReplaced() throws {

@@ -67,9 +67,11 @@ final class SecureMember {
         send(plainMedia(payload: extra))
     }
 
+    /// From the SSRC the link joined with (a new one if another member held ours).
     func plainMedia(payload extra: [UInt8] = []) -> [UInt8] {
-        let marker = withUnsafeBytes(of: ssrc.bigEndian, Array.init) + withUnsafeBytes(of: sequence.bigEndian, Array.init)
-        return try! RTPHeader(payloadType: 111, sequenceNumber: sequence, timestamp: UInt32(sequence) * 960, ssrc: ssrc)
+        let source = link.ssrc
+        let marker = withUnsafeBytes(of: source.bigEndian, Array.init) + withUnsafeBytes(of: sequence.bigEndian, Array.init)
+        return try! RTPHeader(payloadType: 111, sequenceNumber: sequence, timestamp: UInt32(sequence) &* 960, ssrc: source)
             .serialized(payload: marker + extra)
     }
 

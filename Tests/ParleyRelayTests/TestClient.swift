@@ -236,7 +236,7 @@ struct RelayFixture {
     }
 
     /// `logger`: where the relay's log goes (by default, warnings and worse to the console).
-    static func start(threads: Int = 1, relayKey: RelayKey? = nil, logger: Logger? = nil,
+    static func start(threads: Int = 1, relayKey: RelayKey? = nil, secret: TokenSecret? = nil, logger: Logger? = nil,
                       configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
@@ -249,7 +249,7 @@ struct RelayFixture {
         // tests run the relay --insecure; SecureRelayTests cover the encrypted relay.
         configuration.insecure = true
         configure(&configuration)
-        let secret = TokenSecret.random()
+        let secret = secret ?? TokenSecret.random()
         var log = Logger(label: "parley-relay-test")
         log.logLevel = .warning
         return RelayFixture(relay: try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger ?? log), secret: secret)
