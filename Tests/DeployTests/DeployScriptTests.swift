@@ -58,6 +58,7 @@ struct DeployScriptTests {
             "User=parley", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "PrivateDevices=yes",
             "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX", "CapabilityBoundingSet=", "SystemCallFilter=@system-service",
             "MemoryDenyWriteExecute=yes", "Restart=on-failure", "After=network-online.target", "Wants=network-online.target", "LimitNOFILE=",
+            "MemoryMax=", "TasksMax=",
         ] {
             #expect(unit.split(separator: "\n").contains { $0.hasPrefix(directive) }, "the unit has \(directive)")
         }
