@@ -1,6 +1,6 @@
 import Foundation
 import ParleyAudio
-import ParleyClient
+@testable import ParleyClient
 import ParleyWire
 import Testing
 
@@ -65,7 +65,7 @@ struct ReceivePathPropertyTests {
     }
 
     @Test func tenThousandRandomTruncatedAndBitFlippedScriptsFromAJoinedPeerAreSurvived() throws {
-        var random = SplitMix64(seed: 0x5EED_0014)
+        var random = SplitMix(seed: 0x5EED_0014)
         var scripts = 0
         // A fresh session every 25 scripts; in between the state carries over, as it does in a call.
         while scripts < 10_000 {
@@ -123,7 +123,7 @@ struct ScriptWriter {
     }
 
     /// One step of what a relay or a member could send, well-formed more often than not.
-    mutating func randomStep(_ random: inout SplitMix64, frames: [[UInt8]]) {
+    mutating func randomStep(_ random: inout SplitMix, frames: [[UInt8]]) {
         func any<T>(_ values: [T]) -> T { values[Int.random(in: 0..<values.count, using: &random)] }
         func junk(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255, using: &random) } }
         let ssrcs: [UInt32] = [JoinedPeer.peerSSRC, JoinedPeer.ownSSRC, 0xC0C0_C0C0, UInt32.random(in: 0...UInt32.max, using: &random)]
@@ -175,18 +175,5 @@ struct ScriptWriter {
             let datagram = [first] + junk(Int.random(in: 0...120, using: &random))
             if Bool.random(using: &random) { raw(datagram) } else { sealed(datagram) }
         }
-    }
-}
-
-/// SplitMix64: a seeded generator, so a failing run can be repeated.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -48,17 +48,7 @@ final class LoopbackCrowd: @unchecked Sendable {
     }
 
     func send(_ bytes: [UInt8], from index: Int) {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = relayPort.bigEndian
-        _ = bytes.withUnsafeBytes { raw in
-            withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(sockets[index], raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-        }
+        sendLoopback(bytes, from: sockets[index], toPort: relayPort)
     }
 
     /// One datagram from socket `index`, or nil after `timeout` seconds.

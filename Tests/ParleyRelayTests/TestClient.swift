@@ -51,17 +51,7 @@ final class TestClient {
     var address: SocketAddress { try! SocketAddress(ipAddress: "127.0.0.1", port: Int(port)) }
 
     func send(_ bytes: [UInt8]) {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = relayPort.bigEndian
-        _ = bytes.withUnsafeBytes { raw in
-            withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(descriptor, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-        }
+        sendLoopback(bytes, from: descriptor, toPort: relayPort)
     }
 
     func send(_ message: ControlMessage) {
@@ -208,6 +198,21 @@ func origin(ofMedia datagram: [UInt8]) -> (ssrc: UInt32, sequence: UInt16)? {
         let payload = view.payload
         let ssrc = UInt32(payload[0]) << 24 | UInt32(payload[1]) << 16 | UInt32(payload[2]) << 8 | UInt32(payload[3])
         return (ssrc, UInt16(payload[4]) << 8 | UInt16(payload[5]))
+    }
+}
+
+/// Sends `bytes` from the UDP socket `descriptor` to 127.0.0.1:`port`.
+func sendLoopback(_ bytes: [UInt8], from descriptor: Int32, toPort port: UInt16) {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = port.bigEndian
+    _ = bytes.withUnsafeBytes { raw in
+        withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                sendto(descriptor, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
     }
 }
 
