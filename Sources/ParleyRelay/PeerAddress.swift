@@ -88,11 +88,14 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// The address as bytes, what an address cookie is bound to.
     var cookieBytes: [UInt8] {
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(19)
-        withUnsafeBytes(of: (high, low, port.bigEndian)) { bytes += $0.prefix(18) }
-        bytes.append(isIPv6 ? 6 : 4)
-        return bytes
+        [UInt8](unsafeUninitializedCapacity: 19) { buffer, count in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.storeBytes(of: high, toByteOffset: 0, as: UInt64.self)
+            raw.storeBytes(of: low, toByteOffset: 8, as: UInt64.self)
+            raw.storeBytes(of: port.bigEndian, toByteOffset: 16, as: UInt16.self)
+            raw[18] = isIPv6 ? 6 : 4
+            count = 19
+        }
     }
 
     /// Two words into the hasher instead of four fields: this runs for every datagram.

@@ -22,6 +22,7 @@ import Foundation
 /// cookies costs the relay about what receiving them does.
 public struct AddressCookieMinter: Sendable {
     public static let epochSeconds: UInt64 = 60
+    public static let cookieSize = 16
     private let secret: SymmetricKey
     private let epochKeys: EpochKeyCache
 
@@ -32,49 +33,65 @@ public struct AddressCookieMinter: Sendable {
 
     public static func epoch(unixSeconds: UInt64) -> UInt64 { unixSeconds / epochSeconds }
 
-    public func cookie(for address: some DataProtocol, unixSeconds: UInt64) -> [UInt8] {
+    public func cookie(for address: [UInt8], unixSeconds: UInt64) -> [UInt8] {
         let keys = epochKeys.keys(for: Self.epoch(unixSeconds: unixSeconds), secret: secret)
-        return Array(HMAC<SHA256>.authenticationCode(for: address, using: keys.current).prefix(16))
+        return Array(Self.code(keys.current, address).prefix(Self.cookieSize))
     }
 
-    public func isValid(_ cookie: some DataProtocol, for address: some DataProtocol, unixSeconds: UInt64) -> Bool {
-        guard cookie.count == 16 else { return false }
+    /// Whether `cookie` is this minute's or the last minute's for `address`. Concrete types
+    /// and prepared HMAC states: this runs for every init, forged ones included.
+    public func isValid(_ cookie: UnsafeRawBufferPointer, for address: [UInt8], unixSeconds: UInt64) -> Bool {
+        guard cookie.count == Self.cookieSize else { return false }
         let keys = epochKeys.keys(for: Self.epoch(unixSeconds: unixSeconds), secret: secret)
-        return constantTimeEqualPrefix(HMAC<SHA256>.authenticationCode(for: address, using: keys.current), cookie)
-            || constantTimeEqualPrefix(HMAC<SHA256>.authenticationCode(for: address, using: keys.previous), cookie)
+        return Self.matches(Self.code(keys.current, address), cookie) || Self.matches(Self.code(keys.previous, address), cookie)
+    }
+
+    public func isValid(_ cookie: [UInt8], for address: [UInt8], unixSeconds: UInt64) -> Bool {
+        cookie.withUnsafeBytes { isValid($0, for: address, unixSeconds: unixSeconds) }
+    }
+
+    /// HMAC-SHA256 of `address`, continuing from a state that has taken the key already.
+    private static func code(_ prepared: HMAC<SHA256>, _ address: [UInt8]) -> HashedAuthenticationCode<SHA256> {
+        var mac = prepared
+        mac.update(data: address)
+        return mac.finalize()
+    }
+
+    /// Whether `presented` is the first bytes of `code`, in time that depends only on the length.
+    private static func matches(_ code: HashedAuthenticationCode<SHA256>, _ presented: UnsafeRawBufferPointer) -> Bool {
+        code.withUnsafeBytes { expected in
+            var difference: UInt8 = 0
+            for index in 0..<presented.count { difference |= expected[index] ^ presented[index] }
+            return difference == 0
+        }
     }
 }
 
-/// The keys of the current and the previous cookie epoch, made once per epoch and shared by
-/// every event loop.
-private final class EpochKeyCache: Sendable {
-    struct Keys: Sendable {
+/// The HMAC states keyed for the current and the previous cookie epoch, made once per epoch
+/// and shared by every event loop.
+private final class EpochKeyCache: @unchecked Sendable {
+    // @unchecked: `cached` is only read and written under `lock`; HMAC states are plain values.
+    struct Keys {
         let epoch: UInt64
-        let current: SymmetricKey
-        let previous: SymmetricKey
+        let current: HMAC<SHA256>
+        let previous: HMAC<SHA256>
     }
 
-    private let cached = Mutex<Keys?>(nil)
+    private let lock = Mutex(())
+    private var cached: Keys?
 
     func keys(for epoch: UInt64, secret: SymmetricKey) -> Keys {
-        if let keys = cached.withLock({ $0 }), keys.epoch == epoch { return keys }
-        let keys = Keys(epoch: epoch, current: Self.key(epoch, secret), previous: Self.key(epoch &- 1, secret))
-        cached.withLock { $0 = keys }
-        return keys
+        lock.withLock { _ in
+            if let cached, cached.epoch == epoch { return cached }
+            let keys = Keys(epoch: epoch, current: Self.prepared(epoch, secret), previous: Self.prepared(epoch &- 1, secret))
+            cached = keys
+            return keys
+        }
     }
 
-    private static func key(_ epoch: UInt64, _ secret: SymmetricKey) -> SymmetricKey {
+    private static func prepared(_ epoch: UInt64, _ secret: SymmetricKey) -> HMAC<SHA256> {
         let epochBytes = withUnsafeBytes(of: epoch.bigEndian, Array.init)
-        return SymmetricKey(data: HMAC<SHA256>.authenticationCode(for: epochBytes, using: secret))
-    }
-}
-
-/// Whether `presented` equals the first bytes of `code`, in time that depends only on the length.
-private func constantTimeEqualPrefix(_ code: HashedAuthenticationCode<SHA256>, _ presented: some DataProtocol) -> Bool {
-    code.withUnsafeBytes { expected in
-        var difference: UInt8 = 0
-        for (index, byte) in presented.enumerated() { difference |= expected[index] ^ byte }
-        return difference == 0
+        return HMAC<SHA256>(key: SymmetricKey(data: HMAC<SHA256>.authenticationCode(for: epochBytes, using: secret)))
     }
 }
 

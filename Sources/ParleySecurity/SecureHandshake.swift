@@ -87,7 +87,7 @@ public struct RelayHandshake: Sendable {
     }
 
     /// The cookie reply for a hello from `address`, or nil when the bytes are not a hello.
-    public func cookieReply(toHello bytes: UnsafeRawBufferPointer, address: some DataProtocol, unixSeconds: UInt64) -> [UInt8]? {
+    public func cookieReply(toHello bytes: UnsafeRawBufferPointer, address: [UInt8], unixSeconds: UInt64) -> [UInt8]? {
         guard let hello = try? HandshakeHello(parsing: bytes) else { return nil }
         let reply = HandshakeCookie(nonce: hello.nonce, cookie: cookies.cookie(for: address, unixSeconds: unixSeconds), relayKeyID: key.keyID)
         return try? [UInt8](serializedSize: HandshakeCookie.size) { (writer: inout ByteWriter) throws(WireError) in
@@ -98,7 +98,7 @@ public struct RelayHandshake: Sendable {
     /// Parses an init from `address` and checks its cookie: two HMACs at most, no
     /// Diffie-Hellman and no state, so a flood of inits without a valid cookie costs the
     /// relay almost nothing and none of its shared budgets.
-    public func checkCookie(_ bytes: UnsafeRawBufferPointer, address: some DataProtocol, unixSeconds: UInt64) throws(SecurityError) -> HandshakeInit {
+    public func checkCookie(_ bytes: UnsafeRawBufferPointer, address: [UInt8], unixSeconds: UInt64) throws(SecurityError) -> HandshakeInit {
         let message: HandshakeInit
         do { message = try HandshakeInit(parsing: bytes) } catch { throw .malformed(error.description) }
         guard cookies.isValid(message.cookie, for: address, unixSeconds: unixSeconds) else { throw .invalidCookie }
@@ -118,10 +118,10 @@ public struct RelayHandshake: Sendable {
     /// relay that admits every join that decrypts (the tests' scripted relay). The relay
     /// itself records a handshake only once its join has verified.
     public func acceptInit(
-        _ bytes: UnsafeRawBufferPointer, address: some DataProtocol, unixSeconds: UInt64, replayCache: HandshakeReplayCache
+        _ bytes: UnsafeRawBufferPointer, address: [UInt8], unixSeconds: UInt64, replayCache: HandshakeReplayCache
     ) throws(SecurityError) -> AcceptedHandshake {
         let accepted = try open(checkCookie(bytes, address: address, unixSeconds: unixSeconds))
-        switch replayCache.insert(accepted.ephemeralKey, source: Array(address), unixSeconds: unixSeconds) {
+        switch replayCache.insert(accepted.ephemeralKey, source: address, unixSeconds: unixSeconds) {
         case .accepted: return accepted
         case .replayed, .sourceOverQuota: throw .replayedHandshake
         }

@@ -15,6 +15,7 @@ struct ParleyBench: ParsableCommand {
             AudioBenchmark.self,
             CallQualityBenchmark.self,
             RelayMemoryBenchmark.self,
+            AdmissionFloodBenchmark.self,
         ]
     )
 }

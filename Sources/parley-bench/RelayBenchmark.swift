@@ -382,19 +382,26 @@ final class RelayProcess: Forwarder {
     let relayKey: Curve25519.KeyAgreement.PublicKey?
     var needsJoin: Bool { true }
 
-    init(binary: String, cpu: Int, nice: Int, encrypted: Bool = false) throws {
+    /// The forwarding benchmark's tuning: its overload test sends up to 10× 50 packets/s per
+    /// member, and the per-member limits are not what it measures.
+    static let forwardingTuning = ["--max-packet-rate", "1000", "--max-member-bitrate", "1G"]
+
+    /// The admin port, when it was asked for: `/metrics` for a benchmark's own figures.
+    private(set) var adminPort: UInt16?
+
+    init(binary: String, cpu: Int, nice: Int, encrypted: Bool = false, tuning: [String] = RelayProcess.forwardingTuning,
+         admin: Bool = false) throws {
         port = freeUDPPort()
         let secrets = SecretFile.random()
         secret = secrets.tokenSecret
         relayKey = encrypted ? secrets.relayKey?.publicKey : nil
         secretPath = "/tmp/parley-bench-relay-\(getpid()).secret"
         try secrets.write(path: secretPath, overwrite: true)
-        let arguments = ["nice", "-n", "\(nice)", "taskset", "-c", "\(cpu)", binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "off",
+        adminPort = admin ? freeTCPPort() : nil
+        let arguments = ["nice", "-n", "\(nice)", "taskset", "-c", "\(cpu)", binary, "serve", "--listen", "127.0.0.1:\(port)",
+                         "--admin", adminPort.map { "127.0.0.1:\($0)" } ?? "off",
                          "--threads", "1", "--secret-file", secretPath, "--log-level", "error",
-                         "--max-rooms", "10000", "--socket-buffer", "4MiB",
-                         // The overload test sends up to 10× 50 packets/s per member; the
-                         // per-member limit is not what is being measured.
-                         "--max-packet-rate", "1000", "--max-member-bitrate", "1G"] + (encrypted ? [] : ["--insecure"])
+                         "--max-rooms", "10000", "--socket-buffer", "4MiB"] + tuning + (encrypted ? [] : ["--insecure"])
         let argv = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var child: pid_t = 0
@@ -1187,6 +1194,12 @@ func bindLoopback(_ descriptor: Int32) -> UInt16 {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
     }
     return UInt16(bigEndian: address.sin_port)
+}
+
+func freeTCPPort() -> UInt16 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(descriptor) }
+    return bindLoopback(descriptor)
 }
 
 func freeUDPPort() -> UInt16 {
