@@ -8,8 +8,10 @@ import Synchronization
 /// keep that bounded without timers.
 ///
 /// Only a join whose token verified is recorded, so a stranger cannot fill the cache, and
-/// each source (an IPv4 address, an IPv6 /64) may record at most ``capacityPerSource`` a
-/// generation, so neither can one token holder. If verified joins from many sources fill a
+/// each source (an IPv4 address, an IPv6 /64) may record at most ``capacityPerSource`` in
+/// two generations: more than one host's join budget lets through on one event loop (10 a
+/// second), so a busy NAT is never refused, while a host spread over many loops, or a
+/// relay whose budgets were raised, still cannot take the cache for itself. If verified joins from many sources fill a
 /// generation all the same, the cache starts a new one early: it forgets the oldest
 /// handshakes (which could then be replayed from their own address until their cookies
 /// expire, at worst replacing that member's session) rather than refuse anyone's join.
@@ -35,7 +37,7 @@ public final class HandshakeReplayCache: Sendable {
 
     private let state = Mutex(Generations())
 
-    public init(capacityPerEpoch: Int = 100_000, capacityPerSource: Int = 256) {
+    public init(capacityPerEpoch: Int = 100_000, capacityPerSource: Int = 2_048) {
         precondition(capacityPerEpoch > 0 && capacityPerSource > 0, "a replay cache needs room")
         self.capacityPerEpoch = capacityPerEpoch
         self.capacityPerSource = capacityPerSource
@@ -45,7 +47,7 @@ public final class HandshakeReplayCache: Sendable {
         case accepted
         /// Seen before: a replay, or a retransmission of an init already admitted.
         case replayed
-        /// The source has admitted ``capacityPerSource`` handshakes this epoch already.
+        /// The source has admitted ``capacityPerSource`` handshakes in the last two epochs.
         case sourceOverQuota
     }
 
