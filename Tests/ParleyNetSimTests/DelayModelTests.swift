@@ -188,8 +188,8 @@ extension NetSimTests {
         }
 
         @Test func aHeavyTailNeverStallsAnInOrderPathForSeconds() {
-            // wifi-bad's jitter, 15 ms ± 20 ms pareto, for an hour of voice: the longest any
-            // packet takes is the queue's bound, and arrivals are never further apart than that.
+            // 15 ms ± 20 ms pareto, for an hour of voice: the longest any packet takes is the
+            // queue's bound, and arrivals are never further apart than that.
             var pipeline = ImpairmentPipeline(
                 impairment {
                     $0.delay = .milliseconds(15)
