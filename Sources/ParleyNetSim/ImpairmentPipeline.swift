@@ -6,7 +6,8 @@
 ///
 /// 1. **Trace** replay decides loss or a recorded delay for the packet.
 /// 2. **Loss** (independent or in bursts) drops it.
-/// 3. **Duplication** makes a second copy; each copy goes on alone.
+/// 3. **Duplication** makes a second copy; each copy goes on alone (on a path that keeps
+///    order, the copy meets the same queue as its original and arrives right behind it).
 /// 4. **Bottleneck** (``BottleneckLink``, `--rate`): the copy waits in the link's FIFO queue
 ///    or is tail-dropped. The link sits at the sender's edge (a home uplink, a VPS's shaped
 ///    port), before the path's own delay, so it sees packets in the order they were sent.
