@@ -4,9 +4,9 @@ import Foundation
 /// with bursts of other traffic, as on a busy Wi-Fi channel or an oversold host's uplink.
 ///
 /// Bursts of cross traffic arrive at random (a Poisson process) and their sizes are
-/// Pareto-distributed with tail index 1.5, the heavy tail measured in real traffic (Paxson
-/// and Floyd, "Wide-area traffic: the failure of Poisson modeling", 1995; Crovella and
-/// Bestavros, 1997), up to 30 times the smallest. The link drains the queue at its line
+/// Pareto-distributed with tail index 1.5, within the 1–2 measured for real traffic's bursts
+/// and transfers (Paxson and Floyd, "Wide-area traffic: the failure of Poisson modeling",
+/// 1995; Crovella and Bestavros, 1997), up to 30 times the smallest. The link drains the queue at its line
 /// rate: the wait falls by one second per second. Bursts keep the link busy half the time.
 /// A packet's delay is the path's floor plus the wait it finds. This is an M/G/1 queue, so
 /// the wait's mean and variance are known in closed form (Pollaczek–Khinchine and Takács):
@@ -17,7 +17,7 @@ import Foundation
 /// jitter; the floor sits E[W] below the configured mean delay. What a flow sees:
 ///
 /// - half of its packets find the queue empty and arrive at the floor, 0.49 × jitter below
-///   the mean delay (the most common delay is the smallest, as measured on real links);
+///   the mean delay;
 /// - one in ten waits more than 1.2 × jitter beyond the mean, one in a hundred 4 ×, one in a
 ///   thousand 7 ×;
 /// - none waits more than 10 × jitter: the queue holds no more, the way a router's buffer is
@@ -43,8 +43,10 @@ struct CrossTrafficQueue: Sendable {
         return shape * (pow(largest, k - shape) - 1) / (k - shape) + pow(largest, k - shape)
     }
 
+    /// The mean burst, in smallest bursts.
+    static let meanBurst = burstMoment(1)
     /// Bursts per unit of time, the unit being the time the link takes to send the smallest.
-    static let arrivalRate = load / burstMoment(1)
+    static let arrivalRate = load / meanBurst
     static let meanWait = arrivalRate * burstMoment(2) / (2 * (1 - load))
     static let waitDeviation = (meanWait * meanWait + arrivalRate * burstMoment(3) / (3 * (1 - load))).squareRoot()
     /// How far below the mean delay the floor sits, in jitters (0.487).
@@ -108,13 +110,11 @@ struct CrossTrafficQueue: Sendable {
 
     /// The inverse of the residual burst size's distribution, F(x) = ∫₀ˣ P(B > y) dy / E[B].
     private static func residualBurst(_ uniform: Double) -> Double {
-        let area = uniform * burstMoment1
+        let area = uniform * meanBurst
         guard area >= 1 else { return area }
         let exponent = 1 - burstShape
         return min(pow(1 + (area - 1) * exponent, 1 / exponent), largestBurst)
     }
-
-    private static let burstMoment1 = burstMoment(1)
 
     /// The next burst's size, in nanoseconds.
     private mutating func burst() -> Double {
