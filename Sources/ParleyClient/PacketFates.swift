@@ -5,6 +5,9 @@
 public struct PacketFates: Sendable {
     /// Per frame of the talker's recording: false when it was sent and never arrived.
     public var arrived: [Bool]
+    /// Per frame: the payload the talker sent for it, nil where it sent none (DTX silence,
+    /// or before it joined).
+    public var payloads: [[UInt8]?]
     /// Frames the talker sent, and those of them the listener never got.
     public var sentFrames: Int
     public var lostFrames: Int
@@ -21,15 +24,15 @@ public struct PacketFates: Sendable {
         struct Key: Hashable { var ssrc: UInt32; var timestamp: UInt32 }
         let got = Set(receiverTrace.filter { $0.direction == .received && ssrcs.contains($0.ssrc) }.map { Key(ssrc: $0.ssrc, timestamp: $0.timestamp) })
         var lost = Set<Int>()
-        var sentFrames = Set<Int>()
+        payloads = [[UInt8]?](repeating: nil, count: frames)
         for packet in sent {
             guard let start = packet.frameStartSample, start / frameSamples < frames else { continue }
             let frame = start / frameSamples
-            sentFrames.insert(frame)
+            payloads[frame] = packet.payload
             if !got.contains(Key(ssrc: packet.ssrc, timestamp: packet.timestamp)) { lost.insert(frame) }
         }
         arrived = (0..<frames).map { !lost.contains($0) }
-        self.sentFrames = sentFrames.count
+        self.sentFrames = payloads.reduce(0) { $0 + ($1 == nil ? 0 : 1) }
         lostFrames = lost.count
         var longest = 0
         var run = 0

@@ -64,6 +64,15 @@ struct CallQualityBenchmark: ParsableCommand {
         var dropouts: Int
         var unmatchedWindows: Int
         var speechSeconds: Double
+        /// Each 400 ms window of the sent signal: where it starts, its delay (nil when
+        /// silent or unmatched) and how well it matched.
+        var windows: [Window]
+
+        struct Window: Codable {
+            var startSeconds: Double
+            var delayMilliseconds: Double?
+            var match: Double
+        }
     }
 
     func run() throws {
@@ -98,7 +107,12 @@ struct CallQualityBenchmark: ParsableCommand {
             delayMaxMilliseconds: comparison.delaysMilliseconds.last, envelopeCorrelation: comparison.envelopeCorrelation,
             droppedSpeechPercent: comparison.droppedPercent, dropouts: comparison.dropouts,
             unmatchedWindows: comparison.unmatchedWindows,
-            speechSeconds: Double(comparison.activeFrames * SpectralEnvelope.frame) / Double(AudioClock.sampleRate))
+            speechSeconds: Double(comparison.activeFrames * SpectralEnvelope.frame) / Double(AudioClock.sampleRate),
+            windows: comparison.windows.map { window in
+                Report.Window(
+                    startSeconds: Double(window.start) / Double(AudioClock.sampleRate),
+                    delayMilliseconds: window.delay.map { $0 * 1_000 / Double(AudioClock.sampleRate) }, match: window.match)
+            })
         if windows {
             for window in comparison.windows {
                 let start = Double(window.start) / Double(AudioClock.sampleRate)

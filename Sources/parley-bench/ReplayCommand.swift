@@ -11,6 +11,11 @@ import ParleyClient
 ///
 /// Only the buffer's public interface is used (`insert`, `read`, `currentStatistics`), so
 /// any playout engine behind it replays the same way.
+///
+/// Where the reads fall against the arrivals matters: today's buffer often decides between
+/// FEC and concealment within a few milliseconds, so `--start-at` the listener's own
+/// playback start makes the reads fall when the call's did (its file or sound card paces
+/// them from that instant, a period at a time).
 struct ReplayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replay",
@@ -38,6 +43,11 @@ struct ReplayCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("Start playing this long before the first packet arrives, seconds.", valueName: "seconds"))
     var lead: Double = 1
+
+    @Option(help: ArgumentHelp(
+        "Instead of --lead: start playing at this CLOCK_MONOTONIC time, ns (the listener's playbackStartedAtNanoseconds, so the reads fall when the call's did).",
+        valueName: "ns"))
+    var startAt: UInt64?
 
     @Flag(help: "Print one JSON object instead of text.")
     var json = false
@@ -77,7 +87,13 @@ struct ReplayCommand: ParsableCommand {
         let periodSamples = AudioClock.samples(milliseconds: periodMs)
         let periodNanoseconds = UInt64(periodMs) * 1_000_000
         let leadNanoseconds = UInt64(lead * 1e9)
-        let start = first.nanoseconds > leadNanoseconds ? first.nanoseconds - leadNanoseconds : 0
+        var start = first.nanoseconds > leadNanoseconds ? first.nanoseconds - leadNanoseconds : 0
+        if let startAt {
+            guard startAt <= first.nanoseconds else {
+                throw ValidationError("--start-at \(startAt) is after the first packet arrived (\(first.nanoseconds)): give the listener's playbackStartedAtNanoseconds")
+            }
+            start = startAt
+        }
         let end = last.nanoseconds + 1_000_000_000
         func seconds(_ nanoseconds: UInt64) -> Double { Double(nanoseconds - start) / 1e9 }
 

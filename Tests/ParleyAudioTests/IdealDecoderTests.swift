@@ -10,6 +10,9 @@ struct IdealDecoderTests {
         #expect(IdealDecoder.repairs(arrived: arrived, frames: 8) == [.decode, .fec, .decode, .conceal, .fec, .decode, .decode, .conceal])
         // Frames past the known fates arrived, so the last lost one can still be rebuilt.
         #expect(IdealDecoder.repairs(arrived: arrived, frames: 9).suffix(2) == [.fec, .decode])
+        // A frame never sent (DTX) is silence, and cannot rebuild the lost one before it.
+        let sent = [true, true, false, true, true, true, true, true]
+        #expect(IdealDecoder.repairs(arrived: arrived, sent: sent, frames: 8) == [.decode, .conceal, .silence, .conceal, .fec, .decode, .decode, .conceal])
     }
 
     static func speech() throws -> [Float] {

@@ -116,6 +116,7 @@ struct PacketTraceTests {
         let fates = PacketFates(senderTrace: sender, receiverTrace: receiver, frameSamples: 960, frames: 12)
         #expect(fates.arrived == [true, true, true, true, true, false, true, false, true, true, true, true])
         #expect(fates.sentFrames == 8)
+        #expect(fates.payloads.map { $0 != nil } == [true, true, false, false, true, true, true, true, true, true, false, false])
         #expect(fates.lostFrames == 2)
         #expect(fates.longestLossRun == 1)
     }
