@@ -34,6 +34,9 @@ public final class CallReceiver {
     /// Datagrams from the relay that carried nothing usable: not RTP or RTCP once opened,
     /// unparsable, or our own SSRC.
     public private(set) var droppedMedia = 0
+    /// Each RTP packet a speaker took, as it arrived (opened), with its arrival time: where
+    /// the connection copies and traces them (`--copy-received-rtp`, `--packet-trace`).
+    var mediaReceived: ((UnsafeRawBufferPointer, RTPPacketView, UInt64) -> Void)?
 
     /// Remote streams kept at most (a room's limit is far lower; this bounds memory).
     static let maximumSpeakers = 64
@@ -123,6 +126,7 @@ public final class CallReceiver {
                 return
             }
             speaker.receive(packet, now: now, seconds: secondsOnTimeline(now))
+            mediaReceived?(bytes, packet, now)
         case .rtcp:
             guard let packets = try? RTCPCompoundPacket.parse(bytes) else {
                 droppedMedia += 1

@@ -29,16 +29,32 @@ final class RelayConnection: @unchecked Sendable {
     /// Datagrams from addresses other than the relay's.
     fileprivate(set) var droppedStrangers = 0
 
+    /// `--packet-trace`: every packet sent and received, for offline replay.
+    private let trace: PacketTraceWriter?
+
     init(configuration: CallConfiguration, shared: CallShared, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
-         onEvent: @escaping @Sendable (LinkEvent) -> Void) {
+         trace: PacketTraceWriter? = nil, onEvent: @escaping @Sendable (LinkEvent) -> Void) {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         eventLoop = group.next()
         self.configuration = configuration
         self.shared = shared
+        self.trace = trace
         let wallClockOffset = Self.unixNanoseconds() &- MonotonicClock.now()
         receiver = CallReceiver(configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation,
                                 wallClockOffset: wallClockOffset, onEvent: onEvent)
         protector = receiver.link.protector
+        receiver.mediaReceived = { [unowned self] bytes, packet, now in
+            copyReceived(bytes)
+            self.trace?.record(.received, packet, nanoseconds: now)
+        }
+    }
+
+    /// `--copy-received-rtp`: the packet as it arrived, opened, to each local listener.
+    private func copyReceived(_ bytes: UnsafeRawBufferPointer) {
+        guard let channel, !configuration.receivedRTPCopies.isEmpty else { return }
+        for destination in configuration.receivedRTPCopies {
+            channel.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
+        }
     }
 
     /// Opens the socket and starts joining the relay at `relayAddress`.
