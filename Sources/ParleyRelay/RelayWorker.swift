@@ -535,7 +535,7 @@ final class RelayWorker: @unchecked Sendable {
     /// The checks every join passes, plaintext or inside a handshake: room name and token.
     private func verify(_ join: ControlMessage.Join) -> Verdict {
         if let problem = ParleyNames.problem(withRoom: join.room) {
-            return .refused(.malformedRequest, problem, logReason: "bad room name: \(problem.logSafe(limit: 160))")
+            return .refused(.malformedRequest, problem, logReason: "bad room name: \(problem)")
         }
         do {
             return .verified(try AccessToken.verify(join.token, secret: core.secret, room: join.room, now: unixSeconds()))
@@ -600,7 +600,7 @@ final class RelayWorker: @unchecked Sendable {
     ) {
         drop(.notJoined)
         guard peer.canBeAnswered, budgets.errorReplies.allow(peer.host, nowNanoseconds: now) else { return }
-        refusalLogs.log(.notice, "join refused", metadata: ["from": "\(peer)", "reason": "\(logReason)"], now: now)
+        refusalLogs.log(.notice, "join refused", metadata: ["from": "\(peer)", "reason": "\(logReason.logSafe(limit: 200))"], now: now)
         sendError(code, message, sequence: sequence, to: address, limit: size)
     }
 
@@ -670,7 +670,7 @@ final class RelayWorker: @unchecked Sendable {
         func refuse(_ code: ControlMessage.ErrorCode, _ text: String, logReason: String) {
             drop(.notJoined)
             guard budgets.errorReplies.allow(peer.host, nowNanoseconds: now) else { return }
-            refusalLogs.log(.notice, "join refused", metadata: ["from": "\(peer)", "reason": "\(logReason)"], now: now)
+            refusalLogs.log(.notice, "join refused", metadata: ["from": "\(peer)", "reason": "\(logReason.logSafe(limit: 200))"], now: now)
             var handshake = refusalHandshake
             let error = ControlMessage(sequence: message.sequence, body: .error(ControlMessage.ErrorReply(code: code, message: String(text.prefix(200)))))
             guard let payload = try? error.serialized(),

@@ -175,11 +175,14 @@ actor CallSlots {
     private let limit: Int
     private var running = 0
     private var waiting: [CheckedContinuation<Void, Never>] = []
+    /// Calls that want the machine to themselves (they load it on purpose, as an attack does);
+    /// while one waits, no new call starts, so the running ones drain.
+    private var waitingAlone: [CheckedContinuation<Void, Never>] = []
 
     init(limit: Int) { self.limit = limit }
 
     func acquire() async {
-        if running < limit {
+        if running < limit, waitingAlone.isEmpty {
             running += 1
             return
         }
@@ -187,10 +190,46 @@ actor CallSlots {
     }
 
     func release() {
-        if waiting.isEmpty {
-            running -= 1
-        } else {
+        running -= 1
+        admitWaiting()
+    }
+
+    private func acquireAlone() async {
+        if running == 0 {
+            running = limit
+            return
+        }
+        await withCheckedContinuation { waitingAlone.append($0) }
+    }
+
+    private func releaseAlone() {
+        running = 0
+        admitWaiting()
+    }
+
+    private func admitWaiting() {
+        if !waitingAlone.isEmpty {
+            guard running == 0 else { return }
+            running = limit
+            waitingAlone.removeFirst().resume()
+            return
+        }
+        while running < limit, !waiting.isEmpty {
+            running += 1
             waiting.removeFirst().resume()
+        }
+    }
+
+    /// Runs `body` with no other call running.
+    func alone<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        await acquireAlone()
+        do {
+            let result = try await body()
+            releaseAlone()
+            return result
+        } catch {
+            releaseAlone()
+            throw error
         }
     }
 
