@@ -81,7 +81,7 @@ public struct RelayConfiguration: Sendable {
         Setting(key: "max-members-per-room", help: "members in one room") { configuration, text throws(ConfigurationError) in
             configuration.limits.maximumMembersPerRoom = try parseInteger(text, in: 2...1_000)
         },
-        Setting(key: "max-packet-rate", help: "packets per second one member may send") { configuration, text throws(ConfigurationError) in
+        Setting(key: "max-packet-rate", help: "media packets per second one member may send") { configuration, text throws(ConfigurationError) in
             configuration.limits.packetsPerSecondPerMember = try parseInteger(text, in: 10...100_000)
         },
         Setting(key: "max-member-bitrate", help: "media bits per second one member may send, e.g. 640k") { configuration, text throws(ConfigurationError) in

@@ -5,8 +5,8 @@ public struct RelayLimits: Sendable, Hashable {
     public var maximumRooms = 500
     /// Members of one room, joining ones included.
     public var maximumMembersPerRoom = 50
-    /// Packets per second one member may send (media, RTCP and control together), averaged
-    /// over the burst; 20 ms Opus is 50, 10 ms frames 100, plus RTCP and pings.
+    /// Media packets per second one member may send, averaged over the burst; 20 ms Opus is
+    /// 50, 10 ms frames 100. RTCP and control count against ``controlPacketsPerSecondPerMember``.
     public var packetsPerSecondPerMember = 200
     /// Packets a member may send back to back above its rate (a burst after a network stall).
     public var packetBurstPerMember = 100

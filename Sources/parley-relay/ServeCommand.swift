@@ -48,7 +48,7 @@ struct ServeCommand: ParsableCommand {
     var maxRooms: String?
     @Option(help: ArgumentHelp("Members in one room. Default 50.", valueName: "n"))
     var maxMembersPerRoom: String?
-    @Option(help: ArgumentHelp("Packets per second one member may send. Default 200.", valueName: "n"))
+    @Option(help: ArgumentHelp("Media packets per second one member may send. Default 200.", valueName: "n"))
     var maxPacketRate: String?
     @Option(help: ArgumentHelp("Media bits per second one member may send, e.g. 640k or 2M. Default 640k.", valueName: "rate"))
     var maxMemberBitrate: String?
