@@ -86,6 +86,7 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .tooManyRooms: return "the relay has as many rooms as it allows\(relaySays); try again later"
         case .publishNotAllowed: return "your token does not allow you to speak in this room\(relaySays)"
         case .ssrcInUse: return "the relay refused the join because another member uses the same stream ID\(relaySays); try again"
+        case .rateLimited: return "the relay is turning away joins from you for now\(relaySays); wait a minute and try again"
         case .encryptionRequired:
             return "the relay accepts encrypted clients only\(relaySays); use an invite that carries the relay's key (key=…) and leave out --insecure"
         case .encryptionUnavailable:

@@ -116,6 +116,8 @@ public struct RelayLink {
     private var plaintextRelayReplies: (first: UInt64, latest: UInt64, count: Int)?
     /// Fresh SSRCs taken because the relay said another member holds ours.
     private var ssrcChanges = 0
+    /// The relay's last "too many joins, later" during this join, if the join times out on it.
+    private var lastRateLimit: ControlMessage.ErrorReply?
 
     /// SSRCs tried before a join gives up on `ssrcInUse` (a clash of random 32-bit values
     /// happens by accident once in billions; only someone squatting on ours repeats it).
@@ -176,10 +178,7 @@ public struct RelayLink {
             return output
         case .greeting, .handshaking, .joining, .confirming:
             guard now >= nextAction else { return output }
-            if !everJoined, now - attemptStarted >= configuration.joinTimeoutNanoseconds {
-                let failure: LinkFailure = cookieReceived
-                    ? .handshakeUnanswered(relay: configuration.relayAddress)
-                    : .unreachable(relay: configuration.relayAddress, seconds: Int(configuration.joinTimeoutNanoseconds / 1_000_000_000))
+            if let failure = firstJoinTimedOut(now: now) {
                 fail(failure, output: &output)
                 return output
             }
@@ -191,6 +190,10 @@ public struct RelayLink {
             retransmit(now: now, output: &output)
         case .reconnecting:
             guard now >= nextAction else { return output }
+            if let failure = firstJoinTimedOut(now: now) {
+                fail(failure, output: &output)
+                return output
+            }
             beginJoin(now: now, output: &output)
         case .active:
             let silence = now - lastHeard
@@ -272,6 +275,18 @@ public struct RelayLink {
     }
 
     // MARK: Joining
+
+    /// Why the first join has failed, once it has tried for the join timeout; nil before, or
+    /// once the call has been joined (after that the link rejoins for as long as it runs).
+    private func firstJoinTimedOut(now: UInt64) -> LinkFailure? {
+        guard !everJoined, now - attemptStarted >= configuration.joinTimeoutNanoseconds else { return nil }
+        if let refusal = lastRateLimit {
+            // The relay answered, and kept saying "later": say that, not "unreachable".
+            return .refused(code: refusal.code, message: refusal.message)
+        }
+        if cookieReceived { return .handshakeUnanswered(relay: configuration.relayAddress) }
+        return .unreachable(relay: configuration.relayAddress, seconds: Int(configuration.joinTimeoutNanoseconds / 1_000_000_000))
+    }
 
     private mutating func beginJoin(now: UInt64, output: inout Output) {
         protector.set(nil)
@@ -369,6 +384,7 @@ public struct RelayLink {
                 pendingSend = nil
                 output.events.append(.joined(identity: joined.identity, room: joined.room, canPublish: joined.canPublish, rejoin: everJoined))
                 everJoined = true
+                lastRateLimit = nil
                 lastPing = now
                 nextAction = now + UInt64(joined.keepaliveIntervalMilliseconds) * 1_000_000
             }
@@ -411,6 +427,7 @@ public struct RelayLink {
             // Too many joins from here or with this identity: start over once the relay's
             // budget has refilled, with a new handshake (this one is spent).
             guard [.greeting, .handshaking, .joining, .confirming].contains(phase) else { return }
+            lastRateLimit = error
             restartJoin(at: now + configuration.maximumRetransmitNanoseconds)
         case .ssrcInUse:
             // Another member took our SSRC (a session of ours that timed out left it free):

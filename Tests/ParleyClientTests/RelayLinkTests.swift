@@ -340,6 +340,23 @@ struct RelayLinkTests {
         #expect(harness.sent.last?.first == SecureMessageType.hello.rawValue, "then greets again, with a new handshake")
     }
 
+    @Test func aJoinTurnedAwayUntilItsTimeoutSaysSoRatherThanUnreachable() throws {
+        var harness = LinkHarness()
+        harness.start()
+        let refusal = ControlMessage(body: .error(.init(code: .rateLimited, message: "ada joined standup too often")))
+        for _ in 0..<200 where !harness.events.contains(where: { if case .failed = $0 { true } else { false } }) {
+            while let last = harness.sent.popLast() {
+                if let answer = try harness.relay.answer(last, replyWith: refusal) { harness.deliver(answer) }
+            }
+            harness.advance(byMilliseconds: 100)
+        }
+        let failure = LinkFailure.refused(code: .rateLimited, message: "ada joined standup too often")
+        #expect(harness.link.phase == .failed(failure))
+        print(failure.description)
+        #expect(failure.description.contains("wait a minute"))
+        #expect(failure.exitCode == 7)
+    }
+
     @Test func unsealedControlIsIgnoredOnASecureLink() throws {
         var harness = LinkHarness()
         try harness.join()
