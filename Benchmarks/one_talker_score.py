@@ -1,7 +1,7 @@
 """Scores the calls Benchmarks/one-talker-report ran: for every scenario and seed, PESQ-WB
 (P.862.2) and STOI of each receiver's audio against what the talker handed its encoder
 (--record-sent), over the talker's speech (0.1 s before the first word to 0.1 s after the
-last), each recording lined up utterance by utterance (speech_alignment.py); with each
+last), each recording lined up as each measure needs (speech_alignment.py); with each
 receiver's mouth-to-ear delay and how lost frames were repaired. Writes one-talker.md
 (tables: mean over seeds, min–max in brackets), one-talker.json (every run) and
 one-talker.png.
@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plot  # noqa: E402
 import numpy  # noqa: E402
 
-from speech_alignment import Timeline, align, read, scores, speech_span  # noqa: E402
+from speech_alignment import Timeline, align, align_windows, read, scores, speech_span  # noqa: E402
 
 
 def load(path):
@@ -49,10 +49,11 @@ def score_run(run):
         receivers[name] = (f"{run}/{file}.wav", Timeline.of_recording(f"{run}/{quality}.json", captured, started))
         delays[name] = load(f"{run}/{quality}.json").get("delayMedianMilliseconds")
 
-    row = {"run": run, "speechSeconds": (span[1] - span[0]) / 48000}
+    row = {"speechSeconds": (span[1] - span[0]) / 48000}
     for name, (path, timeline) in receivers.items():
-        aligned, _ = align(reference, read(path), timeline)
-        result = scores(reference, aligned, span)
+        recording = read(path)
+        aligned, _ = align(reference, recording, timeline)
+        result = scores(reference, aligned, align_windows(reference, recording, timeline), span)
         row[f"{name}_pesq"] = result["pesq"]
         row[f"{name}_stoi"] = result["stoi"]
     for name, delay in delays.items():
@@ -197,7 +198,9 @@ def plot_results(results, scenarios, seeds, gst_names, gst_label, path):
         labels[name] = gst_label(name)
         colours[name] = ["tab:orange", "tab:red", "tab:brown"][index % 3]
         markers[name] = "^"
-    figure, axes = plot.subplots(1, 3, figsize=(17, 5))
+    figure = plot.figure(figsize=(14, 9))
+    grid = figure.add_gridspec(2, 2, height_ratios=[1.2, 1])
+    axes = [figure.add_subplot(grid[0, :]), figure.add_subplot(grid[1, 0]), figure.add_subplot(grid[1, 1])]
     x = numpy.arange(len(scenarios))
 
     def draw(axis, names, metric, width):
@@ -218,15 +221,15 @@ def plot_results(results, scenarios, seeds, gst_names, gst_label, path):
     draw(axes[0], quality, "pesq", 0.09)
     axes[0].set_ylim(1, 4.7)
     axes[0].set_title("PESQ-WB (MOS-LQO)")
-    axes[0].legend(fontsize=7, loc="lower left")
+    axes[0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     draw(axes[1], quality, "stoi", 0.09)
-    axes[1].set_ylim(0.6, 1.0)
+    axes[1].set_ylim(0.5, 1.0)
     axes[1].set_title("STOI")
     draw(axes[2], ["parley"] + gst_names + ["replay"], "delay", 0.12)
     axes[2].set_ylim(bottom=0)
     axes[2].set_ylabel("ms")
     axes[2].set_title("Mouth-to-ear delay (median)")
-    axes[2].legend(fontsize=7)
+
     figure.suptitle("One talker, one listener: loss on the talker's uplink, the encrypted relay, 32 kb/s "
                     f"({len(seeds)} seed{'s' if len(seeds) > 1 else ''}; bars: min–max)")
     figure.tight_layout()

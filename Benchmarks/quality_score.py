@@ -1,6 +1,6 @@
 """Scores the calls Benchmarks/quality-report ran: PESQ-WB and STOI for every listener's
 recording of every talker, and of the ideal decoder with the same packet fates, each lined
-up with what the talker said utterance by utterance (speech_alignment.py), per scenario,
+up with what the talker said as each measure needs (speech_alignment.py), per scenario,
 against the loss the listeners saw; writes quality.md (a Markdown table) and quality.png.
 
 Usage: quality_score.py RUNS OUT SCENARIO...
@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plot  # noqa: E402
 
-from speech_alignment import Timeline, align, read, scores, speech_span  # noqa: E402
+from speech_alignment import Timeline, align, align_windows, read, scores, speech_span  # noqa: E402
 
 NAMES = ["ada", "bob", "cy"]
 
@@ -37,10 +37,12 @@ def score(runs, scenario):
             span = speech_span(reference)
             captured = load(f"{runs}/{scenario}/{talker}/stats.json")["captureStartedAtNanoseconds"]
             timeline = Timeline.of_recording(f"{folder}/quality-{talker}.json", captured, stats["playbackStartedAtNanoseconds"])
-            heard, _ = align(reference, read(f"{folder}/received/{talker}.wav"), timeline)
-            ideal, _ = align(reference, read(f"{folder}/ideal-{talker}.wav"), Timeline(0))
-            parley = scores(reference, heard, span)
-            best = scores(reference, ideal, span)
+            recording = read(f"{folder}/received/{talker}.wav")
+            decoded = read(f"{folder}/ideal-{talker}.wav")
+            heard, _ = align(reference, recording, timeline)
+            ideal, _ = align(reference, decoded, Timeline(0))
+            parley = scores(reference, heard, align_windows(reference, recording, timeline), span)
+            best = scores(reference, ideal, align_windows(reference, decoded, Timeline(0)), span)
             quality = load(f"{folder}/quality-{talker}.json")
             speaker = speakers.get(talker, {})
             pairs.append({

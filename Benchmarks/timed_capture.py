@@ -97,6 +97,7 @@ def main():
                 audio += bytes(end - len(audio))
             audio[2 * (position + skipped):end] = chunk[2 * skipped:]
     report["samples"] = len(audio) // 2
+    # Audio (not audiorate's silence) that came too late to play.
     report["lateSamples"] = late
     with wave.open(out_wav, "wb") as w:
         w.setnchannels(1)

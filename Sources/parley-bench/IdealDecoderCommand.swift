@@ -122,9 +122,7 @@ struct IdealDecoderCommand: ParsableCommand {
             sentFECPercent: percent(sentIdeal.count(.fec)), sentConcealedPercent: percent(sentIdeal.count(.conceal)),
             longestLossRun: fates.longestLossRun)
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            try printJSON(report)
         } else {
             print(String(format: "%d of %d sent frames lost (%.1f %%, longest run %d): the ideal receiver rebuilds %.1f %% from FEC and conceals %.1f %%",
                          report.lostFrames, report.sentFrames, report.lossPercent, report.longestLossRun, report.fecPercent, report.concealedPercent))

@@ -95,6 +95,9 @@ struct ReplayCommand: ParsableCommand {
             start = startAt
         }
         let end = last.nanoseconds + 1_000_000_000
+        guard end - start <= 4 * 3_600 * 1_000_000_000 else {
+            throw ValidationError("\(trace) spans \((end - start) / 1_000_000_000) s from the start of playback; replay takes at most 4 hours")
+        }
         func seconds(_ nanoseconds: UInt64) -> Double { Double(nanoseconds - start) / 1e9 }
 
         var output: [Float] = []
@@ -126,9 +129,7 @@ struct ReplayCommand: ParsableCommand {
             concealedPercent: percent(statistics.concealedFrames), underruns: statistics.underruns,
             latePackets: statistics.late, finalTargetDelayMilliseconds: statistics.targetDelayMilliseconds)
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            try printJSON(report)
         } else {
             print(String(format: "%d packets of SSRC %u replayed over %.1f s: %d frames decoded, %d rebuilt from FEC (%.1f %%), %d concealed (%.1f %%), %d underruns, %d late",
                          report.packets, talker, report.seconds, report.decodedFrames, report.fecRecoveredFrames,
