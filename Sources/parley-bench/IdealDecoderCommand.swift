@@ -68,7 +68,8 @@ struct IdealDecoderCommand: ParsableCommand {
         var fecPercent: Double
         var concealedFrames: Int
         var concealedPercent: Double
-        /// And the talker's own packets (their FEC is what the talker's encoder put in).
+        /// And of the talker's own packets. Their FEC is what the talker's encoder put in: a
+        /// frame counted as rebuilt whose next packet carries none was concealed by libopus.
         var sentFECPercent: Double
         var sentConcealedPercent: Double
         /// The longest run of consecutive lost frames.
