@@ -1,0 +1,185 @@
+/// What the jitter buffer does each time it needs more audio: the decision logic of the
+/// playout, a pure function of what it observes, so tests can state it case by case.
+///
+/// The buffer asks whenever the audio it has decoded will not fill the next playback
+/// period (plus a few milliseconds kept for cross-fades). It then knows which frame is due
+/// (the *next* frame, by sequence number), whether its packet is here, and how late it is
+/// being taken (the *lead*: how long after the earliest time its packet could have arrived).
+/// The lead is what decides whether packets are on time, and the target lead (from the
+/// `DelayManager`) is what the buffer aims for.
+public enum PlayoutOperation: Equatable, Sendable {
+    /// Decode the next frame from its packet.
+    case decode
+    /// Decode it, then shorten the audio by up to `maximumSamples` per channel without
+    /// changing its pitch, as far as `pace` allows.
+    case accelerate(maximumSamples: Int, pace: AcceleratePace)
+    /// Decode it, then lengthen the audio by a pitch period (up to `maximumSamples` in a
+    /// quiet passage): the buffer is running too close to its packets' arrival.
+    case preemptiveExpand(maximumSamples: Int)
+    /// The next frame's packet is lost and the one after it is here: rebuild the frame
+    /// from the in-band FEC that one carries.
+    case rebuildFromFEC
+    /// The next frame is lost: conceal it (Opus PLC) for its duration.
+    case conceal
+    /// The next frame is lost, and the concealment played while the buffer was dry has
+    /// already filled its time: count it concealed and move on.
+    case skipConcealed
+    /// Nothing to decode yet, but the next packet may still come in time: lengthen the
+    /// audio already decoded by a pitch period or two rather than conceal.
+    case stretchToWait
+    /// Nothing to decode: conceal 10 ms while waiting, the frame still due (the delay grows).
+    case concealWhileDry
+    /// The sender is silent (DTX): comfort noise for 10 ms, media time moving on.
+    case comfortNoise
+    /// Not playing (before the first packet's time, or after the speaker stopped): silence.
+    case waitInSilence
+    /// The buffer has been dry so long that the speaker has stopped: play silence until
+    /// packets return.
+    case goQuiet
+}
+
+/// How hard `accelerate` may work: quiet passages are always fair game (a shorter pause
+/// is not heard); speech is shortened a pitch period at a time, at most as often as the
+/// excess delay warrants.
+public enum AcceleratePace: Equatable, Sendable {
+    /// Only cut quiet audio.
+    case quietOnly
+    /// Also remove one pitch period from voiced speech.
+    case voiced
+    /// Remove several periods at once, accepting a less perfect match (a spike's backlog).
+    case fast
+}
+
+public enum PlayoutDecision {
+    /// The state of the next frame.
+    public enum NextFrame: Equatable, Sendable {
+        /// Its packet is here.
+        case here
+        /// Its packet is here and starts the sender's next words after a silence (its
+        /// timestamp jumped while its sequence number did not: DTX), or the stream's first.
+        case afterSilence
+        /// Its packet is missing, the next one is here (with FEC for it, if the sender sends any).
+        case rebuildable
+        /// Its packet and the next one are missing; later ones are here.
+        case missing
+        /// No packet is here at all.
+        case none
+    }
+
+    public struct Observation: Equatable, Sendable {
+        public var next: NextFrame
+        /// False before the stream's first frame plays and after the speaker stopped.
+        public var playing = true
+        /// Seconds between the earliest moment the next frame's packet could have arrived
+        /// (its media time on the floor of the arrival delays) and now.
+        public var lead: Double
+        /// The lead to aim for: the jitter the packets show, plus a frame while the stream
+        /// is losing packets and carries FEC.
+        public var targetLead: Double
+        /// The arrival-delay quantile without margin, seconds (how late a packet may still come).
+        public var jitter: Double
+        /// Decoded audio not yet played, seconds.
+        public var pending: Double
+        /// The duration of the next frame, seconds.
+        public var frameSeconds: Double = 0.020
+        /// The sender's last packet was DTX silence (the next frames are silence).
+        public var senderSilent = false
+        /// Concealment played since the buffer ran dry, seconds (0 while it is not dry).
+        public var dryConcealed: Double = 0
+        /// Audio added by `stretchToWait` since the next frame became due, seconds.
+        public var waited: Double = 0
+        /// Seconds since the last time-stretch operation.
+        public var sinceTimeStretch: Double = .infinity
+
+        public init(next: NextFrame, lead: Double, targetLead: Double, jitter: Double, pending: Double) {
+            self.next = next
+            self.lead = lead
+            self.targetLead = targetLead
+            self.jitter = jitter
+            self.pending = pending
+        }
+    }
+
+    public struct Rules: Equatable, Sendable {
+        /// The playback period (how often `read` is called), seconds.
+        public var periodSeconds = 0.010
+        /// Decoded audio kept pending at the end of each read, for cross-fades, seconds.
+        public var reserveSeconds = 0.0025
+        /// A lead this close under the target counts as on target.
+        public var toleranceSeconds = 0.001
+        /// Excess delay below which voiced speech is shortened at most once per
+        /// `gentleIntervalSeconds` (quiet passages any time): a slow, inaudible glide.
+        public var gentleExcessSeconds = 0.020
+        public var gentleIntervalSeconds = 0.100
+        /// Up to this excess, at most once per `steadyIntervalSeconds`; above it, every frame.
+        public var steadyExcessSeconds = 0.050
+        public var steadyIntervalSeconds = 0.040
+        /// Above this excess, several periods at a time (a spike's backlog).
+        public var fastExcessSeconds = 0.100
+        /// The longest `stretchToWait` adds for one frame.
+        public var maximumWaitSeconds = 0.040
+        /// Dry this long (not in DTX), the speaker has stopped.
+        public var idleAfterSeconds = 0.250
+        public init() {}
+    }
+
+    static let sampleRate = Double(AudioClock.sampleRate)
+
+    /// The delay above the target, seconds: how much the pending audio can be shortened
+    /// while the frames to come are still taken at or after their target lead. Negative
+    /// when the lead is under the target.
+    ///
+    /// Reads come every period, so a frame is taken at a lead on a grid one period apart;
+    /// shortening the pending audio moves that grid, lengthening what is pending beyond the
+    /// reserve only adds delay. So the excess is the pending audio beyond the reserve,
+    /// plus a period for every period the lead is above the target (minus one for each it
+    /// is below).
+    public static func excess(_ observation: Observation, _ rules: Rules) -> Double {
+        let behind = (observation.targetLead - observation.lead - rules.toleranceSeconds) / rules.periodSeconds
+        let periods = behind.rounded(.up)
+        return max(0, observation.pending - rules.reserveSeconds) - periods * rules.periodSeconds
+    }
+
+    public static func decide(_ observation: Observation, _ rules: Rules = Rules()) -> PlayoutOperation {
+        let onTime = observation.lead >= observation.targetLead - rules.toleranceSeconds
+        guard observation.playing else {
+            switch observation.next {
+            case .here, .afterSilence: return onTime ? .decode : .waitInSilence
+            case .rebuildable, .missing, .none: return .waitInSilence
+            }
+        }
+        switch observation.next {
+        case .here:
+            return adjusted(observation, rules)
+        case .afterSilence:
+            // The next words play at their time: comfort noise until then.
+            return onTime ? adjusted(observation, rules) : .comfortNoise
+        case .rebuildable:
+            return .rebuildFromFEC
+        case .missing:
+            return observation.dryConcealed >= observation.frameSeconds ? .skipConcealed : .conceal
+        case .none:
+            if observation.senderSilent { return .comfortNoise }
+            if observation.dryConcealed >= rules.idleAfterSeconds { return .goQuiet }
+            // The next packet (or the one after, with FEC) may still come: wait for it by
+            // stretching, as long as it is not overdue and the stretch stays short.
+            let nextOverdue = observation.lead >= observation.frameSeconds + observation.jitter + rules.toleranceSeconds
+            if observation.dryConcealed == 0, observation.waited < rules.maximumWaitSeconds, !nextOverdue {
+                return .stretchToWait
+            }
+            return .concealWhileDry
+        }
+    }
+
+    /// Decoding a frame that is here: plain, or with the delay moved towards the target.
+    static func adjusted(_ observation: Observation, _ rules: Rules) -> PlayoutOperation {
+        let excess = Self.excess(observation, rules)
+        let samples = Int((abs(excess) * sampleRate).rounded(.down))
+        if excess < 0 { return .preemptiveExpand(maximumSamples: max(samples, 1)) }
+        guard samples > 0 else { return .decode }
+        if excess > rules.fastExcessSeconds { return .accelerate(maximumSamples: samples, pace: .fast) }
+        let interval = excess > rules.steadyExcessSeconds ? 0
+            : excess > rules.gentleExcessSeconds ? rules.steadyIntervalSeconds : rules.gentleIntervalSeconds
+        return .accelerate(maximumSamples: samples, pace: observation.sinceTimeStretch >= interval ? .voiced : .quietOnly)
+    }
+}
