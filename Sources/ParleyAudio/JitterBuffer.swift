@@ -78,6 +78,8 @@ public final class JitterBuffer {
     private var lastLossTime = -Double.infinity
     private var lastReadTime = 0.0
     private var lastTargetUpdate = -Double.infinity
+    /// The relative delay of the packet that arrived last, seconds.
+    private var latestDelay = 0.0
     /// For the playback-rate figure: media time removed (positive) or added (negative) by
     /// time-stretching and concealment since the last read, samples per channel.
     private var mediaStretch = 0
@@ -177,7 +179,7 @@ public final class JitterBuffer {
         } else {
             statistics.received += 1
             streamCarriesFEC = carriesFEC
-            delays.record(arrival: arrival, mediaSeconds: mediaSeconds)
+            latestDelay = delays.record(arrival: arrival, mediaSeconds: mediaSeconds)
         }
     }
 
@@ -254,6 +256,12 @@ public final class JitterBuffer {
             jitter: delays.targetSeconds,
             pending: Double(audio.pending) / sampleRate)
         observation.playing = playing
+        if let sequence = nextSequence {
+            var following = sequence + 1
+            while store.contains(following) { following += 1 }
+            observation.backlog = Double(Int(following - sequence - 1) * lastFrameSamples) / sampleRate
+        }
+        observation.latestDelay = latestDelay
         observation.frameSeconds = Double(lastFrameSamples) / sampleRate
         observation.senderSilent = senderSilent
         observation.dryConcealed = Double(dryConcealed) / sampleRate

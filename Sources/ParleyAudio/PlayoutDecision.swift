@@ -80,6 +80,12 @@ public enum PlayoutDecision {
         public var jitter: Double
         /// Decoded audio not yet played, seconds.
         public var pending: Double
+        /// Audio in the packets stored after the next frame without a gap, seconds: the
+        /// backlog the buffer can shorten without running dry before more arrives.
+        public var backlog: Double = 0
+        /// The relative delay of the packet that arrived last, seconds: above the target
+        /// lead, the packets are coming late right now (a spike still going on).
+        public var latestDelay: Double = 0
         /// The duration of the next frame, seconds.
         public var frameSeconds: Double = 0.020
         /// The sender's last packet was DTX silence (the next frames are silence).
@@ -125,19 +131,23 @@ public enum PlayoutDecision {
 
     static let sampleRate = Double(AudioClock.sampleRate)
 
-    /// The delay above the target, seconds: how much the pending audio can be shortened
-    /// while the frames to come are still taken at or after their target lead. Negative
-    /// when the lead is under the target.
+    /// The delay above the target, seconds: how much the audio can be shortened while the
+    /// frames to come are still taken at or after their target lead. Negative when the
+    /// lead is under the target.
     ///
-    /// Reads come every period, so a frame is taken at a lead on a grid one period apart;
-    /// shortening the pending audio moves that grid, lengthening what is pending beyond the
-    /// reserve only adds delay. So the excess is the pending audio beyond the reserve,
-    /// plus a period for every period the lead is above the target (minus one for each it
-    /// is below).
+    /// Reads come every period, so a frame is taken at a lead on a grid one period apart.
+    /// Pending audio beyond the reserve only adds delay: cutting it takes the next frame no
+    /// sooner. Each period the lead is above the target can go too (each below it must be
+    /// added) — but while the packets themselves come late (a spike still going on), only
+    /// as far as packets already here cover: that lead is not a backlog, and shortening it
+    /// would run the buffer dry.
     public static func excess(_ observation: Observation, _ rules: Rules) -> Double {
         let behind = (observation.targetLead - observation.lead - rules.toleranceSeconds) / rules.periodSeconds
         let periods = behind.rounded(.up)
-        return max(0, observation.pending - rules.reserveSeconds) - periods * rules.periodSeconds
+        let trim = max(0, observation.pending - rules.reserveSeconds)
+        let excess = trim - periods * rules.periodSeconds
+        guard excess > 0, observation.latestDelay > observation.targetLead else { return excess }
+        return min(excess, trim + observation.backlog)
     }
 
     public static func decide(_ observation: Observation, _ rules: Rules = Rules()) -> PlayoutOperation {
