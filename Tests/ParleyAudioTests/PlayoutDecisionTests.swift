@@ -1,0 +1,142 @@
+import ParleyAudio
+import Testing
+
+/// The playout's decision logic, case by case: what it does with the frame that is due,
+/// given what it sees. (The buffer asks whenever its decoded audio will not fill the next
+/// 10 ms period plus a 2.5 ms reserve.)
+@Suite("Playout decisions")
+struct PlayoutDecisionTests {
+    typealias Observation = PlayoutDecision.Observation
+    let rules = PlayoutDecision.Rules()
+
+    /// A frame due with its packet here, taken `lead` after its earliest arrival against a
+    /// 20 ms target, with 5 ms of decoded audio pending.
+    func frame(_ next: PlayoutDecision.NextFrame = .here, lead: Double = 0.020, target: Double = 0.020, pending: Double = 0.005) -> Observation {
+        Observation(next: next, lead: lead, targetLead: target, jitter: 0.015, pending: pending)
+    }
+
+    @Test func aFrameOnTargetIsDecoded() {
+        var observation = frame(pending: 0.0025)
+        #expect(PlayoutDecision.decide(observation, rules) == .decode)
+        observation.lead = 0.0285  // still under a period above the target
+        #expect(PlayoutDecision.decide(observation, rules) == .decode)
+    }
+
+    /// The samples and pace of an `accelerate`, nil for anything else.
+    func acceleration(_ operation: PlayoutOperation) -> (samples: Int, pace: AcceleratePace)? {
+        guard case let .accelerate(samples, pace) = operation else { return nil }
+        return (samples, pace)
+    }
+
+    @Test func pendingAudioBeyondTheReserveIsDelayOnlyAndMayBeCut() throws {
+        // 5 ms pending, 2.5 ms reserve: cutting 2.5 ms takes the next frame no sooner.
+        let cut = try #require(acceleration(PlayoutDecision.decide(frame(pending: 0.005), rules)))
+        #expect(abs(cut.samples - 120) <= 1 && cut.pace == .voiced)
+    }
+
+    @Test func aLeadPeriodsAboveTheTargetIsShortenedByThatMuch() throws {
+        var observation = frame(lead: 0.050, pending: 0.0025)
+        observation.backlog = 0.060
+        // Three whole periods above the target (with the 1 ms tolerance): 30 ms of excess.
+        #expect(abs(PlayoutDecision.excess(observation, rules) - 0.030) < 1e-9)
+        let cut = try #require(acceleration(PlayoutDecision.decide(observation, rules)))
+        #expect(abs(cut.samples - 1_440) <= 1 && cut.pace == .voiced)
+    }
+
+    @Test func speechIsShortenedGentlyWhenTheExcessIsSmallButQuietPassagesAlways() throws {
+        var observation = frame(lead: 0.035, pending: 0.0025)
+        observation.sinceTimeStretch = 0.05
+        // 10 ms of excess, the last stretch 50 ms ago: only quiet audio may go now.
+        let now = try #require(acceleration(PlayoutDecision.decide(observation, rules)))
+        #expect(abs(now.samples - 480) <= 1 && now.pace == .quietOnly)
+        observation.sinceTimeStretch = 0.2
+        let later = try #require(acceleration(PlayoutDecision.decide(observation, rules)))
+        #expect(later.pace == .voiced)
+    }
+
+    @Test func aLargeBacklogIsShortenedFast() throws {
+        var observation = frame(lead: 0.320, pending: 0.0025)
+        observation.backlog = 0.300
+        observation.sinceTimeStretch = 0
+        let cut = try #require(acceleration(PlayoutDecision.decide(observation, rules)))
+        #expect(abs(cut.samples - 300 * 48) <= 1 && cut.pace == .fast)
+    }
+
+    @Test func whilePacketsComeLateOnlyWhatIsBufferedIsShortened() {
+        // A spike is going on: the packet that came last was 300 ms late, and nothing
+        // follows the due frame yet. The lead is high but there is no backlog to cut.
+        var observation = frame(lead: 0.320, pending: 0.005)
+        observation.latestDelay = 0.300
+        #expect(PlayoutDecision.excess(observation, rules) == 0.0025)
+        observation.backlog = 0.040
+        #expect(abs(PlayoutDecision.excess(observation, rules) - 0.0425) < 1e-9)
+    }
+
+    @Test func aLeadUnderTheTargetIsLengthened() throws {
+        // 8 ms under the target: the next frame must be taken a period later.
+        guard case let .preemptiveExpand(samples) = PlayoutDecision.decide(frame(lead: 0.012, pending: 0.0025), rules) else {
+            Issue.record("a lead under the target should be lengthened")
+            return
+        }
+        #expect(abs(samples - 480) <= 1)
+    }
+
+    @Test func theNextWordsAfterASilencePlayAtTheirTime() {
+        var observation = frame(.afterSilence, lead: 0.008, pending: 0.0025)
+        #expect(PlayoutDecision.decide(observation, rules) == .comfortNoise)
+        observation.lead = 0.0195
+        #expect(PlayoutDecision.decide(observation, rules) == .decode)
+    }
+
+    @Test func aLostFrameWhoseSuccessorIsHereIsRebuiltFromItsFEC() {
+        #expect(PlayoutDecision.decide(frame(.rebuildable), rules) == .rebuildFromFEC)
+        var dry = frame(.rebuildable)
+        dry.dryConcealed = 0.050
+        // Even after a dry spell: the frame's own audio beats the concealment already played.
+        #expect(PlayoutDecision.decide(dry, rules) == .rebuildFromFEC)
+    }
+
+    @Test func aLostFrameWithoutItsSuccessorIsConcealedUnlessTheDrySpellCoveredIt() {
+        var observation = frame(.missing)
+        #expect(PlayoutDecision.decide(observation, rules) == .conceal)
+        observation.dryConcealed = 0.030
+        #expect(PlayoutDecision.decide(observation, rules) == .skipConcealed)
+    }
+
+    @Test func aFrameNotYetHereIsWaitedForByStretchingWhileItCanStillCome() {
+        var observation = frame(.none, lead: 0.020)
+        #expect(PlayoutDecision.decide(observation, rules) == .stretchToWait)
+        observation.waited = 0.040
+        #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry, "the stretch is already as long as allowed")
+        observation.waited = 0.010
+        observation.lead = 0.037  // the next packet is overdue: 20 ms frame + 15 ms jitter
+        #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry)
+        observation.lead = 0.020
+        observation.dryConcealed = 0.010
+        #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry, "once concealing, no stretching")
+    }
+
+    @Test func aSpeakerDryForAQuarterSecondHasStopped() {
+        var observation = frame(.none, lead: 0.300)
+        observation.dryConcealed = 0.250
+        #expect(PlayoutDecision.decide(observation, rules) == .goQuiet)
+        observation.playing = false
+        #expect(PlayoutDecision.decide(observation, rules) == .waitInSilence)
+    }
+
+    @Test func aSenderInDTXGetsComfortNoiseNotConcealment() {
+        var observation = frame(.none)
+        observation.senderSilent = true
+        #expect(PlayoutDecision.decide(observation, rules) == .comfortNoise)
+    }
+
+    @Test func playbackStartsWhenTheFirstPacketReachesTheTarget() {
+        var observation = frame(.afterSilence, lead: 0.010, pending: 0)
+        observation.playing = false
+        #expect(PlayoutDecision.decide(observation, rules) == .waitInSilence)
+        observation.lead = 0.020
+        #expect(PlayoutDecision.decide(observation, rules) == .decode)
+        observation.next = .none
+        #expect(PlayoutDecision.decide(observation, rules) == .waitInSilence)
+    }
+}
