@@ -76,6 +76,7 @@ public final class JitterBuffer {
     private var waited = 0
     private var lastTimeStretch = -Double.infinity
     private var lastLossTime = -Double.infinity
+    private var lastRedundantCopy = -Double.infinity
     private var lastReadTime = 0.0
     private var lastTargetUpdate = -Double.infinity
     /// The relative delay of the packet that arrived last, seconds.
@@ -118,7 +119,12 @@ public final class JitterBuffer {
     /// is losing packets that carry FEC), plus the few milliseconds kept for cross-fades.
     public var targetDelay: Double { targetLead + configuration.decisions.reserveSeconds }
 
-    private var losing: Bool { streamCarriesFEC && lastReadTime - lastLossTime <= configuration.lossMemorySeconds }
+    /// Packets are being lost, and what comes later can repair them (in-band FEC, or
+    /// redundant copies): worth a frame of delay.
+    private var losing: Bool {
+        let repairable = streamCarriesFEC || lastReadTime - lastRedundantCopy <= configuration.lossMemorySeconds
+        return repairable && lastReadTime - lastLossTime <= configuration.lossMemorySeconds
+    }
 
     private var targetLead: Double {
         delays.target(adding: losing ? Double(lastFrameSamples) / sampleRate : 0)
@@ -176,6 +182,7 @@ public final class JitterBuffer {
         statistics.overflowed += evicted
         if isRedundant {
             statistics.redundantCopiesStored += 1
+            lastRedundantCopy = arrival
         } else {
             statistics.received += 1
             streamCarriesFEC = carriesFEC
@@ -352,7 +359,12 @@ public final class JitterBuffer {
                 (try? decoder.decode(payload, into: buffer)) ?? concealRaw(samples: packet.samples, into: buffer)
             }
         }
-        if packet.isRedundant { statistics.redundancyRecovered += 1 } else { statistics.decodedFrames += 1 }
+        if packet.isRedundant {
+            statistics.redundancyRecovered += 1
+            lastLossTime = lastReadTime
+        } else {
+            statistics.decodedFrames += 1
+        }
         senderSilent = packet.length <= 2
         lastFrameSamples = packet.samples
         expectedTimestamp = packet.timestamp + Int64(packet.samples)

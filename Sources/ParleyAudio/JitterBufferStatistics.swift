@@ -51,4 +51,6 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     public var overflowed = 0
     /// Times the stream restarted (a jump in sequence numbers).
     public var restarts = 0
+
+    public init() {}
 }

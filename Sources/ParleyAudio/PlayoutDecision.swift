@@ -124,6 +124,9 @@ public enum PlayoutDecision {
         public var fastExcessSeconds = 0.100
         /// The longest `stretchToWait` adds for one frame.
         public var maximumWaitSeconds = 0.040
+        /// How much later than the jitter allows the packet after a missing one may still
+        /// come and be waited for.
+        public var lateAllowanceSeconds = 0.010
         /// Dry this long (not in DTX), the speaker has stopped.
         public var idleAfterSeconds = 0.250
         public init() {}
@@ -173,7 +176,7 @@ public enum PlayoutDecision {
             if observation.dryConcealed >= rules.idleAfterSeconds { return .goQuiet }
             // The next packet (or the one after, with FEC) may still come: wait for it by
             // stretching, as long as it is not overdue and the stretch stays short.
-            let nextOverdue = observation.lead >= observation.frameSeconds + observation.jitter + rules.toleranceSeconds
+            let nextOverdue = observation.lead >= observation.frameSeconds + observation.jitter + rules.lateAllowanceSeconds
             if observation.dryConcealed == 0, observation.waited < rules.maximumWaitSeconds, !nextOverdue {
                 return .stretchToWait
             }

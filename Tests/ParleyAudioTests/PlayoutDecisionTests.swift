@@ -109,7 +109,7 @@ struct PlayoutDecisionTests {
         observation.waited = 0.040
         #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry, "the stretch is already as long as allowed")
         observation.waited = 0.010
-        observation.lead = 0.037  // the next packet is overdue: 20 ms frame + 15 ms jitter
+        observation.lead = 0.046  // the next packet is overdue: 20 ms frame + 15 ms jitter + 10 ms
         #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry)
         observation.lead = 0.020
         observation.dryConcealed = 0.010
