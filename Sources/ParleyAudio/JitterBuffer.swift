@@ -66,11 +66,15 @@ public final class JitterBuffer {
     private var endTimestamp: Int64 = 0
     private var lastFrameSamples = 960
     private var senderSilent = false
-    /// Whether the last packets carried in-band FEC.
-    private var streamCarriesFEC = false
-    /// Concealment played since the buffer ran dry while the due frame stood still, and the
-    /// part of it counted as underrun until the next packet tells whether it was DTX.
+    /// When a packet last carried in-band FEC. (Not every packet does: libopus adds it only
+    /// where the frame before was speech, so the flag comes and goes with the words.)
+    private var lastFECCarried = -Double.infinity
+    /// Concealment played since the buffer ran dry; the part of it played in the due frames'
+    /// time (`concealInTime`), against which frames found missing later are skipped; and
+    /// the part counted as underrun until the next packet tells whether it was the
+    /// sender's silence (DTX) or loss.
     private var dryConcealed = 0
+    private var coveredInTime = 0
     private var dryUnderrun = 0
     /// Audio added by stretching while waiting for the frame now due.
     private var waited = 0
@@ -96,7 +100,7 @@ public final class JitterBuffer {
         delays = DelayManager(configuration.delay)
         store = PlayoutPacketStore(capacity: configuration.capacity)
         audio = PlayoutAudioBuffer(
-            channels: configuration.channels, history: 2 * TimeStretcher.maximumPeriod + PitchPeriodSearch.maximumWindow,
+            channels: configuration.channels, history: max(TimeStretcher.pause, 2 * TimeStretcher.maximumPeriod + PitchPeriodSearch.maximumWindow),
             capacity: 4 * OpusPacket.maximumSamples)
         statistics.targetDelayMilliseconds = (delays.targetSeconds + configuration.decisions.reserveSeconds) * 1_000
     }
@@ -122,7 +126,8 @@ public final class JitterBuffer {
     /// Packets are being lost, and what comes later can repair them (in-band FEC, or
     /// redundant copies): worth a frame of delay.
     private var losing: Bool {
-        let repairable = streamCarriesFEC || lastReadTime - lastRedundantCopy <= configuration.lossMemorySeconds
+        let memory = configuration.lossMemorySeconds
+        let repairable = lastReadTime - lastFECCarried <= memory || lastReadTime - lastRedundantCopy <= memory
         return repairable && lastReadTime - lastLossTime <= configuration.lossMemorySeconds
     }
 
@@ -185,7 +190,7 @@ public final class JitterBuffer {
             lastRedundantCopy = arrival
         } else {
             statistics.received += 1
-            streamCarriesFEC = carriesFEC
+            if carriesFEC { lastFECCarried = arrival }
             latestDelay = delays.record(arrival: arrival, mediaSeconds: mediaSeconds)
         }
     }
@@ -260,6 +265,7 @@ public final class JitterBuffer {
             next: frame,
             lead: delays.delay(ofMediaTime: Double(mediaTime) / sampleRate, at: now) ?? 0,
             targetLead: targetLead,
+            safeLead: delays.targetSeconds,
             jitter: delays.targetSeconds,
             pending: Double(audio.pending) / sampleRate)
         observation.playing = playing
@@ -273,6 +279,7 @@ public final class JitterBuffer {
         observation.senderSilent = senderSilent
         observation.dryConcealed = Double(dryConcealed) / sampleRate
         observation.waited = Double(waited) / sampleRate
+        observation.coveredInTime = Double(coveredInTime) / sampleRate
         observation.sinceTimeStretch = now - lastTimeStretch
         return observation
     }
@@ -290,31 +297,28 @@ public final class JitterBuffer {
                 decodeNext()
             }
             record(stretcher.accelerate(&audio, maximum: maximum, pace: pace), shortened: true, now: now)
-        case let .preemptiveExpand(maximum):
+        case let .preemptiveExpand(maximum, quietOnly):
             decodeNext()
-            record(stretcher.expand(&audio, quietMaximum: maximum), shortened: false, now: now)
+            record(stretcher.expand(&audio, quietMaximum: maximum, quietOnly: quietOnly), shortened: false, now: now)
         case .rebuildFromFEC:
             rebuildFromFEC()
         case .conceal:
             concealLostFrame()
         case .skipConcealed:
-            dryConcealed -= lastFrameSamples
-            statistics.concealedFrames += 1
-            lastLossTime = now
-            advance(byMedia: lastFrameSamples, received: false)
-            endTimestamp = expectedTimestamp ?? endTimestamp
-            mediaStretch += lastFrameSamples
+            skipConcealedFrame(now: now)
         case .stretchToWait:
             let outcome = stretcher.extend(&audio, minimum: TimeStretcher.minimumPeriod)
             if outcome == .notPossible {
-                concealWhileDry(now: now)
+                concealWhileDry(inTime: false)
             } else {
                 waited += outcome.samples
                 statistics.waitStretchedSamples += outcome.samples
                 mediaStretch -= outcome.samples
             }
         case .concealWhileDry:
-            concealWhileDry(now: now)
+            concealWhileDry(inTime: false)
+        case .concealInTime:
+            concealWhileDry(inTime: true)
         case .comfortNoise:
             let count = concealInto(samples: 480)
             endTimestamp += Int64(count)
@@ -352,6 +356,7 @@ public final class JitterBuffer {
         }
         playing = true
         dryConcealed = 0
+        coveredInTime = 0
         dryUnderrun = 0
         waited = 0
         let decoded = store.withPayload(sequence) { payload in
@@ -387,6 +392,7 @@ public final class JitterBuffer {
         statistics.fecRecovered += 1
         lastLossTime = lastReadTime
         dryConcealed = 0
+        coveredInTime = 0
         dryUnderrun = 0
         waited = 0
         playing = true
@@ -403,14 +409,43 @@ public final class JitterBuffer {
         advance(byMedia: lastFrameSamples, received: false)
     }
 
-    private func concealWhileDry(now: Double) {
-        // Media time stands still: the due frame may still come, and the delay grows.
+    /// Conceals 10 ms while nothing is here to decode. Counted as underrun until a packet
+    /// says otherwise (DTX silence, or a loss whose frame is then skipped).
+    private func concealWhileDry(inTime: Bool) {
         let count = concealInto(samples: 480)
-        if dryConcealed == 0 { statistics.underruns += 1 }
+        if dryUnderrun == 0 { statistics.underruns += 1 }
         dryConcealed += count
         dryUnderrun += count
         statistics.underrunSamples += count
-        mediaStretch -= count
+        if inTime {
+            // The due frame's time passes with the concealment: the delay does not grow.
+            endTimestamp += Int64(count)
+            coveredInTime += count
+        } else {
+            // Media time stands still: the due frame may still come, and the delay grows.
+            mediaStretch -= count
+        }
+    }
+
+    /// Counts the due frame concealed by what the dry spell already played, and moves on.
+    private func skipConcealedFrame(now: Double) {
+        let frame = lastFrameSamples
+        dryConcealed = max(0, dryConcealed - frame)
+        let covered = min(frame, coveredInTime)
+        coveredInTime -= covered
+        if covered > 0, dryUnderrun > 0 {
+            // Concealment of a lost frame in its time, not an underrun after all.
+            let taken = min(covered, dryUnderrun)
+            dryUnderrun -= taken
+            statistics.underrunSamples -= taken
+            if dryUnderrun == 0 { statistics.underruns -= 1 }
+        }
+        statistics.concealedFrames += 1
+        lastLossTime = now
+        advance(byMedia: frame, received: false)
+        let end = max(endTimestamp, expectedTimestamp ?? endTimestamp)
+        mediaStretch += Int(end - endTimestamp)
+        endTimestamp = end
     }
 
     /// Moves past the due frame (its time was filled by FEC or concealment).
@@ -499,6 +534,7 @@ public final class JitterBuffer {
         highestPlayed = nil
         playing = false
         dryConcealed = 0
+        coveredInTime = 0
         dryUnderrun = 0
         waited = 0
         senderSilent = false

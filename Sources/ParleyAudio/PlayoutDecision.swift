@@ -14,8 +14,10 @@ public enum PlayoutOperation: Equatable, Sendable {
     /// changing its pitch, as far as `pace` allows.
     case accelerate(maximumSamples: Int, pace: AcceleratePace)
     /// Decode it, then lengthen the audio by a pitch period (up to `maximumSamples` in a
-    /// quiet passage): the buffer is running too close to its packets' arrival.
-    case preemptiveExpand(maximumSamples: Int)
+    /// quiet passage): the buffer is running too close to its packets' arrival. When it is
+    /// only short of the room it keeps for repairs (FEC, redundant copies), not late,
+    /// `quietOnly`: the room is made in a pause rather than in the middle of a word.
+    case preemptiveExpand(maximumSamples: Int, quietOnly: Bool)
     /// The next frame's packet is lost and the one after it is here: rebuild the frame
     /// from the in-band FEC that one carries.
     case rebuildFromFEC
@@ -29,6 +31,11 @@ public enum PlayoutOperation: Equatable, Sendable {
     case stretchToWait
     /// Nothing to decode: conceal 10 ms while waiting, the frame still due (the delay grows).
     case concealWhileDry
+    /// Nothing to decode, and the due frame is presumably lost: conceal 10 ms in its time
+    /// (media time moves on, the delay does not grow). Its packet may still turn out to be
+    /// late (it then plays after the concealment) or to start the sender's next words
+    /// after a silence (the concealment was the silence).
+    case concealInTime
     /// The sender is silent (DTX): comfort noise for 10 ms, media time moving on.
     case comfortNoise
     /// Not playing (before the first packet's time, or after the speaker stopped): silence.
@@ -39,8 +46,8 @@ public enum PlayoutOperation: Equatable, Sendable {
 }
 
 /// How hard `accelerate` may work: quiet passages are always fair game (a shorter pause
-/// is not heard); speech is shortened a pitch period at a time, at most as often as the
-/// excess delay warrants.
+/// is not heard); speech is shortened only for a large excess, a pitch period at a time,
+/// at most as often as the excess warrants.
 public enum AcceleratePace: Equatable, Sendable {
     /// Only cut quiet audio.
     case quietOnly
@@ -76,6 +83,9 @@ public enum PlayoutDecision {
         /// The lead to aim for: the jitter the packets show, plus a frame while the stream
         /// is losing packets and carries FEC.
         public var targetLead: Double
+        /// The lead under which packets come too late: the target without the room for
+        /// repairs. (Equal to `targetLead` unless the stream is losing packets.)
+        public var safeLead: Double
         /// The arrival-delay quantile without margin, seconds (how late a packet may still come).
         public var jitter: Double
         /// Decoded audio not yet played, seconds.
@@ -94,13 +104,17 @@ public enum PlayoutDecision {
         public var dryConcealed: Double = 0
         /// Audio added by `stretchToWait` since the next frame became due, seconds.
         public var waited: Double = 0
+        /// Of `dryConcealed`, the part played in the due frames' time (`concealInTime`),
+        /// seconds: frames found missing later are skipped against it.
+        public var coveredInTime: Double = 0
         /// Seconds since the last time-stretch operation.
         public var sinceTimeStretch: Double = .infinity
 
-        public init(next: NextFrame, lead: Double, targetLead: Double, jitter: Double, pending: Double) {
+        public init(next: NextFrame, lead: Double, targetLead: Double, safeLead: Double? = nil, jitter: Double, pending: Double) {
             self.next = next
             self.lead = lead
             self.targetLead = targetLead
+            self.safeLead = safeLead ?? targetLead
             self.jitter = jitter
             self.pending = pending
         }
@@ -113,11 +127,11 @@ public enum PlayoutDecision {
         public var reserveSeconds = 0.0025
         /// A lead this close under the target counts as on target.
         public var toleranceSeconds = 0.001
-        /// Excess delay below which voiced speech is shortened at most once per
-        /// `gentleIntervalSeconds` (quiet passages any time): a slow, inaudible glide.
+        /// Up to this excess delay only quiet passages are cut: a pause comes soon enough,
+        /// and speech keeps its timing.
         public var gentleExcessSeconds = 0.020
-        public var gentleIntervalSeconds = 0.100
-        /// Up to this excess, at most once per `steadyIntervalSeconds`; above it, every frame.
+        /// Up to this excess voiced speech is shortened at most once per
+        /// `steadyIntervalSeconds`; above it, every frame.
         public var steadyExcessSeconds = 0.050
         public var steadyIntervalSeconds = 0.040
         /// Above this excess, several periods at a time (a spike's backlog).
@@ -127,6 +141,9 @@ public enum PlayoutDecision {
         /// How much later than the jitter allows the packet after a missing one may still
         /// come and be waited for.
         public var lateAllowanceSeconds = 0.010
+        /// Missing frames concealed in their time, in a row, before the buffer suspects the
+        /// packets are held up rather than lost and lets the delay grow to wait for them.
+        public var lossBurstFrames = 3
         /// Dry this long (not in DTX), the speaker has stopped.
         public var idleAfterSeconds = 0.250
         public init() {}
@@ -168,14 +185,28 @@ public enum PlayoutDecision {
             // The next words play at their time: comfort noise until then.
             return onTime ? adjusted(observation, rules) : .comfortNoise
         case .rebuildable:
-            return .rebuildFromFEC
+            // Rebuilt even after a dry spell that made the delay grow (its own audio beats
+            // the concealment already played), but not once its time was concealed.
+            return observation.coveredInTime >= observation.frameSeconds ? .skipConcealed : .rebuildFromFEC
         case .missing:
             return observation.dryConcealed >= observation.frameSeconds ? .skipConcealed : .conceal
         case .none:
             if observation.senderSilent { return .comfortNoise }
             if observation.dryConcealed >= rules.idleAfterSeconds { return .goQuiet }
-            // The next packet (or the one after, with FEC) may still come: wait for it by
-            // stretching, as long as it is not overdue and the stretch stays short.
+            // While the buffer keeps a frame of room for repairs, the packet after this one
+            // would be here by now if it were coming: this frame is lost, not late. Conceal it
+            // in its time, as if its loss were known, rather than shift the timing in
+            // mid-word to wait. Only as long as a burst of loss lasts: beyond, the packets
+            // are more likely held up (a spike), and the delay must grow to keep them.
+            let roomKept = observation.targetLead - observation.safeLead >= observation.frameSeconds / 2
+                && observation.lead >= observation.targetLead - rules.toleranceSeconds
+            if roomKept {
+                let onlyInTime = observation.coveredInTime >= observation.dryConcealed - 1e-9
+                let burst = Double(rules.lossBurstFrames) * observation.frameSeconds
+                return onlyInTime && observation.coveredInTime < burst - 1e-9 ? .concealInTime : .concealWhileDry
+            }
+            // Otherwise the next packet (or the one after, with FEC) may still come: wait for
+            // it by stretching, as long as it is not overdue and the stretch stays short.
             let nextOverdue = observation.lead >= observation.frameSeconds + observation.jitter + rules.lateAllowanceSeconds
             if observation.dryConcealed == 0, observation.waited < rules.maximumWaitSeconds, !nextOverdue {
                 return .stretchToWait
@@ -188,11 +219,14 @@ public enum PlayoutDecision {
     static func adjusted(_ observation: Observation, _ rules: Rules) -> PlayoutOperation {
         let excess = Self.excess(observation, rules)
         let samples = Int((abs(excess) * sampleRate).rounded(.down))
-        if excess < 0 { return .preemptiveExpand(maximumSamples: max(samples, 1)) }
+        if excess < 0 {
+            let late = observation.lead < observation.safeLead - rules.toleranceSeconds
+            return .preemptiveExpand(maximumSamples: max(samples, 1), quietOnly: !late)
+        }
         guard samples > 0 else { return .decode }
         if excess > rules.fastExcessSeconds { return .accelerate(maximumSamples: samples, pace: .fast) }
-        let interval = excess > rules.steadyExcessSeconds ? 0
-            : excess > rules.gentleExcessSeconds ? rules.steadyIntervalSeconds : rules.gentleIntervalSeconds
-        return .accelerate(maximumSamples: samples, pace: observation.sinceTimeStretch >= interval ? .voiced : .quietOnly)
+        if excess > rules.steadyExcessSeconds { return .accelerate(maximumSamples: samples, pace: .voiced) }
+        let voicedDue = excess > rules.gentleExcessSeconds && observation.sinceTimeStretch >= rules.steadyIntervalSeconds
+        return .accelerate(maximumSamples: samples, pace: voicedDue ? .voiced : .quietOnly)
     }
 }

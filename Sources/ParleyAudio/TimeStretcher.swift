@@ -29,6 +29,10 @@ struct TimeStretcher {
     /// The most one operation cuts from a quiet passage (20 ms), and its cross-fade (5 ms).
     var quietMaximum = 960
     var quietCrossFade = 240
+    /// Unhurried changes (`AcceleratePace.quietOnly`, `expand(quietOnly:)`) wait until the
+    /// speaker has been quiet this long (100 ms): between phrases, not between two words,
+    /// so the words of a phrase keep their timing. The history must hold this much.
+    static let pause = 4_800
     private var search = PitchPeriodSearch()
     /// The background noise level: the lowest mean square of a 5 ms block seen lately,
     /// rising slowly so a quieter room is found again after a loud one.
@@ -67,6 +71,7 @@ struct TimeStretcher {
     /// up to `fastMaximum`, at the `fast` pace).
     mutating func accelerate(_ buffer: inout PlayoutAudioBuffer, maximum: Int, pace: AcceleratePace) -> Outcome {
         let pending = buffer.pending
+        if pace == .quietOnly, !inPause(buffer) { return .notPossible }
         let quiet = quietLength(buffer, from: 0, upTo: min(pending, min(maximum, quietMaximum) + quietCrossFade))
         if quiet >= quietCrossFade + Self.block {
             // Cut inside the quiet stretch, fading from its start to the audio after the cut.
@@ -97,18 +102,21 @@ struct TimeStretcher {
     }
 
     /// Lengthens the pending audio by one pitch period, repeated at its beginning, where the
-    /// speech is voiced; where the audio around the read position is quiet, by up to
-    /// `quietMaximum` of it. Needs a period of history.
-    mutating func expand(_ buffer: inout PlayoutAudioBuffer, quietMaximum: Int) -> Outcome {
+    /// speech is voiced (unless `quietOnly`); where the audio around the read position is
+    /// quiet, by up to `quietMaximum` of it. Needs a period of history.
+    mutating func expand(_ buffer: inout PlayoutAudioBuffer, quietMaximum: Int, quietOnly: Bool = false) -> Outcome {
         let pending = buffer.pending
         let window = min(PitchPeriodSearch.maximumWindow, pending)
         guard window >= Self.minimumPeriod, buffer.readIndex >= Self.maximumPeriod else { return .notPossible }
+        if quietOnly, !inPause(buffer) { return .notPossible }
         let fade = min(quietCrossFade, pending)
-        let wanted = min(quietMaximum, self.quietMaximum)
-        if wanted >= Self.block, quietLength(buffer, from: -wanted, upTo: wanted + fade) >= wanted + fade {
+        // Whole blocks, as `quietLength` measures them.
+        let wanted = min(quietMaximum, self.quietMaximum) / Self.block * Self.block
+        if wanted > 0, quietLength(buffer, from: -wanted, upTo: wanted + Self.block) >= wanted + Self.block {
             // Repeat the quiet just played, fading into the repeat.
             return Self.jumpBack(&buffer, offset: 0, by: wanted, crossFade: fade) ? .quiet(samples: wanted) : .notPossible
         }
+        guard !quietOnly else { return .notPossible }
         let channels = buffer.channels
         let match = buffer.withSamples { samples, readIndex, _ in
             search.search(UnsafeBufferPointer(samples), channels: channels, anchor: readIndex, window: window, direction: .backward, lags: Self.minimumPeriod...Self.maximumPeriod)
@@ -137,6 +145,11 @@ struct TimeStretcher {
         let quiet = match.power < quietPower
         return Self.jumpBack(&buffer, offset: pending - fade, by: added, crossFade: fade)
             ? (quiet ? .quiet(samples: added) : .voiced(samples: added)) : .notPossible
+    }
+
+    /// Whether the last `pause` samples played were quiet.
+    private mutating func inPause(_ buffer: PlayoutAudioBuffer) -> Bool {
+        quietLength(buffer, from: -Self.pause, upTo: Self.pause) >= Self.pause
     }
 
     /// How many samples from `start` (relative to the read position; negative reaches into
