@@ -6,7 +6,8 @@ import Synchronization
 /// The outgoing stream, on the capture thread: read a period from the input, keep the raw
 /// capture (`--record-raw`), clean it against what playback played (echo, noise), keep what
 /// is sent (`--record-sent`), encode 20 ms Opus frames with in-band FEC and DTX, packetise
-/// them as RTP with the audio level, and hand each packet to the network.
+/// them as RTP with the audio level, and hand each packet to the network (and to the
+/// `--packet-trace`, with where its frame starts in the `--record-sent` recording).
 ///
 /// ```
 /// input ─▶ raw tap ─▶ OutgoingProcessor (reference from EchoReferenceTap) ─▶ sent tap
@@ -24,6 +25,7 @@ final class CapturePipeline {
     private var packetizer: RTPPacketizer
     private let raw: WAVFileWriter?
     private let sent: WAVFileWriter?
+    private let trace: PacketTraceWriter?
     private let tap: EchoReferenceTap
     private let shared: CallShared
     private let send: (UnsafeRawBufferPointer) -> Bool
@@ -33,7 +35,7 @@ final class CapturePipeline {
 
     /// - Parameter processor: nil when neither echo cancellation nor noise suppression runs.
     init(input: any AudioInput, processor: OutgoingProcessor?, encoder: OpusEncoder, ssrc: UInt32,
-         raw: WAVFileWriter?, sent: WAVFileWriter?, tap: EchoReferenceTap, silenceAfterInput: Bool, shared: CallShared,
+         raw: WAVFileWriter?, sent: WAVFileWriter?, trace: PacketTraceWriter?, tap: EchoReferenceTap, silenceAfterInput: Bool, shared: CallShared,
          send: @escaping (UnsafeRawBufferPointer) -> Bool) {
         self.silenceAfterInput = silenceAfterInput
         self.input = input
@@ -43,6 +45,7 @@ final class CapturePipeline {
         packetizer = RTPPacketizer(ssrc: ssrc, using: &generator)
         self.raw = raw
         self.sent = sent
+        self.trace = trace
         self.tap = tap
         self.shared = shared
         self.send = send
@@ -120,12 +123,17 @@ final class CapturePipeline {
             shared.update { $0.capturedSamples = captureIndex }
             guard filled == frameSamples else { continue }
             filled = 0
-            try encodeAndSend(frame: frame, voice: voiceInFrame, capturedAt: frameCapturedAt, encoded: &encoded, packet: &packet)
+            try encodeAndSend(
+                frame: frame, voice: voiceInFrame, capturedAt: frameCapturedAt, startSample: captureIndex - frameSamples,
+                encoded: &encoded, packet: &packet)
             voiceInFrame = false
         }
     }
 
-    private func encodeAndSend(frame: [Float], voice: Bool, capturedAt: UInt64, encoded: inout [UInt8], packet: inout [UInt8]) throws(CallError) {
+    /// - Parameter startSample: where the frame starts in the captured (and `--record-sent`) signal.
+    private func encodeAndSend(
+        frame: [Float], voice: Bool, capturedAt: UInt64, startSample: Int, encoded: inout [UInt8], packet: inout [UInt8]
+    ) throws(CallError) {
         let (gate, generation, wanted) = shared.update { ($0.mediaGate, $0.joinGeneration, $0.encoder) }
         if wanted != setting {
             // The relay reported a different loss: protect against it (and make room for FEC).
@@ -169,6 +177,12 @@ final class CapturePipeline {
         }
         guard let size else { return }  // DTX silence: nothing to send
         let delivered = packet.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[0..<size])) }
+        if delivered, let trace {
+            packet.withUnsafeBytes { bytes in
+                guard let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: bytes[0..<size])) else { return }
+                trace.record(.sent, view, nanoseconds: MonotonicClock.now(), frameStartSample: startSample)
+            }
+        }
         let state = RTCPReporter.SenderState(
             packetCount: packetizer.packetCount, octetCount: packetizer.octetCount,
             timestamp: packetizer.nextTimestamp &- UInt32(frame.count), capturedAt: capturedAt)

@@ -14,6 +14,8 @@ struct ParleyBench: ParsableCommand {
             NetsimBenchmark.self,
             AudioBenchmark.self,
             CallQualityBenchmark.self,
+            IdealDecoderCommand.self,
+            ReplayCommand.self,
             RelayMemoryBenchmark.self,
         ]
     )
