@@ -5,10 +5,10 @@
 /// decides which), merged while they come less than `mergeSeconds` apart: a Wi-Fi scan, a
 /// handover, a stalled host. One spike alone leaves the target where it was: the buffer
 /// rides it out and then shortens the backlog quickly. When spikes recur, each less than
-/// `periodLimitSeconds` after the one before, the target covers them: it becomes a high
-/// spike height of that chain (the highest, or with many spikes the height a third of them
-/// reach, so one freak among many does not set it). The chain is forgotten once no spike
-/// has come for twice its longest gap.
+/// `periodLimitSeconds` after the one before, the target covers them: it becomes the
+/// median height of that chain's spikes (of two, the lower), so that a rare higher one (two
+/// spikes on two hops at once, a freak delay) does not set the delay for all the others.
+/// The chain is forgotten once no spike has come for twice its longest gap.
 ///
 /// Plain Swift, times in seconds on the receiver's clock; a fixed ring of recent spikes.
 public struct DelayPeakDetector: Sendable {
@@ -78,9 +78,8 @@ public struct DelayPeakDetector: Sendable {
             later = earlier
         }
         guard chain >= 2, now - spikes[newest].end <= 2 * longestGap else { return nil }
-        // The height a third of the chain reaches (the highest of up to three spikes).
-        heights.withUnsafeMutableBufferPointer { $0[0..<chain].sort(by: >) }
-        return heights[chain / 3 - (chain % 3 == 0 ? 1 : 0)]
+        heights.withUnsafeMutableBufferPointer { $0[0..<chain].sort() }
+        return heights[(chain - 1) / 2]
     }
 
     mutating func reset() {

@@ -95,6 +95,7 @@ public final class JitterBuffer {
     public init(_ configuration: Configuration = Configuration()) throws {
         var configuration = configuration
         configuration.capacity = Self.powerOfTwo(atLeast: max(8, configuration.capacity))
+        configuration.decisions.maximumDelaySeconds = configuration.delay.maximumSeconds
         self.configuration = configuration
         decoder = try OpusDecoder(channels: configuration.channels)
         delays = DelayManager(configuration.delay)
@@ -132,7 +133,10 @@ public final class JitterBuffer {
     }
 
     private var targetLead: Double {
-        delays.target(adding: losing ? Double(lastFrameSamples) / sampleRate : 0)
+        // The played delay is the lead plus up to a period (reads come a period apart) and
+        // the reserve: the lead's ceiling keeps that under the configured maximum.
+        let ceiling = configuration.delay.maximumSeconds - configuration.decisions.reserveSeconds - configuration.decisions.periodSeconds
+        return min(ceiling, delays.target(adding: losing ? Double(lastFrameSamples) / sampleRate : 0))
     }
 
     // MARK: Network side
@@ -502,10 +506,12 @@ public final class JitterBuffer {
     private func updateDelayFigures(now: Double, played: Int) {
         let position = endTimestamp - Int64(audio.pending)
         statistics.targetDelayMilliseconds = targetDelay * 1_000
-        if playing, let delay = delays.delay(ofMediaTime: Double(position) / sampleRate, at: now) {
-            statistics.currentDelayMilliseconds = delay * 1_000
-        } else {
+        if !playing {
             statistics.currentDelayMilliseconds = 0
+        } else if dryUnderrun == 0, !senderSilent, let delay = delays.delay(ofMediaTime: Double(position) / sampleRate, at: now) {
+            // Only the talker's own audio has a delay; while the buffer conceals or plays
+            // the comfort noise of a silence, the figure stays at the last audio's.
+            statistics.currentDelayMilliseconds = delay * 1_000
         }
         // Playback speed: media played per sample output, smoothed over about 2 s. The
         // jumps of media time at a silence are not speed; stretching and waiting are.

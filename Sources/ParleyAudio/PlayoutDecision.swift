@@ -128,8 +128,10 @@ public enum PlayoutDecision {
         /// A lead this close under the target counts as on target.
         public var toleranceSeconds = 0.001
         /// Up to this excess delay only quiet passages are cut: a pause comes soon enough,
-        /// and speech keeps its timing.
+        /// and speech keeps its timing (unless the delay is above `maximumDelaySeconds`).
         public var gentleExcessSeconds = 0.020
+        /// The delay the audio may play at, at most: above it, speech is shortened too.
+        public var maximumDelaySeconds = 0.400
         /// Up to this excess voiced speech is shortened at most once per
         /// `steadyIntervalSeconds`; above it, every frame.
         public var steadyExcessSeconds = 0.050
@@ -226,7 +228,8 @@ public enum PlayoutDecision {
         guard samples > 0 else { return .decode }
         if excess > rules.fastExcessSeconds { return .accelerate(maximumSamples: samples, pace: .fast) }
         if excess > rules.steadyExcessSeconds { return .accelerate(maximumSamples: samples, pace: .voiced) }
-        let voicedDue = excess > rules.gentleExcessSeconds && observation.sinceTimeStretch >= rules.steadyIntervalSeconds
+        let tooLong = observation.lead + observation.pending > rules.maximumDelaySeconds
+        let voicedDue = (excess > rules.gentleExcessSeconds || tooLong) && observation.sinceTimeStretch >= rules.steadyIntervalSeconds
         return .accelerate(maximumSamples: samples, pace: voicedDue ? .voiced : .quietOnly)
     }
 }

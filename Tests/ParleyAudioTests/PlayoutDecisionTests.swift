@@ -57,6 +57,15 @@ struct PlayoutDecisionTests {
         #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .voiced)
     }
 
+    @Test func aDelayAboveTheMaximumShortensSpeechEvenForASmallExcess() throws {
+        // 20 ms over a 380 ms target, but playing at 407.5 ms: over the 400 ms maximum.
+        var observation = frame(lead: 0.395, target: 0.380, pending: 0.0125)
+        observation.backlog = 0.040
+        #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .voiced)
+        observation.lead = 0.385
+        #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .quietOnly)
+    }
+
     @Test func aLargeBacklogIsShortenedFast() throws {
         var observation = frame(lead: 0.320, pending: 0.0025)
         observation.backlog = 0.300
