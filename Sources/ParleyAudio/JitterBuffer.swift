@@ -28,6 +28,9 @@ import ParleyWire
 /// with packet traces. Not thread-safe: the network thread inserts and the playback thread
 /// reads, so the call layer guards it with a lock. Nothing allocates after `init` on the
 /// playback side; a read does a bounded amount of work.
+///
+/// This file holds the state, the two entry points and the observation the decisions are
+/// made from; `JitterBuffer+Operations.swift` carries the decisions out.
 public final class JitterBuffer {
     public struct Configuration: Sendable {
         public var delay = DelayManager.Configuration()
@@ -42,55 +45,55 @@ public final class JitterBuffer {
     }
 
     public let configuration: Configuration
-    private let decoder: OpusDecoder
-    private var delays: DelayManager
-    private var store: PlayoutPacketStore
-    private var audio: PlayoutAudioBuffer
-    private var stretcher = TimeStretcher()
-    private var statistics = JitterBufferStatistics()
+    let decoder: OpusDecoder
+    var delays: DelayManager
+    var store: PlayoutPacketStore
+    var audio: PlayoutAudioBuffer
+    var stretcher = TimeStretcher()
+    var statistics = JitterBufferStatistics()
 
-    private var sequenceUnwrapper = SequenceNumberUnwrapper()
-    private var timestampUnwrapper = RTPTimestampUnwrapper()
+    var sequenceUnwrapper = SequenceNumberUnwrapper()
+    var timestampUnwrapper = RTPTimestampUnwrapper()
     /// Which of the last 1,024 sequence numbers were played from their own packet, to tell
     /// a duplicate from a packet that came after its frame was rebuilt or concealed.
-    private var playedRecently = [Int64](repeating: -1, count: 1_024)
+    var playedRecently = [Int64](repeating: -1, count: 1_024)
     /// The highest sequence number played, rebuilt or concealed: anything at or below is late.
-    private var highestPlayed: Int64?
+    var highestPlayed: Int64?
 
-    private var playing = false
+    var playing = false
     /// The frame due next, and the media time (extended RTP timestamp) it should have if
     /// nothing unusual happened; nil before the first frame plays.
-    private var nextSequence: Int64?
-    private var expectedTimestamp: Int64?
+    var nextSequence: Int64?
+    var expectedTimestamp: Int64?
     /// The media time at the end of the pending audio, had it been played unstretched.
-    private var endTimestamp: Int64 = 0
-    private var lastFrameSamples = 960
-    private var senderSilent = false
+    var endTimestamp: Int64 = 0
+    var lastFrameSamples = 960
+    var senderSilent = false
     /// When a packet last carried in-band FEC. (Not every packet does: libopus adds it only
     /// where the frame before was speech, so the flag comes and goes with the words.)
-    private var lastFECCarried = -Double.infinity
+    var lastFECCarried = -Double.infinity
     /// Concealment played since the buffer ran dry; the part of it played in the due frames'
     /// time (`concealInTime`), against which frames found missing later are skipped; and
     /// the part counted as underrun until the next packet tells whether it was the
     /// sender's silence (DTX) or loss.
-    private var dryConcealed = 0
-    private var coveredInTime = 0
-    private var dryUnderrun = 0
+    var dryConcealed = 0
+    var coveredInTime = 0
+    var dryUnderrun = 0
     /// Audio added by stretching while waiting for the frame now due.
-    private var waited = 0
-    private var lastTimeStretch = -Double.infinity
-    private var lastLossTime = -Double.infinity
-    private var lastRedundantCopy = -Double.infinity
-    private var lastReadTime = 0.0
-    private var lastTargetUpdate = -Double.infinity
+    var waited = 0
+    var lastTimeStretch = -Double.infinity
+    var lastLossTime = -Double.infinity
+    var lastRedundantCopy = -Double.infinity
+    var lastReadTime = 0.0
+    var lastTargetUpdate = -Double.infinity
     /// The relative delay of the packet that arrived last, seconds.
-    private var latestDelay = 0.0
+    var latestDelay = 0.0
     /// For the playback-rate figure: media time removed (positive) or added (negative) by
     /// time-stretching and concealment since the last read, samples per channel.
-    private var mediaStretch = 0
+    var mediaStretch = 0
 
-    private var sampleRate: Double { Double(AudioClock.sampleRate) }
-    private var reserveSamples: Int { Int(configuration.decisions.reserveSeconds * sampleRate) }
+    var sampleRate: Double { Double(AudioClock.sampleRate) }
+    var reserveSamples: Int { Int(configuration.decisions.reserveSeconds * sampleRate) }
 
     public init(_ configuration: Configuration = Configuration()) throws {
         var configuration = configuration
@@ -106,7 +109,7 @@ public final class JitterBuffer {
         statistics.targetDelayMilliseconds = (delays.targetSeconds + configuration.decisions.reserveSeconds) * 1_000
     }
 
-    private static func powerOfTwo(atLeast value: Int) -> Int {
+    static func powerOfTwo(atLeast value: Int) -> Int {
         var result = 1
         while result < value { result <<= 1 }
         return result
@@ -126,13 +129,13 @@ public final class JitterBuffer {
 
     /// Packets are being lost, and what comes later can repair them (in-band FEC, or
     /// redundant copies): worth a frame of delay.
-    private var losing: Bool {
+    var losing: Bool {
         let memory = configuration.lossMemorySeconds
         let repairable = lastReadTime - lastFECCarried <= memory || lastReadTime - lastRedundantCopy <= memory
         return repairable && lastReadTime - lastLossTime <= configuration.lossMemorySeconds
     }
 
-    private var targetLead: Double {
+    var targetLead: Double {
         // The played delay is the lead plus up to a period (reads come a period apart) and
         // the reserve: the lead's ceiling keeps that under the configured maximum.
         let ceiling = configuration.delay.maximumSeconds - configuration.decisions.reserveSeconds - configuration.decisions.periodSeconds
@@ -244,7 +247,7 @@ public final class JitterBuffer {
 
     // MARK: Observing
 
-    private func observe(now: Double) -> PlayoutDecision.Observation {
+    func observe(now: Double) -> PlayoutDecision.Observation {
         if !playing, let next = nextSequence, !store.contains(next), let first = store.firstStored(after: next - 1) {
             // Resuming after the speaker stopped: what was not received meanwhile is gone.
             skipFrames(to: first, concealed: true)
@@ -288,222 +291,9 @@ public final class JitterBuffer {
         return observation
     }
 
-    // MARK: Operations
-
-    /// Carries out `operation`; false when the read should stop asking (silence follows).
-    private func perform(_ operation: PlayoutOperation, _ observation: PlayoutDecision.Observation, now: Double) -> Bool {
-        switch operation {
-        case .decode:
-            decodeNext()
-        case let .accelerate(maximum, pace):
-            decodeNext()
-            if audio.pending < TimeStretcher.accelerateNeeds + reserveSamples, case .here? = nextFrameState() {
-                decodeNext()
-            }
-            record(stretcher.accelerate(&audio, maximum: maximum, pace: pace), shortened: true, now: now)
-        case let .preemptiveExpand(maximum, quietOnly):
-            decodeNext()
-            record(stretcher.expand(&audio, quietMaximum: maximum, quietOnly: quietOnly), shortened: false, now: now)
-        case .rebuildFromFEC:
-            rebuildFromFEC()
-        case .conceal:
-            concealLostFrame()
-        case .skipConcealed:
-            skipConcealedFrame(now: now)
-        case .stretchToWait:
-            let outcome = stretcher.extend(&audio, minimum: TimeStretcher.minimumPeriod)
-            if outcome == .notPossible {
-                concealWhileDry(inTime: false)
-            } else {
-                waited += outcome.samples
-                statistics.waitStretchedSamples += outcome.samples
-                mediaStretch -= outcome.samples
-            }
-        case .concealWhileDry:
-            concealWhileDry(inTime: false)
-        case .concealInTime:
-            concealWhileDry(inTime: true)
-        case .comfortNoise:
-            let count = concealInto(samples: 480)
-            endTimestamp += Int64(count)
-            statistics.comfortNoiseSamples += count
-            if observation.next == .none {
-                // The sender's silence: media time moves on with it.
-                expectedTimestamp = expectedTimestamp.map { $0 + Int64(count) }
-            }
-        case .waitInSilence:
-            return false
-        case .goQuiet:
-            playing = false
-            return false
-        }
-        return true
-    }
-
-    private func nextFrameState() -> PlayoutDecision.NextFrame? {
-        guard let next = nextSequence, let packet = store.packet(next) else { return nil }
-        return expectedTimestamp.map { packet.timestamp > $0 } ?? true ? .afterSilence : .here
-    }
-
-    /// Decodes the due frame from its packet (which is here).
-    private func decodeNext() {
-        guard let sequence = nextSequence, let packet = store.packet(sequence) else { return }
-        if dryUnderrun > 0, let expected = expectedTimestamp, packet.timestamp > expected {
-            // The buffer ran dry and the next packet continues the sequence with a later
-            // timestamp: the sender was in DTX, so what was played meanwhile was comfort
-            // noise, not concealment of lost audio; and if all of it was, the buffer did
-            // not underrun at all.
-            let gap = min(dryUnderrun, Int(packet.timestamp - expected))
-            statistics.underrunSamples -= gap
-            statistics.comfortNoiseSamples += gap
-            if gap == dryUnderrun { statistics.underruns -= 1 }
-        }
-        playing = true
-        dryConcealed = 0
-        coveredInTime = 0
-        dryUnderrun = 0
-        waited = 0
-        let decoded = store.withPayload(sequence) { payload in
-            audio.append(upTo: packet.samples) { buffer in
-                (try? decoder.decode(payload, into: buffer)) ?? concealRaw(samples: packet.samples, into: buffer)
-            }
-        }
-        if packet.isRedundant {
-            statistics.redundancyRecovered += 1
-            lastLossTime = lastReadTime
-        } else {
-            statistics.decodedFrames += 1
-        }
-        senderSilent = packet.length <= 2
-        lastFrameSamples = packet.samples
-        expectedTimestamp = packet.timestamp + Int64(packet.samples)
-        endTimestamp = packet.timestamp + Int64(decoded)
-        markPlayed(sequence, received: true)
-        nextSequence = sequence + 1
-        store.advance(to: sequence + 1)
-    }
-
-    private func rebuildFromFEC() {
-        guard let sequence = nextSequence, let following = store.packet(sequence + 1) else { return }
-        let expected = expectedTimestamp ?? following.timestamp - Int64(lastFrameSamples)
-        var duration = Int(following.timestamp - expected)
-        if duration <= 0 || duration > OpusPacket.maximumSamples || duration % 120 != 0 { duration = lastFrameSamples }
-        let count = store.withPayload(sequence + 1) { payload in
-            audio.append(upTo: duration) { buffer in
-                (try? decoder.decodeFEC(from: payload, samples: duration, into: buffer)) ?? concealRaw(samples: duration, into: buffer)
-            }
-        }
-        statistics.fecRecovered += 1
-        lastLossTime = lastReadTime
-        dryConcealed = 0
-        coveredInTime = 0
-        dryUnderrun = 0
-        waited = 0
-        playing = true
-        endTimestamp = expected + Int64(count)
-        advance(byMedia: duration, received: false)
-    }
-
-    private func concealLostFrame() {
-        let count = concealInto(samples: lastFrameSamples)
-        statistics.concealedFrames += 1
-        lastLossTime = lastReadTime
-        waited = 0
-        endTimestamp = (expectedTimestamp ?? endTimestamp) + Int64(count)
-        advance(byMedia: lastFrameSamples, received: false)
-    }
-
-    /// Conceals 10 ms while nothing is here to decode. Counted as underrun until a packet
-    /// says otherwise (DTX silence, or a loss whose frame is then skipped).
-    private func concealWhileDry(inTime: Bool) {
-        let count = concealInto(samples: 480)
-        if dryUnderrun == 0 { statistics.underruns += 1 }
-        dryConcealed += count
-        dryUnderrun += count
-        statistics.underrunSamples += count
-        if inTime {
-            // The due frame's time passes with the concealment: the delay does not grow.
-            endTimestamp += Int64(count)
-            coveredInTime += count
-        } else {
-            // Media time stands still: the due frame may still come, and the delay grows.
-            mediaStretch -= count
-        }
-    }
-
-    /// Counts the due frame concealed by what the dry spell already played, and moves on.
-    private func skipConcealedFrame(now: Double) {
-        let frame = lastFrameSamples
-        dryConcealed = max(0, dryConcealed - frame)
-        let covered = min(frame, coveredInTime)
-        coveredInTime -= covered
-        if covered > 0, dryUnderrun > 0 {
-            // Concealment of a lost frame in its time, not an underrun after all.
-            let taken = min(covered, dryUnderrun)
-            dryUnderrun -= taken
-            statistics.underrunSamples -= taken
-            if dryUnderrun == 0 { statistics.underruns -= 1 }
-        }
-        statistics.concealedFrames += 1
-        lastLossTime = now
-        advance(byMedia: frame, received: false)
-        let end = max(endTimestamp, expectedTimestamp ?? endTimestamp)
-        mediaStretch += Int(end - endTimestamp)
-        endTimestamp = end
-    }
-
-    /// Moves past the due frame (its time was filled by FEC or concealment).
-    private func advance(byMedia samples: Int, received: Bool) {
-        guard let sequence = nextSequence else { return }
-        markPlayed(sequence, received: received)
-        expectedTimestamp = expectedTimestamp.map { $0 + Int64(samples) }
-        nextSequence = sequence + 1
-        store.advance(to: sequence + 1)
-    }
-
-    /// Jumps from the due frame to `sequence`, the frames between counted as concealed (or
-    /// dropped for lack of room), with a cross-fade into what comes next.
-    private func skipFrames(to sequence: Int64, concealed: Bool) {
-        guard let next = nextSequence, sequence > next else { return }
-        let skipped = Int(sequence - next)
-        if concealed { statistics.concealedFrames += skipped }
-        for frame in next..<min(sequence, next + 1_024) { markPlayed(frame, received: false) }
-        expectedTimestamp = expectedTimestamp.map { $0 + Int64(skipped * lastFrameSamples) }
-        nextSequence = sequence
-        store.advance(to: sequence)
-    }
-
-    /// Conceals `samples` (rounded to whole 2.5 ms steps) into the pending audio; returns how many.
-    @discardableResult
-    private func concealInto(samples: Int) -> Int {
-        let rounded = max(120, samples / 120 * 120)
-        return audio.append(upTo: rounded) { buffer in concealRaw(samples: rounded, into: buffer) }
-    }
-
-    private func concealRaw(samples: Int, into buffer: UnsafeMutableBufferPointer<Float>) -> Int {
-        let rounded = max(120, samples / 120 * 120)
-        if let count = try? decoder.conceal(samples: rounded, into: buffer) { return count }
-        for index in 0..<min(buffer.count, rounded * configuration.channels) { buffer[index] = 0 }
-        return rounded
-    }
-
-    private func record(_ outcome: TimeStretcher.Outcome, shortened: Bool, now: Double) {
-        guard outcome != .notPossible else { return }
-        lastTimeStretch = now
-        if shortened {
-            statistics.accelerations += 1
-            statistics.acceleratedSamples += outcome.samples
-            mediaStretch += outcome.samples
-        } else {
-            statistics.expansions += 1
-            statistics.expandedSamples += outcome.samples
-            mediaStretch -= outcome.samples
-        }
-    }
-
     /// Sets the current and target delay and the playback rate, before `played` samples
     /// per channel are taken from the pending audio: the delay is that of the first.
-    private func updateDelayFigures(now: Double, played: Int) {
+    func updateDelayFigures(now: Double, played: Int) {
         let position = endTimestamp - Int64(audio.pending)
         statistics.targetDelayMilliseconds = targetDelay * 1_000
         if !playing {
@@ -525,12 +315,12 @@ public final class JitterBuffer {
     /// Records that `sequence`'s time has passed; `received` when its own packet was
     /// played (so a second copy is a duplicate, while the first copy of a packet that was
     /// rebuilt or concealed is late).
-    private func markPlayed(_ sequence: Int64, received: Bool) {
+    func markPlayed(_ sequence: Int64, received: Bool) {
         playedRecently[Int(sequence & 1_023)] = received ? sequence : -1
         highestPlayed = max(highestPlayed ?? sequence, sequence)
     }
 
-    private func restart() {
+    func restart() {
         store.removeAll(base: 0)
         sequenceUnwrapper = SequenceNumberUnwrapper()
         timestampUnwrapper = RTPTimestampUnwrapper()
