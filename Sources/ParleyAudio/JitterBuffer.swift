@@ -1,238 +1,241 @@
 import ParleyWire
 
-/// The jitter buffer for one remote speaker: turns packets that arrive late, early, out of
+/// The playout for one remote speaker: turns packets that arrive late, early, out of
 /// order, twice or not at all into a steady stream of audio in exact playback-period
-/// chunks.
+/// chunks, as close behind the packets' arrival as their jitter allows. Modelled on
+/// WebRTC's NetEQ.
 ///
-/// - **Adaptive delay.** The target is a high quantile of recent arrival delay
-///   (`ArrivalDelayTracker`), clamped to 20–400 ms and starting at 70 ms. Playback
-///   speed follows the difference between the current and the target delay: up to ±3 %
-///   by resampling (SpeexDSP, ratio changed smoothly), which absorbs sender/receiver
-///   clock drift and moves the delay without dropping or repeating a frame. When the
-///   buffer runs dry the decoder conceals and the delay grows by that much.
-/// - **Order.** Packets are keyed by extended sequence number; a reordered packet that
-///   arrives before its time is played. One that arrives after is counted late and dropped.
-/// - **Loss.** When packet N is due and missing: if N+1 is here, N is rebuilt from N+1's
-///   in-band FEC; otherwise Opus conceals N (PLC) for exactly N's duration.
-/// - **DTX.** Timestamps that jump while sequence numbers stay consecutive are the
-///   sender's silence (Opus DTX), not loss: the gap is filled with comfort noise and
-///   counted as such, and the packet after it waits for its time (the arrival-delay
-///   quantile) rather than playing on arrival.
+/// - **Target.** `DelayManager` measures each packet's delay above the fastest ones and
+///   keeps a target: a high quantile of recent delays, raised to cover delay spikes only
+///   when they recur. While the stream is losing packets and they carry in-band FEC, the
+///   target keeps one more frame, so the packet after a lost one is here in time to
+///   rebuild it.
+/// - **Decisions.** Each time the decoded audio will not fill the next period, the
+///   `PlayoutDecision` function says what to do with the frame that is due: decode it
+///   (shortening or lengthening the audio towards the target), rebuild it from the next
+///   packet's FEC, wait for it by stretching what is decoded, conceal it (Opus PLC), or
+///   play comfort noise while the sender is silent (DTX).
+/// - **Delay moves without pitch changes.** `TimeStretcher` removes or repeats whole pitch
+///   periods of voiced speech and cuts or repeats quiet passages, so a spike's backlog is
+///   played out in about a second and the delay follows the target without the pitch
+///   glides resampling would make. Clock drift is absorbed the same way, a period at a time.
+/// - **Order and loss.** Packets are keyed by extended sequence number; a reordered packet
+///   that comes before its time plays, one that comes after is counted late. DTX is told
+///   from loss by sequence numbers: a timestamp jump with consecutive sequence numbers is
+///   the sender's silence, and the packet after it plays at its time, not on arrival.
 ///
 /// Plain Swift with time passed in (seconds on the receiver's clock), so tests drive it
 /// with packet traces. Not thread-safe: the network thread inserts and the playback thread
-/// reads, so the call layer guards it with a lock (both calls are short and never block).
+/// reads, so the call layer guards it with a lock. Nothing allocates after `init` on the
+/// playback side; a read does a bounded amount of work.
+///
+/// This file holds the state, the two entry points and the observation the decisions are
+/// made from; `JitterBuffer+Operations.swift` carries the decisions out.
 public final class JitterBuffer {
     public struct Configuration: Sendable {
-        public var delay = ArrivalDelayTracker.Configuration()
-        /// Largest speed change used to move the delay or absorb drift (0.03 = 3 %).
-        public var maximumStretch = 0.03
-        /// Speed change per second of delay error (0.6: 30 ms too late → 1.8 % faster), so
-        /// an excess of delay decays with a time constant of about 1.7 s.
-        public var stretchGain = 0.6
-        /// Integral gain: how fast the clock-drift estimate follows a lasting error (per s²);
-        /// with `stretchGain` the loop is overdamped, its slow mode settling in about 10 s.
-        public var driftGain = 0.05
-        /// Delay excess smaller than this is left alone.
-        public var deadbandSeconds = 0.002
-        /// Packets held at most; beyond, the oldest is dropped.
-        public var capacity = 512
-        /// After this long without audio (and not in DTX), the speaker counts as gone
-        /// quiet: output is silence until packets resume, then the buffer refills.
-        public var idleAfterSeconds = 0.25
-        /// How long after a loss the target keeps room for FEC.
+        public var delay = DelayManager.Configuration()
+        public var decisions = PlayoutDecision.Rules()
+        /// Packets held at most (a power of two; 128 is 2.5 s of 20 ms frames); beyond,
+        /// the oldest are dropped.
+        public var capacity = 128
+        /// How long after a loss the target keeps a frame of room for FEC.
         public var lossMemorySeconds = 10.0
         public var channels = 1
         public init() {}
     }
 
-    private struct StoredPacket {
-        var payload: [UInt8]
-        var timestamp: Int64
-        var samples: Int
-    }
-
-    private enum State { case buffering, playing }
-
     public let configuration: Configuration
-    private let decoder: OpusDecoder
-    private let resampler: Resampler
-    private var tracker: ArrivalDelayTracker
-    private var statistics = JitterBufferStatistics()
+    let decoder: OpusDecoder
+    var delays: DelayManager
+    var store: PlayoutPacketStore
+    var audio: PlayoutAudioBuffer
+    var stretcher = TimeStretcher()
+    var statistics = JitterBufferStatistics()
 
-    private var packets: [Int64: StoredPacket] = [:]
-    private var sequenceUnwrapper = SequenceNumberUnwrapper()
-    private var timestampUnwrapper = RTPTimestampUnwrapper()
-    private var playedRecently = [Int64](repeating: -1, count: 1_024)
+    var sequenceUnwrapper = SequenceNumberUnwrapper()
+    var timestampUnwrapper = RTPTimestampUnwrapper()
+    /// Which of the last 1,024 sequence numbers were played from their own packet, to tell
+    /// a duplicate from a packet that came after its frame was rebuilt or concealed.
+    var playedRecently = [Int64](repeating: -1, count: 1_024)
     /// The highest sequence number played, rebuilt or concealed: anything at or below is late.
-    private var highestPlayed: Int64?
-    /// Set when the speaker went quiet: the next packet restarts the buffering.
-    private var waitingForResume = false
-    /// Set from the first packet after a quiet spell until it plays.
-    private var resumedAfterQuiet = false
+    var highestPlayed: Int64?
 
-    private var state = State.buffering
-    /// The sequence number to decode next.
-    private var nextSequence: Int64?
-    /// The timestamp `nextSequence` should carry if nothing unusual happened.
-    private var expectedTimestamp: Int64?
-    private var lastFrameSamples = 960
-    private var lastWasDTX = false
-    /// Concealment played since the buffer ran dry.
-    private var dryRunSamples = 0
-    /// The part of it counted as underrun (not the comfort noise of a known DTX stretch),
-    /// until the next packet tells whether the sender was silent or its audio was late.
-    private var dryRunUnderrunSamples = 0
+    var playing = false
+    /// The frame due next, and the media time (extended RTP timestamp) it should have if
+    /// nothing unusual happened; nil before the first frame plays.
+    var nextSequence: Int64?
+    var expectedTimestamp: Int64?
+    /// The media time at the end of the pending audio, had it been played unstretched.
+    var endTimestamp: Int64 = 0
+    var lastFrameSamples = 960
+    var senderSilent = false
+    /// When a packet last carried in-band FEC. (Not every packet does: libopus adds it only
+    /// where the frame before was speech, so the flag comes and goes with the words.)
+    var lastFECCarried = -Double.infinity
+    /// Concealment played since the buffer ran dry; the part of it played in the due frames'
+    /// time (`concealInTime`), against which frames found missing later are skipped; and
+    /// the part counted as underrun until the next packet tells whether it was the
+    /// sender's silence (DTX) or loss.
+    var dryConcealed = 0
+    var coveredInTime = 0
+    var dryUnderrun = 0
+    /// Audio added by stretching while waiting for the frame now due.
+    var waited = 0
+    var lastTimeStretch = -Double.infinity
+    var lastLossTime = -Double.infinity
+    var lastRedundantCopy = -Double.infinity
+    var lastReadTime = 0.0
+    var lastTargetUpdate = -Double.infinity
+    /// The relative delay of the packet that arrived last, seconds.
+    var latestDelay = 0.0
+    /// For the playback-rate figure: media time removed (positive) or added (negative) by
+    /// time-stretching and concealment since the last read, samples per channel.
+    var mediaStretch = 0
 
-    // Decoded audio waiting for the resampler, and the media time of its end.
-    private var fifo: [Float]
-    private var fifoRead = 0
-    private var fifoWrite = 0
-    private var fifoEndTimestamp: Double = 0
-    private var scratch: [Float]
-    private var ratioLevel = 0  // current speed level (see `ratioNumerator`)
-    private var driftEstimate = 0.0
-    private var lastReadTime = 0.0
-    private var lastLossTime = -Double.infinity
-    private var lastUnderrunTime = -Double.infinity
-    private var rate = 1.0
+    var sampleRate: Double { Double(AudioClock.sampleRate) }
+    var reserveSamples: Int { Int(configuration.decisions.reserveSeconds * sampleRate) }
 
     public init(_ configuration: Configuration = Configuration()) throws {
+        var configuration = configuration
+        configuration.capacity = Self.powerOfTwo(atLeast: max(8, configuration.capacity))
+        configuration.decisions.maximumDelaySeconds = configuration.delay.maximumSeconds
         self.configuration = configuration
         decoder = try OpusDecoder(channels: configuration.channels)
-        resampler = try Resampler(inputRate: AudioClock.sampleRate, outputRate: AudioClock.sampleRate, quality: 4)
-        tracker = ArrivalDelayTracker(configuration.delay)
-        resampler.setRatio(input: Self.ratioNumerator(level: 0), output: Int(Self.ratioDenominator))
-        fifo = [Float](repeating: 0, count: 32_768)
-        scratch = [Float](repeating: 0, count: OpusPacket.maximumSamples * configuration.channels)
-        statistics.targetDelayMilliseconds = tracker.targetSeconds * 1_000
+        delays = DelayManager(configuration.delay)
+        store = PlayoutPacketStore(capacity: configuration.capacity)
+        audio = PlayoutAudioBuffer(
+            channels: configuration.channels, history: max(TimeStretcher.pause, 2 * TimeStretcher.maximumPeriod + PitchPeriodSearch.maximumWindow),
+            capacity: 4 * OpusPacket.maximumSamples)
+        statistics.targetDelayMilliseconds = (delays.targetSeconds + configuration.decisions.reserveSeconds) * 1_000
+    }
+
+    static func powerOfTwo(atLeast value: Int) -> Int {
+        var result = 1
+        while result < value { result <<= 1 }
+        return result
     }
 
     /// The counts and delays for the status line.
     public var currentStatistics: JitterBufferStatistics {
         var current = statistics
-        current.unresolvedUnderrunSamples = dryRunUnderrunSamples
+        current.unresolvedUnderrunSamples = dryUnderrun
         return current
     }
 
-    /// The delay the buffer aims for, in seconds: the arrival-delay quantile, but while
-    /// the stream is losing packets (a loss in the last `lossMemorySeconds`) at least one
-    /// frame more than the playout margin, so that packet N+1 is here when lost packet N is
-    /// due and FEC can rebuild it instead of concealment guessing.
-    public var targetDelay: Double {
-        let quantile = tracker.targetSeconds
-        guard lastReadTime - lastLossTime <= configuration.lossMemorySeconds else { return quantile }
-        let floor = Double(lastFrameSamples) / Double(AudioClock.sampleRate) + configuration.delay.marginSeconds + configuration.deadbandSeconds
-        return min(configuration.delay.maximumSeconds, max(quantile, floor))
+    /// The delay the buffer aims for, in seconds: how long after its earliest possible
+    /// arrival a frame is taken (the arrival-delay target, plus a frame while the stream
+    /// is losing packets that carry FEC), plus the few milliseconds kept for cross-fades.
+    public var targetDelay: Double { targetLead + configuration.decisions.reserveSeconds }
+
+    /// Packets are being lost, and what comes later can repair them (in-band FEC, or
+    /// redundant copies): worth a frame of delay.
+    var losing: Bool {
+        let memory = configuration.lossMemorySeconds
+        let repairable = lastReadTime - lastFECCarried <= memory || lastReadTime - lastRedundantCopy <= memory
+        return repairable && lastReadTime - lastLossTime <= configuration.lossMemorySeconds
+    }
+
+    var targetLead: Double {
+        // The played delay is the lead plus up to a period (reads come a period apart) and
+        // the reserve: the lead's ceiling keeps that under the configured maximum.
+        let ceiling = configuration.delay.maximumSeconds - configuration.decisions.reserveSeconds - configuration.decisions.periodSeconds
+        return min(ceiling, delays.target(adding: losing ? Double(lastFrameSamples) / sampleRate : 0))
     }
 
     // MARK: Network side
 
     /// Accepts one packet's Opus payload with its RTP sequence number and timestamp,
-    /// received at `arrival` (seconds, the same clock `read` is given).
-    public func insert(payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, arrival: Double) {
-        guard let samples = OpusDecoder.sampleCount(of: payload), samples <= OpusPacket.maximumSamples else {
-            statistics.invalid += 1
+    /// received at `arrival` (seconds, the same clock `read` is given). A redundant copy
+    /// (`isRedundant`: a frame repeated in a later packet, RFC 2198) only fills a frame
+    /// that is missing and not yet played; it says nothing about the network's delay (it
+    /// comes late by design) and is not counted as a duplicate or late when not needed.
+    public func insert(payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, arrival: Double, isRedundant: Bool = false) {
+        guard let samples = OpusDecoder.sampleCount(of: payload), samples <= OpusPacket.maximumSamples,
+              payload.count <= PlayoutPacketStore.maximumPayload else {
+            if !isRedundant { statistics.invalid += 1 }
             return
         }
         var sequence = sequenceUnwrapper.unwrap(sequenceNumber)
-        let extendedTimestamp = timestampUnwrapper.unwrap(timestamp)
+        var extendedTimestamp = timestampUnwrapper.unwrap(timestamp)
         if let next = nextSequence, abs(sequence - next) > 3_000 {
+            guard !isRedundant else { return }
             // A jump this large is a restarted sender (new sequence space), not reordering.
             restart()
             sequence = sequenceUnwrapper.unwrap(sequenceNumber)
-            _ = timestampUnwrapper.unwrap(timestamp)
+            extendedTimestamp = timestampUnwrapper.unwrap(timestamp)
             statistics.restarts += 1
         }
+        let mediaSeconds = Double(extendedTimestamp) / sampleRate
         if let highest = highestPlayed, sequence <= highest {
+            guard !isRedundant else { return }
             if playedRecently[Int(sequence & 1_023)] == sequence {
                 statistics.duplicates += 1
             } else {
                 statistics.late += 1
                 // A late packet still tells how late the network is running.
-                tracker.record(arrival: arrival, mediaSeconds: Double(extendedTimestamp) / Double(AudioClock.sampleRate))
+                delays.record(arrival: arrival, mediaSeconds: mediaSeconds)
             }
             return
         }
-        guard packets[sequence] == nil else {
-            statistics.duplicates += 1
+        if store.contains(sequence) {
+            if !isRedundant { statistics.duplicates += 1 }
             return
         }
-        tracker.record(arrival: arrival, mediaSeconds: Double(extendedTimestamp) / Double(AudioClock.sampleRate))
-        statistics.received += 1
-        packets[sequence] = StoredPacket(payload: Array(payload), timestamp: extendedTimestamp, samples: samples)
-        if state == .buffering {
-            if waitingForResume {
-                // Resuming after a quiet spell: keep the expected sequence and timestamp (to
-                // tell DTX from loss) but measure the delay from this packet.
-                waitingForResume = false
-                resumedAfterQuiet = true
-                fifoEndTimestamp = Double(extendedTimestamp)
-            } else if nextSequence.map({ sequence < $0 }) ?? true {
-                // Not playing yet: start from the earliest packet seen.
-                nextSequence = sequence
-                expectedTimestamp = extendedTimestamp
-                fifoEndTimestamp = Double(extendedTimestamp)
-            }
+        if !playing, nextSequence.map({ sequence < $0 }) ?? true {
+            // Not playing yet: start from the earliest packet seen (if the store can span it).
+            if let highest = store.highest, highest - sequence >= Int64(store.capacity) { return }
+            nextSequence = sequence
+            store.rebase(to: sequence)
         }
-        if packets.count > configuration.capacity, let oldest = packets.keys.min() {
-            packets[oldest] = nil
-            statistics.overflowed += 1
-            if let next = nextSequence, oldest <= next { nextSequence = oldest + 1 }
+        let carriesFEC = OpusInBandFEC.isCarried(by: payload)
+        guard let evicted = store.store(payload, sequence: sequence, timestamp: extendedTimestamp, samples: samples, carriesFEC: carriesFEC, isRedundant: isRedundant) else {
+            return
+        }
+        statistics.overflowed += evicted
+        if isRedundant {
+            statistics.redundantCopiesStored += 1
+            lastRedundantCopy = arrival
+        } else {
+            statistics.received += 1
+            if carriesFEC { lastFECCarried = arrival }
+            latestDelay = delays.record(arrival: arrival, mediaSeconds: mediaSeconds)
         }
     }
 
-    public func insert(payload: [UInt8], sequenceNumber: UInt16, timestamp: UInt32, arrival: Double) {
-        payload.withUnsafeBytes { insert(payload: $0, sequenceNumber: sequenceNumber, timestamp: timestamp, arrival: arrival) }
+    public func insert(payload: [UInt8], sequenceNumber: UInt16, timestamp: UInt32, arrival: Double, isRedundant: Bool = false) {
+        payload.withUnsafeBytes {
+            insert(payload: $0, sequenceNumber: sequenceNumber, timestamp: timestamp, arrival: arrival, isRedundant: isRedundant)
+        }
     }
 
     // MARK: Playback side
 
     /// Fills `output` (one playback period, interleaved) with the next audio at time `now`.
     /// Returns false when it wrote silence because the speaker is not sending (before the
-    /// first packet, while refilling, or after they went quiet).
+    /// first packet's time, or after they stopped).
     @discardableResult
     public func read(into output: UnsafeMutableBufferPointer<Float>, now: Double) -> Bool {
         lastReadTime = now
-        let delay = currentDelay(now: now)
-        let target = targetDelay
-        statistics.targetDelayMilliseconds = target * 1_000
-        statistics.currentDelayMilliseconds = (delay ?? 0) * 1_000
-        if state == .buffering {
-            guard let delay, delay >= target else {
-                fill(output, from: 0)
-                return false
-            }
-            state = .playing
+        if now - lastTargetUpdate >= 0.1 {
+            delays.update(now: now)
+            lastTargetUpdate = now
         }
-        adjustRate(delay: delay ?? target, target: target)
-        let channels = configuration.channels
-        var written = 0
-        while written < output.count {
-            let wanted = (output.count - written) / channels
-            let needed = Int((Double(wanted) * rate).rounded(.up)) + resampler.inputLatency + 8
-            while (fifoWrite - fifoRead) / channels < needed {
-                guard decodeNextFrame() else {
-                    // The speaker went quiet: play out what is decoded, then silence until
-                    // packets come back and the buffer has refilled.
-                    state = .buffering
-                    waitingForResume = true
-                    fill(output, from: written)
-                    fifoRead = fifoWrite
-                    return written > 0
-                }
-            }
-            let produced = fifo.withUnsafeBufferPointer { fifoBuffer in
-                resampler.process(
-                    UnsafeBufferPointer(rebasing: fifoBuffer[fifoRead..<fifoWrite]),
-                    into: UnsafeMutableBufferPointer(rebasing: output[written...]))
-            }
-            fifoRead += produced.consumed
-            written += produced.produced
-            if produced.produced == 0 && produced.consumed == 0 { break }
+        let need = output.count / configuration.channels + reserveSamples
+        var operations = 0
+        while audio.pending < need {
+            operations += 1
+            let observation = observe(now: now)
+            let operation = PlayoutDecision.decide(observation, configuration.decisions)
+            guard operations <= 8, perform(operation, observation, now: now) else { break }
         }
-        if written < output.count { fill(output, from: written) }
-        return true
+        if playing, audio.pending < output.count / configuration.channels {
+            // Only a decoder failing over and over gets here: fill with concealment.
+            concealInto(samples: output.count / configuration.channels - audio.pending)
+        }
+        let wasPlaying = playing || audio.pending > 0
+        updateDelayFigures(now: now, played: output.count / configuration.channels)
+        audio.read(into: output)
+        return wasPlaying
     }
 
     /// Convenience for tests and tools: reads one chunk of `samples` into a new array.
@@ -242,240 +245,97 @@ public final class JitterBuffer {
         return chunk
     }
 
-    // MARK: Internals
+    // MARK: Observing
 
-    /// Delay of the sample about to play behind the earliest possible arrival, in seconds.
-    private func currentDelay(now: Double) -> Double? {
-        guard nextSequence != nil else { return nil }
-        return delay(afterPendingAudioPlaying: fifoEndTimestamp, now: now)
+    func observe(now: Double) -> PlayoutDecision.Observation {
+        if !playing, let next = nextSequence, !store.contains(next), let first = store.firstStored(after: next - 1) {
+            // Resuming after the speaker stopped: what was not received meanwhile is gone.
+            skipFrames(to: first, concealed: true)
+        }
+        if let next = nextSequence, store.base > next {
+            // The store overflowed and pushed the due frames out.
+            skipFrames(to: store.base, concealed: false)
+        }
+        let next = nextSequence.flatMap { store.packet($0) }
+        let frame: PlayoutDecision.NextFrame
+        if let packet = next {
+            frame = expectedTimestamp.map { packet.timestamp > $0 } ?? true ? .afterSilence : .here
+        } else if let sequence = nextSequence, store.contains(sequence + 1) {
+            frame = .rebuildable
+        } else if store.count > 0 {
+            frame = .missing
+        } else {
+            frame = .none
+        }
+        let mediaTime = next?.timestamp ?? expectedTimestamp ?? endTimestamp
+        var observation = PlayoutDecision.Observation(
+            next: frame,
+            lead: delays.delay(ofMediaTime: Double(mediaTime) / sampleRate, at: now) ?? 0,
+            targetLead: targetLead,
+            safeLead: delays.targetSeconds,
+            jitter: delays.targetSeconds,
+            pending: Double(audio.pending) / sampleRate)
+        observation.playing = playing
+        if let sequence = nextSequence {
+            var following = sequence + 1
+            while store.contains(following) { following += 1 }
+            observation.backlog = Double(Int(following - sequence - 1) * lastFrameSamples) / sampleRate
+        }
+        observation.latestDelay = latestDelay
+        observation.frameSeconds = Double(lastFrameSamples) / sampleRate
+        observation.senderSilent = senderSilent
+        observation.dryConcealed = Double(dryConcealed) / sampleRate
+        observation.waited = Double(waited) / sampleRate
+        observation.coveredInTime = Double(coveredInTime) / sampleRate
+        observation.sinceTimeStretch = now - lastTimeStretch
+        return observation
     }
 
-    /// The delay behind the earliest possible arrival, in seconds, of the sample with media
-    /// time `timestamp` if it played right after the audio already decoded.
-    private func delay(afterPendingAudioPlaying timestamp: Double, now: Double) -> Double? {
-        guard let minimum = tracker.minimumTransit else { return nil }
-        let pending = Double((fifoWrite - fifoRead) / configuration.channels + resampler.inputLatency)
-        return now - ((timestamp - pending) / Double(AudioClock.sampleRate) + minimum)
-    }
-
-    /// Sets the playback speed from the delay error with a proportional-integral law.
-    ///
-    /// The proportional part moves the delay towards the target (3 % at most, a glide of
-    /// pitch nobody notices in speech); the integral part learns the steady speed
-    /// difference between the sender's and our clock (±500 ppm for cheap sound cards), so
-    /// the delay settles on the target instead of sagging below it until the buffer runs
-    /// dry. Below the target the law acts at once (running dry is audible); above it, only
-    /// past a small deadband. The integral learns only near the target and not just after
-    /// the buffer ran dry (a jitter change, the start, the jump an underrun causes are not
-    /// drift), and is bounded to ±1,000 ppm.
-    private func adjustRate(delay: Double, target: Double) {
-        let error = delay - target
-        let effective = error < 0 ? error : max(0, error - configuration.deadbandSeconds)
-        let period = Double(AudioClock.samples(milliseconds: 10)) / Double(AudioClock.sampleRate)
-        if abs(error) < 0.003 && lastReadTime - lastUnderrunTime > 2 {
-            driftEstimate += configuration.driftGain * effective * period
-            driftEstimate = max(-0.001, min(0.001, driftEstimate))
+    /// Sets the current and target delay and the playback rate, before `played` samples
+    /// per channel are taken from the pending audio: the delay is that of the first.
+    func updateDelayFigures(now: Double, played: Int) {
+        let position = endTimestamp - Int64(audio.pending)
+        statistics.targetDelayMilliseconds = targetDelay * 1_000
+        if !playing {
+            statistics.currentDelayMilliseconds = 0
+        } else if dryUnderrun == 0, !senderSilent, let delay = delays.delay(ofMediaTime: Double(position) / sampleRate, at: now) {
+            // Only the talker's own audio has a delay; while the buffer conceals or plays
+            // the comfort noise of a silence, the figure stays at the last audio's.
+            statistics.currentDelayMilliseconds = delay * 1_000
         }
-        let wanted = 1 + max(-configuration.maximumStretch, min(configuration.maximumStretch, effective * configuration.stretchGain + driftEstimate))
-        // SpeexDSP takes the ratio as a fraction: levels 50 ppm apart, at most ten levels per
-        // chunk so the pitch glides, and the filter is rebuilt only when the level changes.
-        let level = Int(((wanted - 1) * Self.ratioDenominator / 2 - 0.5).rounded())
-        let next = ratioLevel + max(-10, min(10, level - ratioLevel))
-        if next != ratioLevel {
-            ratioLevel = next
-            resampler.setRatio(input: Self.ratioNumerator(level: next), output: Int(Self.ratioDenominator))
+        // Playback speed: media played per sample output, smoothed over about 2 s. The
+        // jumps of media time at a silence are not speed; stretching and waiting are.
+        if playing {
+            let rate = Double(played + mediaStretch) / Double(played)
+            statistics.playbackRate += (rate - statistics.playbackRate) * 0.005
         }
-        rate = Double(Self.ratioNumerator(level: ratioLevel)) / Self.ratioDenominator
-        statistics.playbackRate = rate
-    }
-
-    /// Speeds are (denominator + 2·level + 1) / denominator with the denominator twice a
-    /// prime (2 × 20,011): the odd numerator never shares a factor with it, so SpeexDSP
-    /// never reduces the fraction. It rescales its fractional read position to each new
-    /// denominator in integers, and a fraction reduced to 1/1 (a speed of exactly 1)
-    /// would truncate that position: a jump of up to one sample, a click on a pure tone,
-    /// each time the speed passed through 1. So there is no exact 1: the levels nearest are
-    /// ±25 ppm, which no one can hear.
-    private static let ratioDenominator = 40_022.0
-
-    private static func ratioNumerator(level: Int) -> Int { 40_022 + 2 * level + 1 }
-
-    /// Decodes, rebuilds or conceals the next frame into the FIFO. Returns false when there
-    /// is nothing to play and the speaker has been silent (not in DTX) for `idleAfter`.
-    private func decodeNextFrame() -> Bool {
-        compactFIFO()
-        guard let next = nextSequence else { return false }
-        if let packet = packets[next], let expected = expectedTimestamp, packet.timestamp > expected,
-           let delay = delay(afterPendingAudioPlaying: Double(packet.timestamp), now: lastReadTime) {
-            // The sender was silent (DTX) since the last frame and this packet starts its next
-            // words. It plays at its time, not on arrival: on arrival it would spend the whole
-            // of the buffer's delay, and the words after it, on a jittery path, would come
-            // late. Until then, more of the silence. It waits for the arrival-delay quantile
-            // only; the target's margin the speed control adds while the words go on (waiting
-            // for it too put 20 ms on every turn on a quiet path).
-            if delay < targetDelay - configuration.delay.marginSeconds {
-                let count = conceal(samples: 480)
-                append(count: count, endTimestamp: fifoEndTimestamp)
-                statistics.comfortNoiseSamples += count
-                return true
-            }
-        }
-        if let packet = packets.removeValue(forKey: next) {
-            if dryRunUnderrunSamples > 0, let expected = expectedTimestamp, packet.timestamp > expected {
-                // The buffer ran dry and the next packet continues the sequence with a later
-                // timestamp: the sender was in DTX, so what was played meanwhile was comfort
-                // noise, not concealment of lost audio; and if all of it was, the buffer did
-                // not underrun at all.
-                let gap = min(dryRunUnderrunSamples, Int(packet.timestamp - expected))
-                statistics.underrunSamples -= gap
-                statistics.comfortNoiseSamples += gap
-                if gap == dryRunUnderrunSamples { statistics.underruns -= 1 }
-            }
-            dryRunUnderrunSamples = 0
-            dryRunSamples = 0
-            resumedAfterQuiet = false
-            append(count: decode(packet.payload, samples: packet.samples), endTimestamp: Double(packet.timestamp + Int64(packet.samples)))
-            statistics.decodedFrames += 1
-            lastWasDTX = packet.payload.count <= 2
-            lastFrameSamples = packet.samples
-            expectedTimestamp = packet.timestamp + Int64(packet.samples)
-            markPlayed(next, received: true)
-            nextSequence = next + 1
-            return true
-        }
-        if let later = packets.keys.min() {
-            // `next` is due and missing while later packets are here: it is lost (or too late).
-            if dryRunSamples > 0 || resumedAfterQuiet {
-                // The concealment (or silence) played while the buffer was dry already
-                // covered the missing frames' time; skip them rather than add their
-                // duration again. After a quiet spell, skip straight to what arrived.
-                let covered = resumedAfterQuiet ? Int(later - next) : max(1, dryRunSamples / lastFrameSamples)
-                resumedAfterQuiet = false
-                nextSequence = min(later, next + Int64(covered))
-                if let expected = expectedTimestamp { expectedTimestamp = expected + Int64(covered * lastFrameSamples) }
-                statistics.concealedFrames += Int(nextSequence! - next)
-                for skipped in next..<nextSequence! { markPlayed(skipped, received: false) }
-                lastLossTime = lastReadTime
-                dryRunSamples = 0
-                dryRunUnderrunSamples = 0
-                return true
-            }
-            let expected = expectedTimestamp ?? 0
-            if later == next + 1, let following = packets[later] {
-                var duration = Int(following.timestamp - expected)
-                if duration <= 0 || duration > OpusPacket.maximumSamples || duration % 120 != 0 { duration = lastFrameSamples }
-                let count = decodeFEC(from: following.payload, samples: duration)
-                append(count: count, endTimestamp: Double(expected + Int64(count)))
-                statistics.fecRecovered += 1
-            } else {
-                let count = conceal(samples: lastFrameSamples)
-                append(count: count, endTimestamp: Double(expected + Int64(count)))
-                statistics.concealedFrames += 1
-            }
-            expectedTimestamp = expected + Int64(lastFrameSamples)
-            markPlayed(next, received: false)
-            lastLossTime = lastReadTime
-            nextSequence = next + 1
-            return true
-        }
-        // Nothing to play: the buffer ran dry.
-        let chunk = 480
-        if lastWasDTX {
-            // The sender is silent on purpose; keep its comfort noise going and let media
-            // time advance with it, so the delay does not grow.
-            let count = conceal(samples: chunk)
-            append(count: count, endTimestamp: fifoEndTimestamp + Double(count))
-            statistics.comfortNoiseSamples += count
-            dryRunSamples += count
-            return true
-        }
-        if Double(dryRunSamples) >= configuration.idleAfterSeconds * Double(AudioClock.sampleRate) { return false }
-        if dryRunSamples == 0 { statistics.underruns += 1 }
-        lastUnderrunTime = lastReadTime
-        // Conceal while waiting; media time stands still, so the delay grows by this much.
-        let count = conceal(samples: chunk)
-        append(count: count, endTimestamp: fifoEndTimestamp)
-        statistics.underrunSamples += count
-        dryRunSamples += count
-        dryRunUnderrunSamples += count
-        return true
-    }
-
-    private func decode(_ payload: [UInt8], samples: Int) -> Int {
-        let channels = configuration.channels
-        let decoded: Int? = payload.withUnsafeBytes { bytes in
-            fifo.withUnsafeMutableBufferPointer { buffer in
-                try? decoder.decode(bytes, into: UnsafeMutableBufferPointer(rebasing: buffer[fifoWrite..<fifoWrite + samples * channels]))
-            }
-        }
-        // A packet libopus rejects despite a valid TOC is concealed for its duration.
-        return decoded ?? conceal(samples: samples)
-    }
-
-    private func decodeFEC(from payload: [UInt8], samples: Int) -> Int {
-        let channels = configuration.channels
-        let decoded: Int? = payload.withUnsafeBytes { bytes in
-            fifo.withUnsafeMutableBufferPointer { buffer in
-                try? decoder.decodeFEC(from: bytes, samples: samples, into: UnsafeMutableBufferPointer(rebasing: buffer[fifoWrite..<fifoWrite + samples * channels]))
-            }
-        }
-        return decoded ?? conceal(samples: samples)
-    }
-
-    private func conceal(samples: Int) -> Int {
-        let channels = configuration.channels
-        let rounded = max(120, samples / 120 * 120)
-        let concealed: Int? = fifo.withUnsafeMutableBufferPointer { buffer in
-            try? decoder.conceal(samples: rounded, into: UnsafeMutableBufferPointer(rebasing: buffer[fifoWrite..<fifoWrite + rounded * channels]))
-        }
-        if let concealed { return concealed }
-        for index in fifoWrite..<fifoWrite + rounded * channels { fifo[index] = 0 }
-        return rounded
-    }
-
-    private func append(count: Int, endTimestamp: Double) {
-        fifoWrite += count * configuration.channels
-        fifoEndTimestamp = endTimestamp
-    }
-
-    private func compactFIFO() {
-        // Keep room for the longest packet after the write position.
-        guard fifo.count - fifoWrite < OpusPacket.maximumSamples * configuration.channels * 2 else { return }
-        let pending = fifoWrite - fifoRead
-        fifo.withUnsafeMutableBufferPointer { buffer in
-            for index in 0..<pending { buffer[index] = buffer[fifoRead + index] }
-        }
-        fifoRead = 0
-        fifoWrite = pending
-    }
-
-    private func fill(_ output: UnsafeMutableBufferPointer<Float>, from start: Int) {
-        for index in start..<output.count { output[index] = 0 }
+        mediaStretch = 0
     }
 
     /// Records that `sequence`'s time has passed; `received` when its own packet was
     /// played (so a second copy is a duplicate, while the first copy of a packet that was
     /// rebuilt or concealed is late).
-    private func markPlayed(_ sequence: Int64, received: Bool) {
-        if received { playedRecently[Int(sequence & 1_023)] = sequence }
+    func markPlayed(_ sequence: Int64, received: Bool) {
+        playedRecently[Int(sequence & 1_023)] = received ? sequence : -1
         highestPlayed = max(highestPlayed ?? sequence, sequence)
     }
 
-    private func restart() {
-        packets.removeAll()
+    func restart() {
+        store.removeAll(base: 0)
         sequenceUnwrapper = SequenceNumberUnwrapper()
         timestampUnwrapper = RTPTimestampUnwrapper()
-        tracker.reset()
+        delays.reset()
         nextSequence = nil
         expectedTimestamp = nil
         highestPlayed = nil
-        waitingForResume = false
-        resumedAfterQuiet = false
-        state = .buffering
-        dryRunSamples = 0
-        dryRunUnderrunSamples = 0
-        lastWasDTX = false
-        fifoRead = fifoWrite
+        playing = false
+        dryConcealed = 0
+        coveredInTime = 0
+        dryUnderrun = 0
+        waited = 0
+        senderSilent = false
+        mediaStretch = 0
+        audio.discardPending()
         decoder.reset()
     }
 }

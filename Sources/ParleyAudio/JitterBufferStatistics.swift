@@ -5,7 +5,8 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     /// The delay it plays at now, ms: how long after the earliest possible arrival the
     /// sample now playing was scheduled.
     public var currentDelayMilliseconds: Double = 0
-    /// Playback speed: above 1 to shrink the delay, below 1 to grow it.
+    /// Playback speed over the last seconds (media time played per second): above 1 while
+    /// the delay shrinks, below 1 while it grows. Time-stretching keeps the pitch.
     public var playbackRate: Double = 1
     /// Packets accepted.
     public var received = 0
@@ -15,6 +16,20 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     public var fecRecovered = 0
     /// Lost frames concealed (PLC), not counting comfort noise in DTX.
     public var concealedFrames = 0
+    /// Frames whose own packet was lost, played from a redundant copy (RFC 2198).
+    public var redundancyRecovered = 0
+    /// Redundant copies kept because their frame was missing (some then arrive themselves).
+    public var redundantCopiesStored = 0
+    /// Times the audio was shortened (pitch periods or quiet passages removed) to bring the
+    /// delay down, and the samples removed.
+    public var accelerations = 0
+    public var acceleratedSamples = 0
+    /// Times the audio was lengthened towards the target delay, and the samples added.
+    public var expansions = 0
+    public var expandedSamples = 0
+    /// Samples added by stretching the audio while waiting for a late packet (instead of
+    /// concealing it).
+    public var waitStretchedSamples = 0
     /// Samples of concealment played while waiting for late audio (the buffer ran dry).
     public var underrunSamples = 0
     /// Times the buffer ran dry (a dry spell that turns out to be the sender's DTX silence
@@ -36,4 +51,6 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     public var overflowed = 0
     /// Times the stream restarted (a jump in sequence numbers).
     public var restarts = 0
+
+    public init() {}
 }

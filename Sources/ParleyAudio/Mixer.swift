@@ -61,24 +61,28 @@ public final class Mixer<Speaker: Hashable & Sendable> {
         for index in 0..<output.count { output[index] = 0 }
         if scratch.count < output.count { scratch = [Float](repeating: 0, count: output.count) }
         let period = Double(output.count) / Double(AudioClock.sampleRate)
-        for key in channels.keys {
-            guard var channel = channels[key] else { continue }
+        // Each speaker's channel is updated in place (through the values' indices): writing
+        // back by key while iterating the keys would copy the dictionary, an allocation on
+        // the playback thread every period.
+        var index = channels.values.startIndex
+        while index != channels.values.endIndex {
+            let source = channels.values[index].source
+            let gain = channels.values[index].gain
             let energy: Double = scratch.withUnsafeMutableBufferPointer { buffer in
                 let part = UnsafeMutableBufferPointer(rebasing: buffer[0..<output.count])
-                _ = channel.source.read(into: part, now: now)
+                _ = source.read(into: part, now: now)
                 var energy = 0.0
-                let gain = channel.gain
-                for index in 0..<part.count {
-                    let sample = part[index]
-                    energy += Double(sample * sample)
-                    output[index] += sample * gain
+                for sample in 0..<part.count {
+                    let value = part[sample]
+                    energy += Double(value * value)
+                    output[sample] += value * gain
                 }
                 return energy
             }
             let level = 10 * log10(max(energy / Double(output.count), 1e-12))
-            channel.levelDecibels = max(level, channel.levelDecibels - 20 * period)
-            if level >= speakingThresholdDecibels { channel.lastSpoke = now }
-            channels[key] = channel
+            channels.values[index].levelDecibels = max(level, channels.values[index].levelDecibels - 20 * period)
+            if level >= speakingThresholdDecibels { channels.values[index].lastSpoke = now }
+            channels.values.formIndex(after: &index)
         }
         limiter.process(output)
     }

@@ -2,8 +2,8 @@ import Synchronization
 
 /// A jitter buffer shared between the network thread, which inserts packets, and the
 /// playback thread, which reads (directly or through the `Mixer`). Each call takes a lock
-/// for its own duration only; neither blocks on I/O, and a read takes well under a
-/// millisecond, so the playback thread never waits long.
+/// for its own duration only; neither blocks on I/O nor allocates, and a read takes
+/// at most about a tenth of a millisecond, so the playback thread never waits long.
 public final class SharedJitterBuffer: AudioSource, @unchecked Sendable {
     // @unchecked: `buffer` is only touched while `lock` is held.
     private let lock = Mutex(())
@@ -13,9 +13,12 @@ public final class SharedJitterBuffer: AudioSource, @unchecked Sendable {
         buffer = try JitterBuffer(configuration)
     }
 
-    /// Network thread: one packet's Opus payload, sequence number, timestamp and arrival time.
-    public func insert(payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, arrival: Double) {
-        lock.withLock { _ in buffer.insert(payload: payload, sequenceNumber: sequenceNumber, timestamp: timestamp, arrival: arrival) }
+    /// Network thread: one packet's Opus payload, sequence number, timestamp and arrival
+    /// time; `isRedundant` for a redundant copy of an earlier frame (RFC 2198).
+    public func insert(payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, arrival: Double, isRedundant: Bool = false) {
+        lock.withLock { _ in
+            buffer.insert(payload: payload, sequenceNumber: sequenceNumber, timestamp: timestamp, arrival: arrival, isRedundant: isRedundant)
+        }
     }
 
     /// Playback thread: the next period of audio.

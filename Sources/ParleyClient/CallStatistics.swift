@@ -40,6 +40,12 @@ public struct CallStatistics: Sendable, Codable, Equatable {
         public var meanJitterBufferDelayMilliseconds: Double?
         /// Whether a packet from them arrived in the last second.
         public var receiving: Bool
+        /// Lost frames played from a redundant copy a later packet carried (RFC 2198).
+        public var redundancyRecoveredFrames: Int? = nil
+        /// Audio the jitter buffer removed to bring its delay down (pitch periods of speech,
+        /// parts of pauses), and added to raise it or to wait for a late packet, ms.
+        public var acceleratedMilliseconds: Double? = nil
+        public var stretchedMilliseconds: Double? = nil
     }
 
     /// This client's label (`--name`, else the identity).

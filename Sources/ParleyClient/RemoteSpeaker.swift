@@ -87,10 +87,11 @@ final class RemoteSpeaker {
         let jitter = buffer.statistics
         // A dry spell still going on is not counted until a packet says what it was.
         let underruns = jitter.underruns - (jitter.unresolvedUnderrunSamples > 0 ? 1 : 0)
-        // The frames that were due: played from their packet, rebuilt from the next one's
-        // FEC, or concealed because they were lost. (The buffer's concealment while it waits
-        // in a dry spell is not in here: in a DTX silence it is the sender's silence.)
-        let frames = Double(jitter.decodedFrames + jitter.fecRecovered + jitter.concealedFrames)
+        // The frames that were due: played from their packet or a redundant copy of it,
+        // rebuilt from the next one's FEC, or concealed because they were lost. (The buffer's
+        // concealment while it waits in a dry spell is not in here: in a DTX silence it is
+        // the sender's silence.)
+        let frames = Double(jitter.decodedFrames + jitter.redundancyRecovered + jitter.fecRecovered + jitter.concealedFrames)
         func percent(_ value: Double) -> Double { frames > 0 ? 100 * value / frames : 0 }
         return CallStatistics.Speaker(
             identity: identity ?? String(ssrc, radix: 16), ssrc: ssrc,
@@ -110,6 +111,9 @@ final class RemoteSpeaker {
             restarts: jitter.restarts,
             audioFrames: frames,
             meanJitterBufferDelayMilliseconds: delaySamples > 0 ? delaySum / Double(delaySamples) : nil,
-            receiving: isReceiving(now: now))
+            receiving: isReceiving(now: now),
+            redundancyRecoveredFrames: jitter.redundancyRecovered,
+            acceleratedMilliseconds: Double(jitter.acceleratedSamples) * 1_000 / Double(AudioClock.sampleRate),
+            stretchedMilliseconds: Double(jitter.expandedSamples + jitter.waitStretchedSamples) * 1_000 / Double(AudioClock.sampleRate))
     }
 }

@@ -91,19 +91,8 @@ struct AudioBenchmark: ParsableCommand {
             var period = [Float](repeating: 0, count: 480)
             for index in 0..<(speech.count / 480) { period.withUnsafeMutableBufferPointer { mixer.mix(into: $0, now: Double(index) * 0.01) } }
         }
-        try measure("resampler (SpeexDSP quality 4, ratio 1.0005: the time-stretch)") {
-            let resampler = try Resampler(inputRate: 48_000, outputRate: 48_000, quality: 4)
-            resampler.setRatio(input: 20_010, output: 20_000)
-            var out = [Float](repeating: 0, count: 600)
-            speech.withUnsafeBufferPointer { source in
-                out.withUnsafeMutableBufferPointer { target in
-                    var position = 0
-                    while position < source.count - 600 {
-                        let step = resampler.process(UnsafeBufferPointer(rebasing: source[position..<position + 600]), into: UnsafeMutableBufferPointer(rebasing: target[0..<480]))
-                        position += max(1, step.consumed)
-                    }
-                }
-            }
+        try measure("jitter buffer through a 300 ms spike every 5 s (its backlog shortened at speed)") {
+            try Self.runJitterBuffers(count: 1, packets: packets, seconds: audioSeconds, mixer: nil, spikes: true)
         }
         try measure("full-duplex call: 1 outgoing (AEC auto + Opus) + 3 incoming (jitter buffers + mixer)") {
             try Self.runOutgoing(OutgoingProcessor(), mic: mic, far: far, encode: true)
@@ -128,7 +117,20 @@ struct AudioBenchmark: ParsableCommand {
         print("")
         print("full-duplex call: \(Self.format(call / 10, 2)) % of one core (target ≤ 10 %): \(call / 10 <= 10 ? "met" : "NOT MET")")
 
+        try reportReadTimes(packets: packets, seconds: audioSeconds)
         try reportLatency()
+    }
+
+    /// The playback thread's worst case: the jitter buffer's CPU time per 10 ms read, over
+    /// jitter and spikes (decoding, FEC, concealment and time-stretching all happen in reads).
+    func reportReadTimes(packets: [[UInt8]], seconds: Double) throws {
+        var times = [Double]()
+        times.reserveCapacity(Int(seconds * 100))
+        try Self.runJitterBuffers(count: 1, packets: packets, seconds: seconds, mixer: nil, spikes: true, readTimes: &times)
+        times.sort()
+        func percentile(_ fraction: Double) -> String { Self.format(times[min(times.count - 1, Int(fraction * Double(times.count)))] * 1e6, 0) }
+        print("")
+        print("jitter buffer read (one 10 ms period, 0–30 ms jitter and a 300 ms spike every 5 s): CPU p50 \(percentile(0.5)) µs, p99 \(percentile(0.99)) µs, max \(Self.format(times.last! * 1e6, 0)) µs of the 10,000 µs period")
     }
 
     // MARK: Latency
@@ -163,7 +165,7 @@ struct AudioBenchmark: ParsableCommand {
 
         // Incoming: packets that arrive exactly on time (no jitter), 10 s of them: the lag
         // of what the jitter buffer plays behind the decoded stream over the last 4 s
-        // (after it has settled from its 70 ms start), plus one playback period.
+        // (after it has settled from its 40 ms start), plus one playback period.
         let longSpeech = try Self.speech(seconds: 10)
         let packets = try Self.encode(longSpeech)
         let decoder = try OpusDecoder()
@@ -191,7 +193,7 @@ struct AudioBenchmark: ParsableCommand {
         let bufferLag = Self.lag(of: Array(played[tail...]), behind: Array(decoded[tail...]), maximum: 9_600)
         let statistics = buffer.currentStatistics
         let incoming = Double(bufferLag) / 48 + 10
-        print("incoming path algorithmic latency on a jitter-free network: \(Self.format(incoming, 1)) ms = jitter buffer \(Self.format(Double(bufferLag) / 48, 1)) ms (target \(Self.format(statistics.targetDelayMilliseconds, 1)) ms: its 20 ms floor; measured once settled from the 70 ms start) + one 10 ms playback period. Network jitter raises the buffer's share to its 95th percentile plus 15 ms.")
+        print("incoming path algorithmic latency on a jitter-free network: \(Self.format(incoming, 1)) ms = jitter buffer \(Self.format(Double(bufferLag) / 48, 1)) ms (target \(Self.format(statistics.targetDelayMilliseconds, 1)) ms: a 3 ms margin and a 2.5 ms cross-fade reserve; the rest is where packets arrive between two 10 ms reads; measured once settled from the 40 ms start) + one 10 ms playback period. Network jitter raises the buffer's share to its 97th percentile plus the margin, and a frame more while packets are being lost.")
     }
 
     // MARK: Helpers
@@ -266,13 +268,32 @@ struct AudioBenchmark: ParsableCommand {
         }
     }
 
-    /// `count` speakers' jitter buffers fed the same packets with 0–30 ms of jitter, read
-    /// every 10 ms (through `mixer` when given).
-    static func runJitterBuffers(count: Int, packets: [[UInt8]], seconds: Double, mixer: Mixer<Int>?) throws {
+    /// `count` speakers' jitter buffers fed the same packets with 0–30 ms of jitter (and,
+    /// with `spikes`, 300 ms more for the packets of 300 ms every 5 s, those behind them
+    /// queued), read every 10 ms (through `mixer` when given).
+    static func runJitterBuffers(count: Int, packets: [[UInt8]], seconds: Double, mixer: Mixer<Int>?, spikes: Bool = false) throws {
+        var ignored = [Double]()
+        try runJitterBuffers(count: count, packets: packets, seconds: seconds, mixer: mixer, spikes: spikes, readTimes: &ignored, timed: false)
+    }
+
+    /// The same, recording each read's CPU time (seconds) in `readTimes`.
+    static func runJitterBuffers(
+        count: Int, packets: [[UInt8]], seconds: Double, mixer: Mixer<Int>?, spikes: Bool, readTimes: inout [Double], timed: Bool = true
+    ) throws {
         let buffers = try (0..<count).map { _ in try JitterBuffer() }
         if let mixer { for (index, buffer) in buffers.enumerated() { mixer.add(index, source: buffer) } }
         var generator = SystemRandomNumberGenerator()
-        let arrivals = (0..<packets.count).map { Double($0) * 0.02 + Double.random(in: 0..<0.03, using: &generator) }
+        var queue = 0.0
+        let arrivals = (0..<packets.count).map { index -> Double in
+            let sent = Double(index) * 0.02
+            let spike = spikes && sent >= 5 && sent.truncatingRemainder(dividingBy: 5) < 0.3 ? 0.3 : 0
+            var arrival = sent + Double.random(in: 0..<0.03, using: &generator) + spike
+            if spikes {
+                arrival = max(arrival, queue)
+                queue = arrival
+            }
+            return arrival
+        }
         let order = arrivals.indices.sorted { arrivals[$0] < arrivals[$1] }
         var next = 0
         var chunk = [Float](repeating: 0, count: 480)
@@ -285,12 +306,18 @@ struct AudioBenchmark: ParsableCommand {
                 }
                 next += 1
             }
+            var start = timespec(), end = timespec()
+            if timed { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start) }
             chunk.withUnsafeMutableBufferPointer { output in
                 if let mixer {
                     mixer.mix(into: output, now: now)
                 } else {
                     for buffer in buffers { _ = buffer.read(into: output, now: now) }
                 }
+            }
+            if timed {
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end)
+                readTimes.append(Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9)
             }
         }
     }

@@ -44,12 +44,20 @@ struct TraceBuilder {
     var lost: Set<Int> = []
     var duplicated: Set<Int> = []
     var extraDelay: [Int: Double] = [:]
+    /// A path that keeps order (a queue): a packet held up holds up those behind it, which
+    /// then arrive together when it is let through, as behind a stalled Wi-Fi link.
+    var keepsOrder = false
 
     func build() -> [Arrival] {
         var arrivals = [Arrival]()
+        var previous = -Double.infinity
         for index in 0..<count where !lost.contains(index) {
             let sent = Double(index) * 0.020 / (1 + driftPPM * 1e-6)
-            let time = sent + baseDelay + delay(index) + (extraDelay[index] ?? 0)
+            var time = sent + baseDelay + delay(index) + (extraDelay[index] ?? 0)
+            if keepsOrder {
+                time = max(time, previous)
+                previous = time
+            }
             arrivals.append(Arrival(index: index, time: time))
             if duplicated.contains(index) { arrivals.append(Arrival(index: index, time: time + 0.003)) }
         }

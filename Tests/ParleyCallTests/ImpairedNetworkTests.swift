@@ -52,14 +52,15 @@ struct ImpairedNetworkTests {
                     why: "a 240 ms ± 57 ms path with reordering: the buffer grows to hold the spread instead of dropping late packets"),
         Expectation(scenario: "spike-300", minimumEnvelope: 0.30, minimumMeanEnvelope: 0.55, maximumDroppedPercent: 15, maximumDropouts: 6,
                     maximumMedianDelay: 800, maximumDelayP95: 1_400,
-                    why: "20 ms each way with 300 ms stalls of 1 s: each stall is a gap, and the delay it adds stays until the "
-                        + "talker pauses (the jitter buffer catches up by time-stretch, at most 3 %)"),
+                    why: "20 ms each way with 300 ms stalls of 1 s every 5 s: the first stalls are gaps (each then played "
+                        + "out faster, back near the target within about a second); once they recur the buffer holds enough to "
+                        + "ride them"),
         Expectation(scenario: "duplicate-5", minimumEnvelope: 0.85, minimumMeanEnvelope: 0.90, maximumDroppedPercent: 3, maximumDropouts: 2,
                     maximumMedianDelay: 150, maximumDelayP95: 200,
                     why: "copies are dropped: as clean, over a 40 ms ± 7 ms path"),
         Expectation(scenario: "drift-300", minimumEnvelope: 0.85, minimumMeanEnvelope: 0.90, maximumDroppedPercent: 2, maximumDropouts: 1,
                     maximumMedianDelay: 200, maximumDelayP95: 250,
-                    why: "clocks 300 ppm apart over an 80 ms path: time-stretch absorbs it without a gap"),
+                    why: "clocks 300 ppm apart over an 80 ms path: a pitch period now and then absorbs it without a gap"),
     ]
 
     @Test(arguments: expectations)

@@ -1,0 +1,123 @@
+/// How late packets arrive, and the delay the jitter buffer should aim for because of it
+/// (NetEQ's delay manager, in spirit).
+///
+/// - **Relative delay.** For each packet, transit = arrival time − media time (RTP
+///   timestamp / 48 kHz); the clocks' offset cancels when transits are compared. The
+///   *floor* is the transit of an on-time packet now: it drops at once to any lower transit
+///   and otherwise rises by `floorRise` (2 ms a second, faster than any clock drift, so a
+///   sender whose clock runs slow does not leave it behind). A packet's relative delay is
+///   its transit above the floor.
+/// - **Jitter.** A high quantile (0.97) of relative delay over a memory of a few seconds
+///   (`DelayHistogram`), so the target rises within a fraction of a second when the jitter
+///   grows and comes back within seconds when it falls.
+/// - **Spikes.** A delay far above that quantile (`spikeThresholdSeconds` beyond it, and at
+///   least double it) is a spike's: it stays out of the histogram, which would otherwise
+///   keep the target high for its whole memory after one stall; `DelayPeakDetector` decides
+///   whether spikes recur and so must be covered. A "spike" that goes on for longer than
+///   `sustainedSpikeSeconds` is not one: the path's jitter has grown, and the histogram
+///   takes those delays from then on.
+/// - **Target** = max(jitter quantile, recurring spike height) + `marginSeconds`, clamped.
+///   The jitter buffer adds one frame while the stream is losing packets (so the next
+///   packet's FEC is there when a packet is missing); that is its decision, not this one's.
+///
+/// Plain Swift with times passed in (seconds on the receiver's clock); no allocation after
+/// `init`, so it may run under the lock the playback thread takes.
+public struct DelayManager: Sendable {
+    public struct Configuration: Sendable {
+        public var quantile: Double = 0.97
+        /// Seconds after which a delay's weight in the quantile has fallen to 1/e.
+        public var memorySeconds: Double = 2.5
+        /// How fast the floor may rise without a packet confirming it, seconds per second.
+        public var floorRise: Double = 0.002
+        /// A delay this far above the jitter quantile (and at least twice it) is a spike's.
+        public var spikeThresholdSeconds: Double = 0.040
+        /// A spike longer than this is a change in the path's jitter, not a spike.
+        public var sustainedSpikeSeconds: Double = 1.0
+        /// Added to the quantile, for the floor's own error and the time between the packet
+        /// reaching the socket and the buffer.
+        public var marginSeconds: Double = 0.003
+        public var minimumSeconds: Double = 0
+        public var maximumSeconds: Double = 0.400
+        /// The target until `minimumSamples` packets have been measured.
+        public var initialSeconds: Double = 0.040
+        public var minimumSamples = 25
+        public var peaks = DelayPeakDetector.Configuration()
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    private var histogram: DelayHistogram
+    private var peaks: DelayPeakDetector
+    private var lastArrival: Double?
+    /// The transit of an on-time packet now: the reference "no delay".
+    public private(set) var floor: Double?
+    /// The jitter quantile of relative delay (without margin or spikes), seconds.
+    public private(set) var jitterSeconds: Double = 0
+    /// The height of recurring spikes the target covers, seconds (0: none).
+    public private(set) var recurringSpikeSeconds: Double = 0
+    /// The delay to aim for, seconds.
+    public var targetSeconds: Double { target(adding: 0) }
+    /// The target before clamping: max(jitter, recurring spikes) + margin, or the initial target.
+    private var unclampedTarget: Double
+
+    public init(_ configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        histogram = DelayHistogram(memoryPackets: configuration.memorySeconds / 0.020)
+        peaks = DelayPeakDetector(configuration.peaks)
+        unclampedTarget = configuration.initialSeconds
+    }
+
+    /// The target with `extra` seconds added (a frame of room for FEC), clamped.
+    public func target(adding extra: Double) -> Double {
+        min(configuration.maximumSeconds, max(configuration.minimumSeconds, unclampedTarget + extra))
+    }
+
+    /// Records a packet with media time `mediaSeconds` that arrived at `arrival`; returns its
+    /// relative delay.
+    @discardableResult
+    public mutating func record(arrival: Double, mediaSeconds: Double) -> Double {
+        let transit = arrival - mediaSeconds
+        if let floor, let last = lastArrival {
+            self.floor = min(transit, floor + configuration.floorRise * max(0, arrival - last))
+        } else {
+            floor = transit
+        }
+        lastArrival = max(lastArrival ?? arrival, arrival)
+        let delay = max(0, transit - (floor ?? transit))
+
+        let spikeLevel = max(jitterSeconds + configuration.spikeThresholdSeconds, 2 * jitterSeconds)
+        if histogram.count >= configuration.minimumSamples, delay > spikeLevel,
+           (peaks.currentSpikeDuration(now: arrival) ?? 0) <= configuration.sustainedSpikeSeconds {
+            peaks.record(arrival: arrival, delay: delay)
+        } else {
+            histogram.add(delay)
+            jitterSeconds = histogram.quantile(configuration.quantile)
+        }
+        update(now: arrival)
+        return delay
+    }
+
+    /// Brings the target up to date at `now` (a recurring spike pattern expires with time).
+    public mutating func update(now: Double) {
+        guard histogram.count >= configuration.minimumSamples else { return }
+        recurringSpikeSeconds = peaks.recurringHeight(now: now) ?? 0
+        unclampedTarget = max(jitterSeconds, recurringSpikeSeconds) + configuration.marginSeconds
+    }
+
+    /// The relative delay a packet with media time `mediaSeconds` has if it is taken at
+    /// `now`: how long after its earliest possible arrival that is; nil before any packet.
+    public func delay(ofMediaTime mediaSeconds: Double, at now: Double) -> Double? {
+        floor.map { now - mediaSeconds - $0 }
+    }
+
+    /// Forgets all history (a new stream).
+    public mutating func reset() {
+        histogram.reset()
+        peaks.reset()
+        floor = nil
+        lastArrival = nil
+        jitterSeconds = 0
+        recurringSpikeSeconds = 0
+        unclampedTarget = configuration.initialSeconds
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import ParleyAudio
+import Testing
+
+/// The delay target: it follows the jitter, ignores a lone spike, and covers spikes that
+/// recur until they stop.
+@Suite("Delay manager")
+struct DelayManagerTests {
+    /// Feeds packets sent every 20 ms from `from` to `to` seconds, each delayed by
+    /// `delay(sendTime)` (a queue: none overtakes the one before); returns the target
+    /// after each packet, with its arrival time.
+    static func run(
+        _ manager: inout DelayManager, from: Double, to: Double, delay: (Double) -> Double
+    ) -> [(time: Double, target: Double)] {
+        var targets = [(time: Double, target: Double)]()
+        var previous = -Double.infinity
+        var sent = from
+        while sent < to {
+            let arrival = max(previous, sent + 0.030 + delay(sent))
+            previous = arrival
+            manager.record(arrival: arrival, mediaSeconds: sent)
+            targets.append((arrival, manager.targetSeconds))
+            sent += 0.020
+        }
+        return targets
+    }
+
+    /// Jitter of 0–5 ms, as on a quiet path.
+    static func quiet(_ sent: Double) -> Double { unitNoise(Int(sent * 50), seed: 5) * 0.005 }
+
+    @Test func aLoneSpikeLeavesTheTargetWhereItWas() {
+        var manager = DelayManager()
+        let before = Self.run(&manager, from: 0, to: 10, delay: Self.quiet).last!.target
+        // 300 ms more for the packets sent in 300 ms; those behind queue up.
+        let during = Self.run(&manager, from: 10, to: 20) { sent in
+            Self.quiet(sent) + (sent >= 12 && sent < 12.3 ? 0.300 : 0)
+        }
+        let highest = during.map(\.target).max()!
+        print("target before a lone 300 ms spike \(before * 1_000) ms, highest after it \(highest * 1_000) ms")
+        #expect(highest <= before + 0.005)
+    }
+
+    @Test func spikesThatRecurAreCoveredFromTheSecondOnAndForgottenWhenTheyStop() {
+        var manager = DelayManager()
+        let base = Self.run(&manager, from: 0, to: 5, delay: Self.quiet).last!.target
+        // A 200 ms spike lasting 300 ms every 5 s, from 5 s to 30 s.
+        let spiky = Self.run(&manager, from: 5, to: 30) { sent in
+            Self.quiet(sent) + (sent >= 5 && sent.truncatingRemainder(dividingBy: 5) < 0.3 ? 0.200 : 0)
+        }
+        let afterFirst = spiky.filter { $0.time > 5.6 && $0.time < 9.9 }.map(\.target).max()!
+        let afterSecond = spiky.filter { $0.time > 10.6 && $0.time < 14.9 }.map(\.target).min()!
+        let quietAgain = Self.run(&manager, from: 30, to: 60, delay: Self.quiet)
+        let forgotten = quietAgain.first { $0.target <= base + 0.005 }?.time ?? .infinity
+        print("target: quiet \(base * 1_000) ms; after the first spike at most \(afterFirst * 1_000) ms; after the second at least \(afterSecond * 1_000) ms; back down \(forgotten - 30) s after they stopped")
+        #expect(afterFirst <= base + 0.005, "one spike is not a pattern")
+        #expect(afterSecond >= 0.200, "the second spike within 12 s makes a pattern to cover")
+        #expect(forgotten - 30 <= 12, "a pattern 5 s apart is forgotten within twice that after it stops")
+    }
+
+    /// A path whose delay grows for good (a route change) is not a spike: within a second
+    /// or two the target covers it.
+    @Test func aLastingRiseInJitterIsFollowedNotIgnored() {
+        var manager = DelayManager()
+        _ = Self.run(&manager, from: 0, to: 5, delay: Self.quiet)
+        let wide = Self.run(&manager, from: 5, to: 15) { sent in unitNoise(Int(sent * 50), seed: 9) * 0.150 }
+        let covered = wide.first { $0.target >= 0.8 * 0.145 }?.time ?? .infinity
+        print("jitter 0–5 ms → 0–150 ms at 5 s: target reaches 80 % of the new 97th percentile after \(covered - 5) s")
+        #expect(covered - 5 <= 2)
+    }
+
+    /// The target is clamped, and the margin is kept on a jitter-free path.
+    @Test func theTargetStaysWithinItsBounds() {
+        var configuration = DelayManager.Configuration()
+        configuration.maximumSeconds = 0.100
+        var manager = DelayManager(configuration)
+        let calm = Self.run(&manager, from: 0, to: 3) { _ in 0 }.last!.target
+        let wild = Self.run(&manager, from: 3, to: 10) { sent in unitNoise(Int(sent * 50), seed: 2) * 0.500 }.last!.target
+        #expect(calm >= configuration.marginSeconds && calm <= configuration.marginSeconds + 0.002)
+        #expect(wild == 0.100)
+        #expect(manager.target(adding: 0.020) == 0.100)
+    }
+}
