@@ -71,7 +71,9 @@ final class RelayCore: Sendable {
 
     func admit(_ session: Session) -> Admission {
         rooms.withLock { rooms in
-            let candidate = Room.Member(sessionID: session.id, identity: session.identity, ssrc: session.ssrc, canPublish: session.canPublish)
+            let candidate = Room.Member(
+                sessionID: session.id, identity: session.identity, ssrc: session.ssrc, canPublish: session.canPublish,
+                capabilities: session.capabilities)
             switch rooms.directory.admit(candidate, to: session.room) {
             case let .refused(code, message):
                 return .refused(code, message)

@@ -23,6 +23,8 @@ final class Session: @unchecked Sendable {
     let identity: String
     let ssrc: UInt32
     let canPublish: Bool
+    /// What the member can receive, from its join; the roster tells the others.
+    let capabilities: ControlMessage.Capabilities
     let cookie: UInt64
     /// The token the session joined with, to recognise a retransmitted join.
     let token: String
@@ -54,7 +56,8 @@ final class Session: @unchecked Sendable {
 
     init(
         id: UInt64, address: DatagramAddress, peer: PeerAddress, room: String, identity: String, ssrc: UInt32,
-        canPublish: Bool, cookie: UInt64, token: String, workerIndex: Int, limits: RelayLimits, nowNanoseconds: UInt64
+        canPublish: Bool, capabilities: ControlMessage.Capabilities = [], cookie: UInt64, token: String, workerIndex: Int,
+        limits: RelayLimits, nowNanoseconds: UInt64
     ) {
         self.id = id
         self.address = address
@@ -63,6 +66,7 @@ final class Session: @unchecked Sendable {
         self.identity = identity
         self.ssrc = ssrc
         self.canPublish = canPublish
+        self.capabilities = capabilities
         self.cookie = cookie
         self.token = token
         self.workerIndex = workerIndex
