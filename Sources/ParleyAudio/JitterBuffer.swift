@@ -12,8 +12,9 @@ import ParleyWire
 ///   buffer runs dry the decoder conceals and the delay grows by that much.
 /// - **Order.** Packets are keyed by extended sequence number; a reordered packet that
 ///   arrives before its time is played. One that arrives after is counted late and dropped.
-/// - **Loss.** When packet N is due and missing: if N+1 is here, N is rebuilt from N+1's
-///   in-band FEC; otherwise Opus conceals N (PLC) for exactly N's duration.
+/// - **Loss.** When packet N is due and missing: if a redundant copy of N came in a later
+///   packet (RFC 2198 RED), it plays; else if N+1 is here, N is rebuilt from N+1's in-band
+///   FEC; otherwise Opus conceals N (PLC) for exactly N's duration.
 /// - **DTX.** Timestamps that jump while sequence numbers stay consecutive are the
 ///   sender's silence (Opus DTX), not loss: the gap is filled with comfort noise and
 ///   counted as such, and the packet after it waits for its time (the arrival-delay
@@ -50,6 +51,8 @@ public final class JitterBuffer {
         var payload: [UInt8]
         var timestamp: Int64
         var samples: Int
+        /// A copy from a later packet's RED payload, not the frame's own packet.
+        var isRedundant = false
     }
 
     private enum State { case buffering, playing }
@@ -95,6 +98,13 @@ public final class JitterBuffer {
     private var lastReadTime = 0.0
     private var lastLossTime = -Double.infinity
     private var lastUnderrunTime = -Double.infinity
+    /// The highest sequence number received in a packet of its own, and its timestamp.
+    private var highestReceived: Int64?
+    private var highestReceivedTimestamp: Int64 = 0
+    /// How many frames back the sender's redundancy reaches (0: none seen lately), and when
+    /// a redundant copy last came.
+    private var redundancyDepth = 0
+    private var lastRedundancyTime = -Double.infinity
     private var rate = 1.0
 
     public init(_ configuration: Configuration = Configuration()) throws {
@@ -118,11 +128,14 @@ public final class JitterBuffer {
     /// The delay the buffer aims for, in seconds: the arrival-delay quantile, but while
     /// the stream is losing packets (a loss in the last `lossMemorySeconds`) at least one
     /// frame more than the playout margin, so that packet N+1 is here when lost packet N is
-    /// due and FEC can rebuild it instead of concealment guessing.
+    /// due and FEC can rebuild it instead of concealment guessing; and when the sender adds
+    /// redundancy reaching d frames back, d frames more, so that the packet after a burst
+    /// of d + 1 losses is here before the burst's first frame is due.
     public var targetDelay: Double {
         let quantile = tracker.targetSeconds
         guard lastReadTime - lastLossTime <= configuration.lossMemorySeconds else { return quantile }
-        let floor = Double(lastFrameSamples) / Double(AudioClock.sampleRate) + configuration.delay.marginSeconds + configuration.deadbandSeconds
+        let depth = lastReadTime - lastRedundancyTime <= configuration.lossMemorySeconds ? redundancyDepth : 0
+        let floor = Double((1 + depth) * lastFrameSamples) / Double(AudioClock.sampleRate) + configuration.delay.marginSeconds + configuration.deadbandSeconds
         return min(configuration.delay.maximumSeconds, max(quantile, floor))
     }
 
@@ -130,7 +143,17 @@ public final class JitterBuffer {
 
     /// Accepts one packet's Opus payload with its RTP sequence number and timestamp,
     /// received at `arrival` (seconds, the same clock `read` is given).
-    public func insert(payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, arrival: Double) {
+    ///
+    /// `isRedundant`: the payload is a redundant copy of an earlier frame from a later
+    /// packet's RED payload, with the sequence number and timestamp its own packet had. It
+    /// only fills a frame that is missing and not yet played; it arrives late by design, so
+    /// it says nothing of the path's delay, and a copy not needed is dropped without being
+    /// counted late or duplicate.
+    public func insert(payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, arrival: Double, isRedundant: Bool = false) {
+        if isRedundant {
+            insertRedundant(payload: payload, sequenceNumber: sequenceNumber, timestamp: timestamp)
+            return
+        }
         guard let samples = OpusDecoder.sampleCount(of: payload), samples <= OpusPacket.maximumSamples else {
             statistics.invalid += 1
             return
@@ -154,12 +177,16 @@ public final class JitterBuffer {
             }
             return
         }
-        guard packets[sequence] == nil else {
+        if let stored = packets[sequence], !stored.isRedundant {
             statistics.duplicates += 1
             return
         }
         tracker.record(arrival: arrival, mediaSeconds: Double(extendedTimestamp) / Double(AudioClock.sampleRate))
         statistics.received += 1
+        if highestReceived.map({ sequence > $0 }) ?? true {
+            highestReceived = sequence
+            highestReceivedTimestamp = extendedTimestamp
+        }
         packets[sequence] = StoredPacket(payload: Array(payload), timestamp: extendedTimestamp, samples: samples)
         if state == .buffering {
             if waitingForResume {
@@ -182,9 +209,36 @@ public final class JitterBuffer {
         }
     }
 
-    public func insert(payload: [UInt8], sequenceNumber: UInt16, timestamp: UInt32, arrival: Double) {
-        payload.withUnsafeBytes { insert(payload: $0, sequenceNumber: sequenceNumber, timestamp: timestamp, arrival: arrival) }
+    public func insert(payload: [UInt8], sequenceNumber: UInt16, timestamp: UInt32, arrival: Double, isRedundant: Bool = false) {
+        payload.withUnsafeBytes {
+            insert(payload: $0, sequenceNumber: sequenceNumber, timestamp: timestamp, arrival: arrival, isRedundant: isRedundant)
+        }
     }
+
+    /// A redundant copy fills a hole between what is about to play and the newest packet
+    /// received; anything else (played, present, before the stream began, far off) it
+    /// leaves alone.
+    private func insertRedundant(payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32) {
+        guard let next = nextSequence, let highest = highestReceived,
+              let samples = OpusDecoder.sampleCount(of: payload), samples <= OpusPacket.maximumSamples
+        else { return }
+        // Unwrapped near the newest packet without moving the unwrappers: a copy never
+        // extends the stream.
+        let sequence = highest + Int64(Int16(truncatingIfNeeded: sequenceNumber &- UInt16(truncatingIfNeeded: highest)))
+        guard sequence < highest, highest - sequence <= Self.maximumRedundancyDepth else { return }
+        // How far back the sender's copies reach, needed or not: the target makes room for it.
+        if lastReadTime - lastRedundancyTime > configuration.lossMemorySeconds { redundancyDepth = 0 }
+        redundancyDepth = max(redundancyDepth, Int(highest - sequence))
+        lastRedundancyTime = lastReadTime
+        guard sequence >= next, packets[sequence] == nil else { return }
+        if let played = highestPlayed, sequence <= played { return }
+        let extendedTimestamp = highestReceivedTimestamp
+            + Int64(Int32(truncatingIfNeeded: timestamp &- UInt32(truncatingIfNeeded: highestReceivedTimestamp)))
+        packets[sequence] = StoredPacket(payload: Array(payload), timestamp: extendedTimestamp, samples: samples, isRedundant: true)
+    }
+
+    /// Redundant copies from farther back than this many frames are ignored.
+    static let maximumRedundancyDepth: Int64 = 16
 
     // MARK: Playback side
 
@@ -335,11 +389,16 @@ public final class JitterBuffer {
             dryRunSamples = 0
             resumedAfterQuiet = false
             append(count: decode(packet.payload, samples: packet.samples), endTimestamp: Double(packet.timestamp + Int64(packet.samples)))
-            statistics.decodedFrames += 1
+            if packet.isRedundant {
+                statistics.redundancyRecovered += 1
+                lastLossTime = lastReadTime
+            } else {
+                statistics.decodedFrames += 1
+            }
             lastWasDTX = packet.payload.count <= 2
             lastFrameSamples = packet.samples
             expectedTimestamp = packet.timestamp + Int64(packet.samples)
-            markPlayed(next, received: true)
+            markPlayed(next, received: !packet.isRedundant)
             nextSequence = next + 1
             return true
         }
@@ -469,6 +528,8 @@ public final class JitterBuffer {
         nextSequence = nil
         expectedTimestamp = nil
         highestPlayed = nil
+        highestReceived = nil
+        redundancyDepth = 0
         waitingForResume = false
         resumedAfterQuiet = false
         state = .buffering

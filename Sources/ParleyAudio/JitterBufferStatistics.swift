@@ -13,6 +13,8 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     public var decodedFrames = 0
     /// Lost frames rebuilt from the next packet's in-band FEC.
     public var fecRecovered = 0
+    /// Lost frames played from a redundant copy in a later packet (RFC 2198 RED).
+    public var redundancyRecovered = 0
     /// Lost frames concealed (PLC), not counting comfort noise in DTX.
     public var concealedFrames = 0
     /// Samples of concealment played while waiting for late audio (the buffer ran dry).

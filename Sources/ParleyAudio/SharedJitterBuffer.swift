@@ -13,9 +13,12 @@ public final class SharedJitterBuffer: AudioSource, @unchecked Sendable {
         buffer = try JitterBuffer(configuration)
     }
 
-    /// Network thread: one packet's Opus payload, sequence number, timestamp and arrival time.
-    public func insert(payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, arrival: Double) {
-        lock.withLock { _ in buffer.insert(payload: payload, sequenceNumber: sequenceNumber, timestamp: timestamp, arrival: arrival) }
+    /// Network thread: one packet's Opus payload, sequence number, timestamp and arrival
+    /// time; `isRedundant` for a RED copy of an earlier frame (see `JitterBuffer.insert`).
+    public func insert(payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, arrival: Double, isRedundant: Bool = false) {
+        lock.withLock { _ in
+            buffer.insert(payload: payload, sequenceNumber: sequenceNumber, timestamp: timestamp, arrival: arrival, isRedundant: isRedundant)
+        }
     }
 
     /// Playback thread: the next period of audio.

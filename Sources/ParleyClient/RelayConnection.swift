@@ -208,15 +208,12 @@ final class RelayConnection: @unchecked Sendable {
                             state.roundTripNanoseconds = UInt64(rtt) * 1_000_000_000 / 65_536
                         }
                     }
-                    let worstPath = endToEndLoss.values.max() ?? 0
-                    adapt(to: max(block.lossFraction, worstPath))
+                    reportedLoss(block.lossFraction, by: nil)
                 }
             case let .senderReport(report):
                 speakers[report.ssrc]?.receiveSenderReport(report, now: now)
                 for block in report.reportBlocks where block.ssrc == configuration.ssrc && speakers[report.ssrc] != nil {
-                    endToEndLoss[report.ssrc] = block.lossFraction
-                    let worst = endToEndLoss.values.max()
-                    shared.update { $0.lossUpEndToEnd = worst }
+                    reportedLoss(block.lossFraction, by: report.ssrc)
                 }
             default:
                 break
@@ -224,8 +221,31 @@ final class RelayConnection: @unchecked Sendable {
         }
     }
 
+    /// The one place a report about our stream reaches the encoder: the fraction lost on
+    /// the way to our listeners, from the relay (`member` nil: our leg to it, about once a
+    /// second) or from a member (the whole path to them). The adaptation runs once per
+    /// relay report, on the worst of that leg and every member's latest path.
+    private func reportedLoss(_ fraction: Double, by member: UInt32?) {
+        guard let member else {
+            adapt(to: max(fraction, endToEndLoss.values.max() ?? 0))
+            return
+        }
+        endToEndLoss[member] = fraction
+        let worst = endToEndLoss.values.max()
+        shared.update { $0.lossUpEndToEnd = worst }
+    }
+
     private func adapt(to loss: Double) {
         guard let setting = adaptation.report(lossFraction: loss) else { return }
+        shared.update { $0.encoder = setting }
+    }
+
+    /// Redundancy only while every listener can read it: a member that cannot (an older
+    /// client) would drop every RED packet and hear nothing of us.
+    private func listenersChanged(_ roster: [ControlMessage.Roster.Member]) {
+        let listeners = roster.filter { $0.ssrc != configuration.ssrc }
+        let allRead = listeners.allSatisfy { $0.capabilities.contains(.redundantAudio) }
+        guard let setting = adaptation.listeners(allReadRedundancy: allRead) else { return }
         shared.update { $0.encoder = setting }
     }
 
@@ -285,6 +305,7 @@ final class RelayConnection: @unchecked Sendable {
             }
         case let .roster(roster):
             members = roster
+            listenersChanged(roster)
             shared.update { $0.members = roster.map(\.identity).sorted() }
             let present = Set(roster.map(\.ssrc))
             for member in roster where member.ssrc != configuration.ssrc && member.canPublish {

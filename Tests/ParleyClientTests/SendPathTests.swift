@@ -4,15 +4,23 @@ import ParleyWire
 
 @Suite("The outgoing stream's packets and reports")
 struct SendPathTests {
+    /// Packs an Opus payload of `payloadSize` bytes as the capture thread does: a DTX frame
+    /// (1–2 bytes) is skipped, anything else sent.
     static func packetize(_ packetizer: inout RTPPacketizer, payloadSize: Int, level: UInt8 = 30) throws -> [UInt8]? {
+        guard !RTPPacketizer.isSilentDTXFrame(payloadCount: payloadSize) else {
+            packetizer.skipSilence(samples: 960)
+            return nil
+        }
         let payload = [UInt8](repeating: 0xAB, count: payloadSize)
         var buffer = [UInt8](repeating: 0, count: RTPPacketizer.maximumPacketSize)
         let size = try payload.withUnsafeBytes { raw in
             try buffer.withUnsafeMutableBytes {
-                try packetizer.packetize(payload: raw, samples: 960, level: AudioLevel(voiceActivity: level < 60, level: level), into: $0)
+                try packetizer.packetize(
+                    payload: raw, payloadType: RTPHeader.opusPayloadType, samples: 960,
+                    level: AudioLevel(voiceActivity: level < 60, level: level), into: $0)
             }
         }
-        return size.map { Array(buffer.prefix($0)) }
+        return Array(buffer.prefix(size))
     }
 
     /// DTX silence is not sent: the timestamp moves on, the sequence number does not, so a
@@ -41,29 +49,6 @@ struct SendPathTests {
         let next = try #require(try Self.packetize(&packetizer, payloadSize: 40))
         let view = try next.withUnsafeBytes { try RTPHeader(RTPPacketView(parsing: $0)) }
         #expect(view.sequenceNumber == 11 && view.timestamp == 1_920 && view.marker)
-    }
-
-    /// The relay's loss reports drive FEC and bitrate: up at the first bad report, down only
-    /// when the memory has cleared and clear of the threshold, never above the ceiling.
-    @Test func expectedLossAndBitrateFollowTheReportedLossWithHysteresis() {
-        var configuration = EncoderAdaptation.Configuration()
-        configuration.maximumBitrate = 40_000
-        var adaptation = EncoderAdaptation(configuration)
-        #expect(adaptation.setting == .init(bitrate: 30_000, expectedLossPercent: 2), "a clean start: 3/4 of the ceiling, minimal protection")
-        #expect(adaptation.report(lossFraction: 0) == nil)
-        #expect(adaptation.report(lossFraction: 0.12) == .init(bitrate: 40_000, expectedLossPercent: 12), "heavy loss: all of the ceiling, at once")
-        for _ in 0..<3 { _ = adaptation.report(lossFraction: 0) }
-        #expect(adaptation.setting.expectedLossPercent == 12, "the bad report is remembered for 4 reports")
-        _ = adaptation.report(lossFraction: 0.0)
-        #expect(adaptation.setting == .init(bitrate: 30_000, expectedLossPercent: 2))
-        _ = adaptation.report(lossFraction: 0.04)
-        #expect(adaptation.setting == .init(bitrate: 35_000, expectedLossPercent: 4), "moderate loss: 7/8")
-        for _ in 0..<4 { _ = adaptation.report(lossFraction: 0.02) }
-        #expect(adaptation.setting.bitrate == 35_000, "2% is not clear of the 3% threshold: stay")
-        for _ in 0..<4 { _ = adaptation.report(lossFraction: 0.005) }
-        #expect(adaptation.setting.bitrate == 30_000)
-        _ = adaptation.report(lossFraction: 0.9)
-        #expect(adaptation.setting.expectedLossPercent == 40 && adaptation.setting.bitrate == 40_000, "capped")
     }
 
     /// A sender report while we send (with the RTP time of this instant), a receiver report
