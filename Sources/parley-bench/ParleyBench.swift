@@ -14,6 +14,7 @@ struct ParleyBench: ParsableCommand {
             NetsimBenchmark.self,
             AudioBenchmark.self,
             CallQualityBenchmark.self,
+            SenderProtectionBenchmark.self,
             RelayMemoryBenchmark.self,
         ]
     )
