@@ -128,14 +128,14 @@ public final class JitterBuffer {
     /// The delay the buffer aims for, in seconds: the arrival-delay quantile, but while
     /// the stream is losing packets (a loss in the last `lossMemorySeconds`) at least one
     /// frame more than the playout margin, so that packet N+1 is here when lost packet N is
-    /// due and FEC can rebuild it instead of concealment guessing; and when the sender adds
-    /// redundancy reaching d frames back, d frames more, so that the packet after a burst
-    /// of d + 1 losses is here before the burst's first frame is due.
+    /// due and FEC can rebuild it instead of concealment guessing; and when the sender's
+    /// redundant copies reach d frames back, d frames, so that the copies of a burst of up
+    /// to d losses are here before the burst's first frame is due.
     public var targetDelay: Double {
         let quantile = tracker.targetSeconds
         guard lastReadTime - lastLossTime <= configuration.lossMemorySeconds else { return quantile }
         let depth = lastReadTime - lastRedundancyTime <= configuration.lossMemorySeconds ? redundancyDepth : 0
-        let floor = Double((1 + depth) * lastFrameSamples) / Double(AudioClock.sampleRate) + configuration.delay.marginSeconds + configuration.deadbandSeconds
+        let floor = Double(max(1, depth) * lastFrameSamples) / Double(AudioClock.sampleRate) + configuration.delay.marginSeconds + configuration.deadbandSeconds
         return min(configuration.delay.maximumSeconds, max(quantile, floor))
     }
 

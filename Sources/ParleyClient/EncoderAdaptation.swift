@@ -29,7 +29,7 @@ public struct EncoderAdaptation: Sendable, Equatable {
         public var memory = 4
         public var maximumExpectedLossPercent = 40
         /// What redundancy sends while on.
-        public var redundancy = Redundancy(distances: [1, 2])
+        public var redundancy = Redundancy(distances: [1, 3])
         /// Reports without loss after which redundancy stops.
         public var redundancyHold = 10
         public init() {}
@@ -100,8 +100,9 @@ public struct EncoderAdaptation: Sendable, Equatable {
     }
 
     private mutating func decide() -> Setting? {
-        let measured = Int((smoothedLoss * 100).rounded(.up))
         let redundant = listenersReadRedundancy && (reportsSinceLoss.map { $0 < configuration.redundancyHold } ?? false)
+        // Copies rebuild a lost frame whole; FEC's coarse copy would only take bits from the voice.
+        let measured = redundant ? 0 : Int((smoothedLoss * 100).rounded(.up))
         let next = Setting(
             bitrate: configuration.maximumBitrate,
             expectedLossPercent: min(configuration.maximumExpectedLossPercent, measured),
