@@ -80,7 +80,7 @@ let package = Package(
         // MARK: Command lines.
         .executableTarget(
             name: "parley",
-            dependencies: ["ParleyWire", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleySecurity", argumentParser, logging]
+            dependencies: ["ParleyWire", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleySecurity", argumentParser, logging, nioCore]
         ),
         .executableTarget(
             name: "parley-relay",

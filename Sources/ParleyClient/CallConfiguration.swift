@@ -1,3 +1,4 @@
+import NIOCore
 import ParleyAudio
 import ParleyDevices
 import ParleyWire
@@ -58,6 +59,13 @@ public struct CallConfiguration: Sendable {
     public var recordSentPath: String?
     /// One WAV per remote speaker, before the mix, on this client's playback timeline.
     public var recordReceivedDirectory: String?
+
+    /// Diagnostics: every RTP packet sent and received, written as a `PacketTrace`.
+    public var packetTracePath: String?
+    /// Diagnostics: every RTP packet received from another member, once opened, is also sent
+    /// as it arrives to these UDP addresses on this machine, so a second receiver (a
+    /// GStreamer pipeline, say) can play exactly what this one got.
+    public var receivedRTPCopies: [SocketAddress] = []
 
     public var jitterBuffer = JitterBuffer.Configuration()
     /// Adjusts the link's timings (join timeout, keepalive probing); the tests shorten them.

@@ -25,6 +25,7 @@ public final class CallSession: @unchecked Sendable {
     private let output: any AudioOutput
     private let raw: WAVFileWriter?
     private let sent: WAVFileWriter?
+    private let trace: PacketTraceWriter?
     private let shared: CallShared
     private let mix: PlaybackMix
     private let tap = EchoReferenceTap()
@@ -71,6 +72,7 @@ public final class CallSession: @unchecked Sendable {
         } catch {
             throw .cannotWriteOutput("\(error)")
         }
+        trace = try configuration.packetTracePath.map { path throws(CallError) in try PacketTraceWriter(path: path) }
         input = try CallDevices.openInput(configuration.input)
         output = try CallDevices.openOutput(configuration.output)
         guard input.sampleRate == AudioClock.sampleRate, input.channels == 1, output.sampleRate == AudioClock.sampleRate, output.channels == 1 else {
@@ -105,12 +107,12 @@ public final class CallSession: @unchecked Sendable {
         // The send closure needs the connection, made just below.
         let box = ConnectionBox()
         capture = CapturePipeline(
-            input: input, processor: processor, encoder: encoder, ssrc: configuration.ssrc, raw: raw, sent: sent, tap: tap,
+            input: input, processor: processor, encoder: encoder, ssrc: configuration.ssrc, raw: raw, sent: sent, trace: trace, tap: tap,
             silenceAfterInput: configuration.durationSeconds != nil,
             shared: shared, send: { box.connection?.sendMedia($0) ?? false })
         playback = PlaybackPipeline(output: output, mix: mix, tap: tap, shared: shared, epoch: epoch)
         connection = RelayConnection(
-            configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation,
+            configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation, trace: trace,
             onEvent: { [weak self] event in self?.handle(event) })
         box.connection = connection
     }
@@ -255,6 +257,7 @@ public final class CallSession: @unchecked Sendable {
             do { try writer.close() } catch { problems.append("\(error)") }
         }
         problems += mix.finishRecordings()
+        do { try trace?.close() } catch { problems.append("\(error)") }
         do {
             try output.drain()
         } catch {

@@ -6,8 +6,9 @@ import Synchronization
 /// The outgoing stream, on the capture thread: read a period from the input, keep the raw
 /// capture (`--record-raw`), clean it against what playback played (echo, noise), keep what
 /// is sent (`--record-sent`), encode 20 ms Opus frames with DTX (and, as the path's loss
-/// asks, in-band FEC and RED redundancy), packetise them as RTP with the audio level, and
-/// hand each packet to the network.
+/// asks, RED copies of earlier frames or in-band FEC), packetise them as RTP with the audio
+/// level, and hand each packet to the network (and to the `--packet-trace`, with where its
+/// frame starts in the `--record-sent` recording).
 ///
 /// ```
 /// input ─▶ raw tap ─▶ OutgoingProcessor (reference from EchoReferenceTap) ─▶ sent tap
@@ -25,6 +26,7 @@ final class CapturePipeline {
     private var packetizer: RTPPacketizer
     private let raw: WAVFileWriter?
     private let sent: WAVFileWriter?
+    private let trace: PacketTraceWriter?
     private let tap: EchoReferenceTap
     private let shared: CallShared
     private let send: (UnsafeRawBufferPointer) -> Bool
@@ -34,7 +36,7 @@ final class CapturePipeline {
 
     /// - Parameter processor: nil when neither echo cancellation nor noise suppression runs.
     init(input: any AudioInput, processor: OutgoingProcessor?, encoder: VoiceEncoder, ssrc: UInt32,
-         raw: WAVFileWriter?, sent: WAVFileWriter?, tap: EchoReferenceTap, silenceAfterInput: Bool, shared: CallShared,
+         raw: WAVFileWriter?, sent: WAVFileWriter?, trace: PacketTraceWriter?, tap: EchoReferenceTap, silenceAfterInput: Bool, shared: CallShared,
          send: @escaping (UnsafeRawBufferPointer) -> Bool) {
         self.silenceAfterInput = silenceAfterInput
         self.input = input
@@ -44,6 +46,7 @@ final class CapturePipeline {
         packetizer = RTPPacketizer(ssrc: ssrc, using: &generator)
         self.raw = raw
         self.sent = sent
+        self.trace = trace
         self.tap = tap
         self.shared = shared
         self.send = send
@@ -121,12 +124,17 @@ final class CapturePipeline {
             shared.update { $0.capturedSamples = captureIndex }
             guard filled == frameSamples else { continue }
             filled = 0
-            try encodeAndSend(frame: frame, voice: voiceInFrame, capturedAt: frameCapturedAt, encoded: &encoded, packet: &packet)
+            try encodeAndSend(
+                frame: frame, voice: voiceInFrame, capturedAt: frameCapturedAt, startSample: captureIndex - frameSamples,
+                encoded: &encoded, packet: &packet)
             voiceInFrame = false
         }
     }
 
-    private func encodeAndSend(frame: [Float], voice: Bool, capturedAt: UInt64, encoded: inout [UInt8], packet: inout [UInt8]) throws(CallError) {
+    /// - Parameter startSample: where the frame starts in the captured (and `--record-sent`) signal.
+    private func encodeAndSend(
+        frame: [Float], voice: Bool, capturedAt: UInt64, startSample: Int, encoded: inout [UInt8], packet: inout [UInt8]
+    ) throws(CallError) {
         let (gate, generation, wanted) = shared.update { ($0.mediaGate, $0.joinGeneration, $0.encoder) }
         if wanted != setting {
             // The path's loss changed: protect against it as the adaptation decided.
@@ -172,6 +180,12 @@ final class CapturePipeline {
             throw .unexpected("an RTP packet could not be built: \(error)")
         }
         let delivered = packet.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[0..<size])) }
+        if delivered, let trace {
+            packet.withUnsafeBytes { bytes in
+                guard let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: bytes[0..<size])) else { return }
+                trace.record(.sent, view, nanoseconds: MonotonicClock.now(), frameStartSample: startSample)
+            }
+        }
         let state = RTCPReporter.SenderState(
             packetCount: packetizer.packetCount, octetCount: packetizer.octetCount,
             timestamp: packetizer.nextTimestamp &- UInt32(frame.count), capturedAt: capturedAt)

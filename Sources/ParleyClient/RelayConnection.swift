@@ -21,6 +21,7 @@ final class RelayConnection: @unchecked Sendable {
     private let mix: PlaybackMix
     private let epoch: UInt64
     private let onEvent: @Sendable (LinkEvent) -> Void
+    private let trace: PacketTraceWriter?
 
     private var channel: (any Channel)?
     fileprivate var relayAddress: SocketAddress?
@@ -46,7 +47,7 @@ final class RelayConnection: @unchecked Sendable {
     static let maximumSpeakers = 64
 
     init(configuration: CallConfiguration, shared: CallShared, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
-         onEvent: @escaping @Sendable (LinkEvent) -> Void) {
+         trace: PacketTraceWriter? = nil, onEvent: @escaping @Sendable (LinkEvent) -> Void) {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         eventLoop = group.next()
         self.configuration = configuration
@@ -55,6 +56,7 @@ final class RelayConnection: @unchecked Sendable {
         self.epoch = epoch
         self.adaptation = adaptation
         self.onEvent = onEvent
+        self.trace = trace
         var linkConfiguration = RelayLink.Configuration(
             relayAddress: configuration.relay, room: configuration.room, token: configuration.token,
             ssrc: configuration.ssrc, security: configuration.security)
@@ -163,7 +165,9 @@ final class RelayConnection: @unchecked Sendable {
                 droppedMedia += 1
                 return
             }
+            copyReceived(bytes)
             speaker.receive(packet, now: now, seconds: secondsOnTimeline(now))
+            trace?.record(.received, packet, nanoseconds: now)
         case .rtcp:
             guard let packets = try? RTCPCompoundPacket.parse(bytes) else {
                 droppedMedia += 1
@@ -172,6 +176,14 @@ final class RelayConnection: @unchecked Sendable {
             handleRTCP(packets, now: now)
         default:
             droppedMedia += 1
+        }
+    }
+
+    /// `--copy-received-rtp`: the packet as it arrived, opened, to each local listener.
+    private func copyReceived(_ bytes: UnsafeRawBufferPointer) {
+        guard let channel, !configuration.receivedRTPCopies.isEmpty else { return }
+        for destination in configuration.receivedRTPCopies {
+            channel.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
         }
     }
 

@@ -1,15 +1,19 @@
 /// One-way delay: a mean delay, jitter around it, recurring spikes, and any per-packet delay
-/// a replayed trace adds; either as a FIFO link (no reordering) or as a path whose packets
-/// may overtake each other.
+/// a replayed trace adds; either on a path that keeps its packets in order (the default) or
+/// on one where they may overtake each other (`reorder`).
 ///
-/// Each packet's delay is `delay + jitter sample + spike + trace delay`, clamped at zero.
-/// With `reorder` on, every packet is delivered at its own arrival plus that delay, so a
-/// packet with a short delay overtakes one sent just before it with a long one. With
-/// `reorder` off, the path is a FIFO: a packet never leaves before the one ahead of it, so
-/// it queues behind a delayed packet (its delivery is the later of its own and the previous
-/// one's). That raises the mean delay and narrows the spread: at 50 packets a second, a
-/// normal jitter of 20 ms around 40 ms becomes about 44 ms ± 17 ms. (netem reorders
-/// whenever jitter is set; ours does only when asked.)
+/// Each packet's delay is `delay + jitter deviation + spike + trace delay`, clamped at zero.
+/// `delay` and `jitter` are the mean and standard deviation of what the jitter gives, and
+/// they hold with and without reordering: ``DelayVariation`` draws each packet's deviation
+/// independently when packets may overtake, and follows a process that never falls faster
+/// than time passes when they may not. So without spikes or a trace a FIFO path keeps its
+/// order by itself.
+///
+/// Spikes and traces can still ask a packet to arrive before the one sent ahead of it (the
+/// spike ends, a trace line is shorter). Without reordering such a packet waits for the one
+/// ahead and leaves right behind it: after a spike the packets queued behind it drain at
+/// once, at the link's line rate, and the path is back to its own delay for the next ones.
+/// Those waits are counted (``DelayReport/heldBehind``); with jitter alone there are none.
 public struct DelayModel: Sendable {
     public let delay: Duration
     public let jitter: Duration
@@ -18,12 +22,12 @@ public struct DelayModel: Sendable {
     public let spike: DelaySpike?
 
     private let delayNanoseconds: Int64
-    private let jitterNanoseconds: Double
-    private var random: SeededRandom
+    private var variation: DelayVariation
     private var lastDelivery = Int64.min
     private var reorderCounter = ReorderCounter()
     private var delays = DelayStatistics()
     private var packets = 0
+    private var heldBehind = 0
 
     public init(
         delay: Duration, jitter: Duration = .zero, distribution: JitterDistribution = .normal,
@@ -36,29 +40,30 @@ public struct DelayModel: Sendable {
         self.reorder = reorder
         self.spike = spike
         delayNanoseconds = delay.nanoseconds
-        jitterNanoseconds = Double(jitter.nanoseconds)
-        random = SeededRandom(seed: seed)
+        variation = DelayVariation(
+            jitter: Double(jitter.nanoseconds), distribution: distribution, reorder: reorder, seed: seed)
     }
 
     /// When a copy of `packet` that reaches the delay stage at `arrival` (nanoseconds,
     /// `elapsed` after the flow's first packet) leaves it. `extra` is a trace's delay for it.
     public mutating func delivery(packet: Int, arrival: Int64, elapsed: Int64, extra: Int64 = 0) -> Int64 {
         var sampled = delayNanoseconds &+ extra
-        if jitterNanoseconds > 0 {
-            sampled &+= Int64(distribution.sample(jitter: jitterNanoseconds, using: &random).rounded())
-        }
+        sampled &+= Int64(variation.deviation(at: Double(elapsed)).rounded())
         if let spike { sampled &+= spike.extraDelay(elapsed: elapsed) }
         var delivery = arrival &+ max(0, sampled)
-        if !reorder { delivery = max(delivery, lastDelivery) }
+        if !reorder && delivery < lastDelivery {
+            heldBehind += 1
+            delivery = lastDelivery
+        }
         lastDelivery = max(lastDelivery, delivery)
         reorderCounter.record(packet: packet, arrival: arrival, delivery: delivery)
         packets += 1
-        delays.record(nanoseconds: delivery - arrival)
+        delays.record(nanoseconds: delivery &- arrival)
         return delivery
     }
 
     public var report: DelayReport {
-        DelayReport(packets: packets, reordered: reorderCounter.reordered, delay: delays)
+        DelayReport(packets: packets, reordered: reorderCounter.reordered, heldBehind: heldBehind, delay: delays)
     }
 }
 
@@ -67,6 +72,9 @@ public struct DelayReport: Sendable {
     public var packets: Int
     /// Copies that arrived after a packet sent later (see ``ReorderCounter``).
     public var reordered: Int
-    /// Delay of each copy through this stage, queueing behind earlier packets included.
+    /// Copies on a FIFO path that would have overtaken the one ahead of them (behind a spike
+    /// or a trace's longer delay) and left right after it instead.
+    public var heldBehind: Int
+    /// Delay of each copy through this stage, waits behind earlier packets included.
     public var delay: DelayStatistics
 }

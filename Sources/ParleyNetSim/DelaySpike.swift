@@ -3,8 +3,10 @@
 ///
 /// The first spike starts one period after the flow's first packet, so a flow starts
 /// clean: with `300ms/10s` and the default 1 s length, packets sent 10–11 s, 20–21 s, …
-/// after the first one are held 300 ms more. Without reordering, the packets sent just
-/// after a spike queue behind those held by it, and arrive together as it ends.
+/// after the first one are held 300 ms more, and the path's delay is its own again for
+/// the packet sent next. Without reordering, the packets sent in the 300 ms after a spike
+/// would overtake those it still holds, so they queue behind the last of them and leave
+/// with it, back to back (the link's line rate); with reordering they overtake.
 public struct DelaySpike: Sendable, Equatable {
     public var extraDelay: Duration
     public var period: Duration

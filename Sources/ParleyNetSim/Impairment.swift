@@ -8,9 +8,11 @@ public struct Impairment: Sendable, Equatable {
     public var loss: Double = 0
     /// Mean length of a run of lost packets; nil for independent loss (see ``LossModel``).
     public var lossBurst: Double? = nil
-    /// Mean one-way delay.
+    /// Mean one-way delay the path adds (spikes and a trace add to it).
     public var delay: Duration = .zero
-    /// Standard deviation of the delay.
+    /// Standard deviation of the one-way delay the path adds (spikes and a trace add to it),
+    /// as a receiver measures it over the packets delivered, whatever the distribution and
+    /// whether or not packets may overtake each other.
     public var jitter: Duration = .zero
     public var jitterDistribution: JitterDistribution = .normal
     /// Whether packets may overtake each other (see ``DelayModel``).
@@ -62,6 +64,19 @@ public struct Impairment: Sendable, Equatable {
         }
         try Self.check(delay, .delay)
         try Self.check(jitter, .jitter)
+        if jitter > .zero && delay < jitter * jitterDistribution.smallestDelayPerJitter {
+            let needed = { (shape: JitterDistribution) in
+                "\(Format.duration(jitter * shape.smallestDelayPerJitter)) (\(shape == .normal ? "twice" : "half") the jitter)"
+            }
+            let remedies = jitterDistribution == .normal
+                ? "raise the delay, lower the jitter, or use --jitter-distribution pareto, which needs \(needed(.pareto))"
+                : "raise the delay or lower the jitter"
+            throw ImpairmentError(
+                .jitter,
+                "a \(jitterDistribution.rawValue) jitter of \(Format.duration(jitter)) needs a mean delay of at least "
+                    + "\(needed(jitterDistribution)), or delays would fall below zero and lose the mean and spread asked for; "
+                    + remedies)
+        }
         if let spike {
             try Self.check(spike.extraDelay, .spike)
             guard spike.period > .zero else {

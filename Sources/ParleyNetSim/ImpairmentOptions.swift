@@ -138,6 +138,7 @@ public struct ImpairmentOptions: Sendable, Equatable {
         case .spike: return [.spikeLength]
         case .spikeLength: return [.spike]
         case .queue: return [.rate]
+        case .jitter: return [.delay, .jitterDistribution]
         default: return []
         }
     }

@@ -6,12 +6,13 @@
 ///
 /// 1. **Trace** replay decides loss or a recorded delay for the packet.
 /// 2. **Loss** (independent or in bursts) drops it.
-/// 3. **Duplication** makes a second copy; each copy goes on alone.
-/// 4. **Rate limit**: the copy waits in the bottleneck's FIFO queue or is tail-dropped. The
-///    bottleneck sits at the sender's edge (a home uplink, a VPS's shaped port), before the
-///    path's own delay, so it sees packets in the order they were sent.
+/// 3. **Duplication** makes a second copy; each copy goes on alone (on a path that keeps
+///    order, the copy meets the same queue as its original and arrives right behind it).
+/// 4. **Bottleneck** (``BottleneckLink``, `--rate`): the copy waits in the link's FIFO queue
+///    or is tail-dropped. The link sits at the sender's edge (a home uplink, a VPS's shaped
+///    port), before the path's own delay, so it sees packets in the order they were sent.
 /// 5. **Delay**: mean delay, jitter, spikes and the trace's delay; packets overtake each
-///    other only with reordering on.
+///    other only with reordering on (``DelayModel``).
 /// 6. **Drift** maps the arrival time onto the receiver's clock.
 ///
 /// Every stage has its own random stream derived from the seed, so turning one model on
@@ -21,7 +22,7 @@ public struct ImpairmentPipeline: Sendable {
     public let impairment: Impairment
     public private(set) var loss: LossModel?
     public private(set) var duplication: DuplicationModel?
-    public private(set) var rateLimiter: RateLimiter?
+    public private(set) var bottleneck: BottleneckLink?
     public private(set) var delay: DelayModel?
     public let drift: ClockDrift?
     private var trace: TraceReplay?
@@ -45,7 +46,7 @@ public struct ImpairmentPipeline: Sendable {
                 rate: impairment.duplicate, seed: SeededRandom.derivedSeed(seed, Stage.duplication.rawValue))
         }
         if let rate = impairment.rate {
-            rateLimiter = RateLimiter(bitsPerSecond: rate, queueLimit: impairment.queue)
+            bottleneck = BottleneckLink(bitsPerSecond: rate, queueLimit: impairment.queue)
         }
         if impairment.delay > .zero || impairment.jitter > .zero || impairment.spike != nil || impairment.trace != nil {
             delay = DelayModel(
@@ -88,8 +89,8 @@ public struct ImpairmentPipeline: Sendable {
 
         for _ in 0..<copies {
             var time = sent
-            if rateLimiter != nil {
-                guard let departure = rateLimiter!.departure(arrival: time, size: size) else {
+            if bottleneck != nil {
+                guard let departure = bottleneck!.departure(arrival: time, size: size) else {
                     totals.queueDropped += 1
                     continue
                 }

@@ -33,7 +33,9 @@ public struct ImpairmentReport: Sendable {
         delay.merge(other.delay)
     }
 
-    /// One line for people: "10000 packets, lost 1003 (10.0%), …, delay p50 30.1 ms …".
+    /// One line for people: "10000 packets, lost 1003 (10.0%), …, delay 30.1 ± 10.0 ms,
+    /// p50 30.0 p95 46.4 p99 53.3 ms" (mean ± standard deviation, to hold against
+    /// `--delay` and `--jitter`; then percentiles).
     public var summary: String {
         var parts = ["\(packets) packet\(packets == 1 ? "" : "s")", "lost \(lost) (\(Format.share(lost, of: packets)))"]
         if queueDropped > 0 { parts.append("queue drops \(queueDropped)") }
@@ -41,7 +43,8 @@ public struct ImpairmentReport: Sendable {
         parts.append("reordered \(reordered)")
         if delay.count > 0 {
             parts.append(
-                "delay p50 \(Format.milliseconds(delay.median)) p95 \(Format.milliseconds(delay.percentile(95))) "
+                "delay \(Format.milliseconds(delay.mean)) ± \(Format.milliseconds(delay.standardDeviation)) ms, "
+                    + "p50 \(Format.milliseconds(delay.median)) p95 \(Format.milliseconds(delay.percentile(95))) "
                     + "p99 \(Format.milliseconds(delay.percentile(99))) ms")
         }
         return parts.joined(separator: ", ")

@@ -1,33 +1,22 @@
-import Foundation
-
-/// The shape of delay variation around the mean delay. Both shapes have the configured
-/// mean (`delay`) and standard deviation (`jitter`); they differ in their tails.
+/// The shape of the delay's variation around its mean. Either shape delivers delays whose
+/// mean is `delay` and whose standard deviation is `jitter`, with or without reordering
+/// (see ``DelayVariation``); they differ in their tails.
 public enum JitterDistribution: String, Sendable, CaseIterable {
-    /// Normal (Gaussian): symmetric, thin-tailed. Delays that would fall below zero are
-    /// clamped to zero, which matters only when the jitter exceeds a third of the delay.
+    /// Normal (Gaussian): symmetric and thin-tailed. One packet in a thousand is more than
+    /// 3.1 × jitter late. Needs a mean delay of at least twice the jitter, so that delays
+    /// below zero (clamped) stay rare enough (2 %) not to move the mean or deviation.
     case normal
-    /// Pareto (heavy-tailed), the way queueing behind bursts of cross traffic looks: most
-    /// packets arrive a little early, a few very late. The variation is a Pareto variable of
-    /// tail index 2.5 minus its mean, scaled to the configured standard deviation, so delays
-    /// never fall more than 0.45 × jitter below the mean, while one packet in a thousand is
-    /// later than the mean by 9.5 × jitter (with a normal jitter: 3.1 ×).
+    /// Heavy-tailed: the wait in a queue shared with Pareto-sized bursts of other traffic
+    /// (``CrossTrafficQueue``). Half the packets arrive at a floor 0.49 × jitter below the
+    /// mean; one in a hundred is 4 × jitter late, one in a thousand 7 ×, none more than 9.5 ×.
     case pareto
 
-    /// The Pareto tail index: above 2 for a finite standard deviation, low for a heavy tail.
-    static let paretoShape = 2.5
-    /// Pareto scale for a unit standard deviation: σ = scale / (α − 1) · √(α / (α − 2)).
-    static let paretoScalePerDeviation = (paretoShape - 1) / (paretoShape / (paretoShape - 2)).squareRoot()
-    /// The Pareto variable's mean for that scale: scale · α / (α − 1).
-    static let paretoMeanPerDeviation = paretoScalePerDeviation * paretoShape / (paretoShape - 1)
-
-    /// A deviation from the mean delay for a standard deviation of `jitter` nanoseconds.
-    func sample(jitter: Double, using random: inout SeededRandom) -> Double {
+    /// The smallest mean delay this shape can deliver without clamping delays at zero, in
+    /// jitters.
+    public var smallestDelayPerJitter: Double {
         switch self {
-        case .normal:
-            return jitter * random.nextGaussian()
-        case .pareto:
-            let scale = Self.paretoScalePerDeviation
-            return jitter * (random.nextPareto(scale: scale, shape: Self.paretoShape) - Self.paretoMeanPerDeviation)
+        case .normal: return 2
+        case .pareto: return 0.5
         }
     }
 }

@@ -8,6 +8,10 @@ import ParleyClient
 /// and both clients' `--stats-json` (whose CLOCK_MONOTONIC origins place the talker's
 /// capture on the listener's playback timeline). The demo and `Benchmarks/quality-report`
 /// run it after their calls; `SpeechComparison` says how each figure is measured.
+///
+/// Another receiver's output of the same call (a GStreamer pipeline fed the listener's
+/// packets, or `parley-bench replay`) is measured the same way, given the CLOCK_MONOTONIC
+/// time its first sample played (`--received-started-at`) instead of the listener's stats.
 struct CallQualityBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "call-quality",
@@ -17,6 +21,12 @@ struct CallQualityBenchmark: ParsableCommand {
               parley-bench call-quality --sent alice.wav --sender-stats alice.json \\
                   --received bob-heard/alice.wav --receiver-stats bob.json --json
             """)
+
+    func validate() throws {
+        guard (receiverStats == nil) != (receivedStartedAt == nil) else {
+            throw ValidationError("give either --receiver-stats (a Parley listener) or --received-started-at (another receiver), not both or neither.")
+        }
+    }
 
     @Option(help: ArgumentHelp("What the talker's call read as input (WAV, any rate).", valueName: "FILE.wav"))
     var sent: String
@@ -28,7 +38,10 @@ struct CallQualityBenchmark: ParsableCommand {
     var received: String
 
     @Option(help: ArgumentHelp("The listener's --stats-json.", valueName: "FILE"))
-    var receiverStats: String
+    var receiverStats: String?
+
+    @Option(help: ArgumentHelp("Instead of --receiver-stats: when --received's first sample played (CLOCK_MONOTONIC ns).", valueName: "ns"))
+    var receivedStartedAt: UInt64?
 
     @Option(help: ArgumentHelp("Also write the received audio aligned with the sent (48 kHz mono), for PESQ or STOI.", valueName: "FILE.wav"))
     var alignedOut: String?
@@ -51,18 +64,34 @@ struct CallQualityBenchmark: ParsableCommand {
         var dropouts: Int
         var unmatchedWindows: Int
         var speechSeconds: Double
+        /// Each 400 ms window of the sent signal: where it starts, its delay (nil when
+        /// silent or unmatched) and how well it matched.
+        var windows: [Window]
+
+        struct Window: Codable {
+            var startSeconds: Double
+            var delayMilliseconds: Double?
+            var match: Double
+        }
     }
 
     func run() throws {
         let talker = try Self.load(sent)
         let heard = try Self.load(received)
         let senderStatistics = try Self.statistics(senderStats)
-        let receiverStatistics = try Self.statistics(receiverStats)
         guard let captured = senderStatistics.captureStartedAtNanoseconds else {
             throw ValidationError("\(senderStats) has no captureStartedAtNanoseconds: the talker's call never captured audio")
         }
-        guard let played = receiverStatistics.playbackStartedAtNanoseconds else {
-            throw ValidationError("\(receiverStats) has no playbackStartedAtNanoseconds: the listener's call never played audio")
+        let played: UInt64
+        if let receivedStartedAt {
+            played = receivedStartedAt
+        } else if let receiverStats {
+            guard let started = try Self.statistics(receiverStats).playbackStartedAtNanoseconds else {
+                throw ValidationError("\(receiverStats) has no playbackStartedAtNanoseconds: the listener's call never played audio")
+            }
+            played = started
+        } else {
+            throw ValidationError("give --receiver-stats or --received-started-at")
         }
         let offsetNanoseconds = Int64(bitPattern: captured &- played)
         let offset = Int(offsetNanoseconds * Int64(AudioClock.sampleRate) / 1_000_000_000)
@@ -78,7 +107,12 @@ struct CallQualityBenchmark: ParsableCommand {
             delayMaxMilliseconds: comparison.delaysMilliseconds.last, envelopeCorrelation: comparison.envelopeCorrelation,
             droppedSpeechPercent: comparison.droppedPercent, dropouts: comparison.dropouts,
             unmatchedWindows: comparison.unmatchedWindows,
-            speechSeconds: Double(comparison.activeFrames * SpectralEnvelope.frame) / Double(AudioClock.sampleRate))
+            speechSeconds: Double(comparison.activeFrames * SpectralEnvelope.frame) / Double(AudioClock.sampleRate),
+            windows: comparison.windows.map { window in
+                Report.Window(
+                    startSeconds: Double(window.start) / Double(AudioClock.sampleRate),
+                    delayMilliseconds: window.delay.map { $0 * 1_000 / Double(AudioClock.sampleRate) }, match: window.match)
+            })
         if windows {
             for window in comparison.windows {
                 let start = Double(window.start) / Double(AudioClock.sampleRate)

@@ -20,6 +20,10 @@ import ParleyNetSim
 /// paths suffer at the same moment (the receiver's thread waiting for a core) and so is
 /// the steadier figure on a busy machine. Target (issue 4): under 0.2 ms at p99 at 5,000
 /// packets a second.
+///
+/// Then the models themselves, in-process: `--model-packets` voice packets (20 ms apart)
+/// through each jitter process, what they deliver against the flags, and the CPU each
+/// packet costs against an unimpaired pipeline in the same run.
 struct NetsimBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "netsim",
@@ -37,12 +41,16 @@ struct NetsimBenchmark: ParsableCommand {
     @Option(help: "UDP payload bytes (a 20 ms Opus voice packet with RTP is about 100–160).")
     var size = 160
 
+    @Option(help: "Packets through each delay model in the in-process part (0 skips it).")
+    var modelPackets = 1_000_000
+
     func validate() throws {
         guard (100...100_000).contains(rate) else { throw ValidationError("--rate must be 100 to 100000 packets a second.") }
         guard (1...600).contains(seconds), (0...60).contains(warmup) else {
             throw ValidationError("--seconds must be 1 to 600 and --warmup 0 to 60.")
         }
         guard (16...1400).contains(size) else { throw ValidationError("--size must be 16 to 1400 bytes.") }
+        guard (0...100_000_000).contains(modelPackets) else { throw ValidationError("--model-packets must be 0 to 100000000.") }
     }
 
     func run() throws {
@@ -91,6 +99,51 @@ struct NetsimBenchmark: ParsableCommand {
             print("target: the proxy adds under 0.200 ms at p99 (\(name)) — \(value < 0.2 ? "met" : "NOT met") (\(String(format: "%.3f", value)) ms)")
         }
         print("proxy's own count: \(report.up.packets) in, \(report.up.delivered) forwarded, \(report.failedSends) failed sends")
+        if modelPackets > 0 { try Self.measureModels(packets: modelPackets) }
+    }
+
+    /// Each jitter process at 30 ms ± 10 ms, in order and overtaking, and wifi-bad's up
+    /// direction: the delay delivered against the flags, and CPU per packet against a
+    /// pipeline that impairs nothing.
+    static func measureModels(packets: Int) throws {
+        func setting(_ distribution: JitterDistribution, reorder: Bool) -> Impairment {
+            var impairment = Impairment()
+            impairment.delay = .milliseconds(30)
+            impairment.jitter = .milliseconds(10)
+            impairment.jitterDistribution = distribution
+            impairment.reorder = reorder
+            return impairment
+        }
+        let settings: [(name: String, impairment: Impairment)] = [
+            ("nothing (baseline)", .none),
+            ("30 ± 10 normal, in order", setting(.normal, reorder: false)),
+            ("30 ± 10 normal, reorder", setting(.normal, reorder: true)),
+            ("30 ± 10 pareto, in order", setting(.pareto, reorder: false)),
+            ("30 ± 10 pareto, reorder", setting(.pareto, reorder: true)),
+            ("wifi-bad up", try Scenario.named("wifi-bad").up),
+        ]
+        print("")
+        print("delay models in-process: \(packets) packets 20 ms apart through each (\(packets / 50) s of voice)")
+        print("                          delivered mean ± sd     p99        reordered  held   ns/packet  × baseline")
+        var baseline = 0.0
+        for (name, impairment) in settings {
+            var pipeline = ImpairmentPipeline(impairment, seed: 42)
+            let seconds = AudioBenchmark.cpuSeconds {
+                for packet in 0..<packets {
+                    _ = pipeline.process(sentAtNanoseconds: Int64(packet) * 20_000_000, size: 120)
+                }
+            }
+            let perPacket = seconds * 1e9 / Double(packets)
+            if baseline == 0 { baseline = perPacket }
+            let delay = pipeline.report.delay
+            print(
+                name.padding(toLength: 26, withPad: " ", startingAt: 0)
+                    + String(
+                        format: "%6.2f ± %5.2f ms   %7.2f ms  %9d  %5d  %9.0f  %6.2f×",
+                        delay.mean.inMilliseconds, delay.standardDeviation.inMilliseconds,
+                        delay.percentile(99).inMilliseconds, pipeline.report.reordered,
+                        pipeline.delay?.report.heldBehind ?? 0, perPacket, perPacket / baseline))
+        }
     }
 
     static func row(_ name: String, _ delays: DelayStatistics) -> String {

@@ -15,6 +15,8 @@ struct ParleyBench: ParsableCommand {
             AudioBenchmark.self,
             CallQualityBenchmark.self,
             SenderProtectionBenchmark.self,
+            IdealDecoderCommand.self,
+            ReplayCommand.self,
             RelayMemoryBenchmark.self,
         ]
     )

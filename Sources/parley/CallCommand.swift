@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import NIOCore
 import ParleyClient
 import ParleyNetSim
 import ParleySecurity
@@ -91,6 +92,18 @@ struct CallCommand: ParsableCommand {
 
     @Flag(help: "No status line or notices; errors and the summary only.")
     var quiet = false
+
+    // Diagnostics, for benchmarks and debugging; `parley call --help-hidden` shows them.
+
+    @Option(help: ArgumentHelp(
+        "Diagnostics: write every RTP packet sent and received (sequence, timestamp, CLOCK_MONOTONIC time, size, payload) as CSV.",
+        valueName: "FILE.csv", visibility: .hidden))
+    var packetTrace: String?
+
+    @Option(help: ArgumentHelp(
+        "Diagnostics: also send every RTP packet received from the others, opened, to these UDP ports on this machine (a second receiver, such as GStreamer, then plays exactly what this call got).",
+        valueName: "127.0.0.1:PORT,…", visibility: .hidden))
+    var copyReceivedRtp: String?
 
     func validate() throws {
         guard bitrate.isFinite, (6...510).contains(bitrate) else {
@@ -248,7 +261,38 @@ struct CallCommand: ParsableCommand {
         configuration.recordRawPath = recordRaw
         configuration.recordSentPath = recordSent
         configuration.recordReceivedDirectory = recordReceived
+        configuration.packetTracePath = packetTrace
+        if let copyReceivedRtp { configuration.receivedRTPCopies = try Self.localAddresses(copyReceivedRtp, relayHost: host) }
         return configuration
+    }
+
+    /// `--copy-received-rtp`: loopback addresses only, because the copies are the others'
+    /// audio in the clear; and of the relay's family, because they leave by the same socket.
+    static func localAddresses(_ text: String, relayHost: String) throws -> [SocketAddress] {
+        let flag = "--copy-received-rtp"
+        return try text.split(separator: ",", omittingEmptySubsequences: false).map { item in
+            let endpoint: ProxyRunner.Endpoint
+            do {
+                endpoint = try ProxyRunner.Endpoint(parsing: String(item), flag: flag)
+            } catch {
+                throw ValidationError("\(error)")
+            }
+            let address: SocketAddress
+            do {
+                address = try SocketAddress(ipAddress: endpoint.host, port: endpoint.port)
+            } catch {
+                throw ValidationError("\(flag) \(item): give an IP address on this machine, like 127.0.0.1:\(endpoint.port)")
+            }
+            let loopback = endpoint.host == "::1" || (address.protocol == .inet && endpoint.host.hasPrefix("127."))
+            guard loopback else {
+                throw ValidationError("\(flag) \(item): the copies are unencrypted audio, so they may only go to this machine (127.0.0.1 or [::1])")
+            }
+            let relayIsIPv6 = relayHost.contains(":")
+            guard (address.protocol == .inet6) == relayIsIPv6 else {
+                throw ValidationError("\(flag) \(item): use \(relayIsIPv6 ? "[::1]" : "127.0.0.1"), the relay's address family (the copies leave by its socket)")
+            }
+            return address
+        }
     }
 
     static func input(_ text: String) throws -> CallConfiguration.Input {

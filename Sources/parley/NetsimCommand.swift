@@ -23,6 +23,12 @@ struct NetsimCommand: ParsableCommand {
             Values: percentages 5% or 0.05; durations 40ms, 1.5s, 250us; rates 64kbit, 1mbit; \
             spikes EXTRA/PERIOD such as 300ms/10s; drift 300ppm or -300ppm.
 
+            --delay and --jitter are the mean and standard deviation of the delay the packets \
+            get, with or without --reorder. Without it the delay varies smoothly in time and \
+            never falls faster than time passes, so the path keeps its packets in order the way \
+            a real link does; with it each packet draws its own delay and may overtake. The \
+            final report gives each direction's delay as mean ± deviation and percentiles.
+
             A status line on standard error shows what the proxy does (--quiet hides it); \
             Ctrl-C or SIGTERM stops it and prints the final report on standard output.
 
@@ -55,16 +61,18 @@ struct NetsimCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: ArgumentHelp("Lose packets in bursts of this mean length (Gilbert–Elliott).", valueName: "packets"))
     var burst: String?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Mean one-way delay: 40ms.", valueName: "duration"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Mean of the one-way delay the path adds: 40ms.", valueName: "duration"))
     var delay: String?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Standard deviation of the delay: 15ms.", valueName: "duration"))
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+            "Standard deviation of that delay, as the receiver measures it: 15ms (spikes add to it).", valueName: "duration"))
     var jitter: String?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("normal, or pareto (heavy-tailed).", valueName: "shape"))
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+            "normal (needs --delay ≥ 2 × jitter), or pareto: a queue behind heavy-tailed bursts (≥ 0.5 ×).", valueName: "shape"))
     var jitterDistribution: String?
 
-    @Flag(inversion: .prefixedNo, help: "Let packets overtake each other (without: a FIFO, packets queue behind a delayed one).")
+    @Flag(inversion: .prefixedNo, help: "Let packets overtake each other (without: the path keeps them in order).")
     var reorder: Bool?
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Packets sent twice: 1%.", valueName: "rate"))

@@ -129,6 +129,21 @@ extension NetSimTests {
             #expect(Self.message(scenario: "loss-20", [(.lossBurst, "0.2")])?.hasPrefix("--burst 0.2:") == true)
         }
 
+        @Test func aJitterTheDelayCannotHoldIsRefusedWithWhatWouldDo() {
+            // 15 ms ± 20 ms normal would need negative delays a quarter of the time: the path
+            // could not deliver the mean and spread the flags promise.
+            #expect(Self.message([(.delay, "15ms"), (.jitter, "20ms")])
+                == "--jitter 20ms: a normal jitter of 20 ms needs a mean delay of at least 40 ms (twice the jitter), or delays "
+                + "would fall below zero and lose the mean and spread asked for; raise the delay, lower the jitter, or use "
+                + "--jitter-distribution pareto, which needs 10 ms (half the jitter).")
+            #expect(Self.message([(.jitter, "10ms"), (.jitterDistribution, "pareto")])
+                == "--jitter 10ms: a pareto jitter of 10 ms needs a mean delay of at least 5 ms (half the jitter), or delays "
+                + "would fall below zero and lose the mean and spread asked for; raise the delay or lower the jitter.")
+            // The scenario set the jitter; the flag that lowered the delay is the one named.
+            #expect(Self.message(scenario: "jitter-40", [(.delay, "50ms")])?.hasPrefix("--delay 50ms: a normal jitter of 40 ms") == true)
+            #expect(Self.message([(.delay, "15ms"), (.jitter, "20ms"), (.jitterDistribution, "pareto")]) == nil)
+        }
+
         @Test func badListsAreExplained() {
             #expect(throws: ImpairmentOptionError.self) { try ImpairmentOptions(list: "lose=5%", flag: "--up") }
             do {

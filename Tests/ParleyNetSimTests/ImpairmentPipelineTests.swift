@@ -51,10 +51,13 @@ extension NetSimTests {
         }
 
         @Test func theReportAccountsForEveryPacket() throws {
-            var pipeline = ImpairmentPipeline(try Scenario.named("mobile-bursty").up, seed: 1)
+            var mobile = try Scenario.named("mobile-bursty").up
+            mobile.rate = 256_000
+            mobile.queue = .milliseconds(500)
+            var pipeline = ImpairmentPipeline(mobile, seed: 1)
             let arrivals = run(&pipeline, count: 50_000, interval: .milliseconds(5), size: 200)
             let report = pipeline.report
-            print("mobile-bursty up at 200 packets/s: \(report.summary)")
+            print("mobile-bursty up through 256 kbit/s at 200 packets/s: \(report.summary)")
             #expect(report.packets == 50_000)
             #expect(report.delivered == arrivals.count)
             #expect(report.delivered == report.packets - report.lost + report.duplicated - report.queueDropped)
@@ -90,8 +93,14 @@ extension NetSimTests {
                     print("\(scenario.name) \(direction): loss \(String(format: "%.2f", loss * 100))%, \(report.summary)")
                     // Every loss comes from the loss model here: voice fits every rate limit.
                     #expect(report.queueDropped == 0, "\(scenario.name) \(direction)")
-                    if configured.loss > 0 {
+                    // Ten minutes hold a thousand independent losses but only a dozen of
+                    // congested-vps's 13-packet link failures: a rate measured over fewer than 100
+                    // bursts is left to the scenario's own, longer test.
+                    let bursts = 30_000 * configured.loss / (configured.lossBurst ?? 1)
+                    if configured.loss > 0 && bursts >= 100 {
                         #expect(relativeError(loss, configured.loss) <= 0.15, "\(scenario.name) \(direction): loss \(loss)")
+                    } else if configured.loss > 0 {
+                        #expect(loss > 0, "\(scenario.name) \(direction)")
                     } else {
                         #expect(loss == 0, "\(scenario.name) \(direction)")
                     }

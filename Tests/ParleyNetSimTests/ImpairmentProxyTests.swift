@@ -64,8 +64,10 @@ extension NetSimTests {
         }
 
         /// Acceptance 2: 10,000 packets per flow and direction, three concurrent flows, through
-        /// 10% loss and 30 ms ± 10 ms of delay (normal jitter, reordering allowed, so the delay
-        /// distribution is exactly the configured one), at 500 packets a second each (20 s).
+        /// 10% loss and 30 ms ± 10 ms of normal jitter, at 500 packets a second each (20 s). Up,
+        /// the path keeps its packets in order (`--delay 30ms --jitter 10ms`, the flags' own
+        /// example); down, packets may overtake each other (`--reorder`). Both must deliver the
+        /// delay the flags say, and the proxy's report must say what the receivers measured.
         ///
         /// The whole suite runs at once on two cores, so the machine adds delay of its own: the
         /// proxy's thread and the receivers wait for a core now and then, and in a debug build
@@ -83,16 +85,17 @@ extension NetSimTests {
             let relay = try await ProbeSocket.bind()
             var clients: [ProbeSocket] = []
             for _ in 0..<4 { clients.append(try await ProbeSocket.bind()) }
-            let impaired = impairment {
+            let inOrder = impairment {
                 $0.loss = 0.10
                 $0.delay = .milliseconds(30)
                 $0.jitter = .milliseconds(10)
-                $0.reorder = true
             }
+            var overtaking = inOrder
+            overtaking.reorder = true
             let proxy = try await ImpairmentProxy.start(
                 ImpairmentProxy.Configuration(
                     listen: try SocketAddress(ipAddress: "127.0.0.1", port: 0), relay: relay.address,
-                    up: impaired, down: impaired, seed: 0xACCE_7002),
+                    up: inOrder, down: overtaking, seed: 0xACCE_7002),
                 on: proxyLoop, logger: Self.quietLogger
             ).get()
             let fixed = impairment { $0.delay = Self.referenceDelay }
@@ -144,8 +147,11 @@ extension NetSimTests {
                 let up = Measured(relayArrivals.filter { $0.ssrc == ssrc }, sent: packets)
                 let down = Measured(clientArrivals, sent: packets)
                 measuredFlows.append((up, down))
+                let flowReport = try #require(report.openFlows.first { $0.client == client.address })
 
-                for (direction, measured, machine) in [("up", up, reference.up), ("down", down, reference.down)] {
+                for (direction, measured, machine, model) in [
+                    ("up", up, reference.up, flowReport.up), ("down", down, reference.down, flowReport.down),
+                ] {
                     let excess = machine.delayMedian - Self.referenceDelay.inMilliseconds
                     let median = measured.delayMedian - excess
                     let spread = (measured.delaySpread * measured.delaySpread - machine.delaySpread * machine.delaySpread)
@@ -156,15 +162,22 @@ extension NetSimTests {
                             + "\(String(format: "%.2f", spread)) ms")
                     // Loss within ±10% relative of the set 10%.
                     #expect(measured.lossRate >= 0.09 && measured.lossRate <= 0.11, "flow \(ssrc) \(direction): loss \(measured.lossRate)")
-                    // Delay 30 ms ± 10 ms: the centre within 10%, the spread within 15%.
-                    #expect(abs(median - 30) <= 3, "flow \(ssrc) \(direction): median delay \(median) ms")
+                    // Delay 30 ms ± 10 ms: the spread within 15%; the centre within 2 ms of what
+                    // the model chose for this flow (over 20 s the in-order path's slowly varying
+                    // delay leaves one flow's median up to a millisecond or so off 30 ms; the
+                    // three flows together are held to the flags below).
+                    let intended = model.delay.median.inMilliseconds
+                    #expect(abs(median - intended) <= 2, "flow \(ssrc) \(direction): median delay \(median) ms, model's \(intended) ms")
                     #expect(abs(spread - 10) <= 1.5, "flow \(ssrc) \(direction): spread \(spread) ms")
-                    #expect(measured.reordered > 0, "reordering is on, and packets 2 ms apart with 10 ms of jitter overtake")
+                    if direction == "up" {
+                        #expect(measured.reordered == 0, "the path keeps its packets in order")
+                    } else {
+                        #expect(measured.reordered > 0, "reordering is on, and packets 2 ms apart with 10 ms of jitter overtake")
+                    }
                     #expect(measured.duplicates == 0)
                 }
                 // The proxy's report agrees with what the receivers measured: the receivers miss
                 // every packet the proxy dropped, and (the kernel dropping none on loopback) no more.
-                let flowReport = try #require(report.openFlows.first { $0.client == client.address })
                 #expect(flowReport.up.lost == up.sent - up.received)
                 #expect(flowReport.down.lost == down.sent - down.received)
             }
@@ -174,6 +187,27 @@ extension NetSimTests {
             #expect(measuredFlows[0].up.lost != measuredFlows[0].down.lost)
             #expect(report.flowsOpened == 3)
             print("sent 80,000 probes in \(sendingTook) s; proxy report:\n\(report.finalReport)")
+
+            // The report, over the three flows, says what the flags asked for and what the
+            // receivers measured: mean and deviation within 10% of 30 ms ± 10 ms, the median
+            // within 10% of 30 ms and within 2 ms of the receivers' (less the machine's; under
+            // load the machine's share is the larger), reordering as seen.
+            let machineExcess = (up: reference.up.delayMedian - 5, down: reference.down.delayMedian - 5)
+            for (direction, totals, flows, excess) in [
+                ("up", report.up, measuredFlows.map(\.up), machineExcess.up),
+                ("down", report.down, measuredFlows.map(\.down), machineExcess.down),
+            ] {
+                let mean = totals.delay.mean.inMilliseconds
+                let deviation = totals.delay.standardDeviation.inMilliseconds
+                let receivedMedian = flows.map(\.delayMedian).reduce(0, +) / 3 - excess
+                print("report \(direction): \(totals.summary); receivers' median less the machine's \(receivedMedian) ms")
+                #expect(relativeError(mean, 30) <= 0.1, "\(direction): reported mean \(mean) ms")
+                #expect(relativeError(deviation, 10) <= 0.1, "\(direction): reported deviation \(deviation) ms")
+                #expect(relativeError(receivedMedian, 30) <= 0.1, "\(direction): receivers' median \(receivedMedian) ms")
+                #expect(abs(totals.delay.median.inMilliseconds - receivedMedian) <= 2, "\(direction): reported median")
+                let reordered = flows.map(\.reordered).reduce(0, +)
+                #expect(abs(totals.reordered - reordered) <= max(reordered / 20, 0), "\(direction): reported \(totals.reordered) reordered")
+            }
 
             for socket in clients + [relay] { try await socket.close() }
             try await group.shutdownGracefully()

@@ -1,8 +1,9 @@
-/// A bottleneck link: packets leave one after another at `bitsPerSecond`, wait in a FIFO
-/// queue in front of it, and are dropped at the tail when the queue is full.
+/// A bottleneck link (`--rate`, `--queue`): packets leave one after another at
+/// `bitsPerSecond`, wait in a FIFO queue in front of it, and are dropped at the tail when
+/// the queue is full.
 ///
-/// The queue is virtual: the limiter only remembers when the link will have sent the last
-/// packet it admitted, which is all a FIFO at a fixed rate needs. The backlog a packet finds
+/// The queue is virtual: the link only remembers when it will have sent the last packet it
+/// admitted, which is all a FIFO at a fixed rate needs. The backlog a packet finds
 /// is that time minus its arrival. The queue's size is given as time (`queueLimit`: the
 /// longest a packet may wait in it, like `tc tbf latency`), which does not depend on packet
 /// sizes; 200 ms at 64 kbit/s is 1,600 bytes.
@@ -13,7 +14,7 @@
 /// A packet that finds the link idle is always admitted, even one that takes longer than
 /// `queueLimit` to send, so a slow link still passes large packets one at a time. Packets
 /// must be offered in order of arrival.
-public struct RateLimiter: Sendable {
+public struct BottleneckLink: Sendable {
     public static let headerOverheadBytes = 28
 
     public let bitsPerSecond: Int
@@ -21,7 +22,7 @@ public struct RateLimiter: Sendable {
     private let queueLimitNanoseconds: Int64
     /// When the link finishes sending the last admitted packet; nil before the first.
     private var linkFreeAt: Int64?
-    public private(set) var report = RateLimitReport()
+    public private(set) var report = BottleneckReport()
 
     public init(bitsPerSecond: Int, queueLimit: Duration) {
         precondition(bitsPerSecond > 0, "rate \(bitsPerSecond) bit/s must be positive; validate with Impairment.validate()")
@@ -53,7 +54,7 @@ public struct RateLimiter: Sendable {
     }
 }
 
-public struct RateLimitReport: Sendable {
+public struct BottleneckReport: Sendable {
     public internal(set) var packets = 0
     /// Packets dropped because the queue was full.
     public internal(set) var tailDropped = 0
@@ -64,7 +65,7 @@ public struct RateLimitReport: Sendable {
 
     public var dropRate: Double { packets == 0 ? 0 : Double(tailDropped) / Double(packets) }
 
-    public mutating func merge(_ other: RateLimitReport) {
+    public mutating func merge(_ other: BottleneckReport) {
         packets += other.packets
         tailDropped += other.tailDropped
         queueing.merge(other.queueing)

@@ -1,0 +1,237 @@
+"""Scores the calls Benchmarks/one-talker-report ran: for every scenario and seed, PESQ-WB
+(P.862.2) and STOI of each receiver's audio against what the talker handed its encoder
+(--record-sent), over the talker's speech (0.1 s before the first word to 0.1 s after the
+last), each recording lined up utterance by utterance (speech_alignment.py); with each
+receiver's mouth-to-ear delay and how lost frames were repaired. Writes one-talker.md
+(tables: mean over seeds, min–max in brackets), one-talker.json (every run) and
+one-talker.png.
+
+Usage: one_talker_score.py RUNS OUT --seeds "1 2 3" --scenarios "none loss-5 …"
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plot  # noqa: E402
+import numpy  # noqa: E402
+
+from speech_alignment import Timeline, align, read, scores, speech_span  # noqa: E402
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def score_run(run):
+    reference = read(f"{run}/sent.wav")
+    span = speech_span(reference)
+    captured = load(f"{run}/talker.json")["captureStartedAtNanoseconds"]
+    # Offline decodes are in step with the reference by construction.
+    receivers = {name: (f"{run}/{file}.wav", Timeline(0))
+                 for name, file in [("ceiling", "ceiling"), ("ideal", "ideal"), ("sent", "sent-all"), ("sentideal", "sent-ideal")]}
+    delays = {}
+    recordings = []
+    if os.path.exists(f"{run}/listener.json"):
+        recordings.append(("parley", "received/talker", "parley-quality", load(f"{run}/listener.json")["playbackStartedAtNanoseconds"]))
+    recordings.append(("replay", "replay", "replay-quality", load(f"{run}/replay.json")["playbackStartedAtNanoseconds"]))
+    for path in sorted(os.listdir(run)):
+        match = re.fullmatch(r"gst-([\w-]+)-quality\.json", path)
+        if match:
+            label = match.group(1)
+            recordings.append((f"gst:{label}", f"gst-{label}", f"gst-{label}-quality", load(f"{run}/gst-{label}.json")["startedAtNanoseconds"]))
+    for name, file, quality, started in recordings:
+        receivers[name] = (f"{run}/{file}.wav", Timeline.of_recording(f"{run}/{quality}.json", captured, started))
+        delays[name] = load(f"{run}/{quality}.json").get("delayMedianMilliseconds")
+
+    row = {"run": run, "speechSeconds": (span[1] - span[0]) / 48000}
+    for name, (path, timeline) in receivers.items():
+        aligned, _ = align(reference, read(path), timeline)
+        result = scores(reference, aligned, span)
+        row[f"{name}_pesq"] = result["pesq"]
+        row[f"{name}_stoi"] = result["stoi"]
+    for name, delay in delays.items():
+        row[f"{name}_delay"] = delay
+    fates = load(f"{run}/fates.json")
+    row["loss"] = fates["lossPercent"]
+    row["longest_loss_run"] = fates["longestLossRun"]
+    row["ideal_fec"] = fates["fecPercent"]
+    row["ideal_concealed"] = fates["concealedPercent"]
+    row["sentideal_fec"] = fates["sentFECPercent"]
+    row["sentideal_concealed"] = fates["sentConcealedPercent"]
+    replayed = load(f"{run}/replay.json")
+    row["replay_fec"] = replayed["fecRecoveredPercent"]
+    row["replay_concealed"] = replayed["concealedPercent"]
+    if os.path.exists(f"{run}/listener.json"):
+        speakers = [s for s in load(f"{run}/listener.json")["speakers"] if s["identity"] == "talker"]
+        if speakers:
+            row["parley_fec"] = speakers[0]["fecRecoveredPercent"]
+            row["parley_concealed"] = speakers[0]["concealedPercent"]
+            row["parley_underruns"] = speakers[0]["underruns"]
+    return row
+
+
+def summary(rows, key):
+    values = [r[key] for r in rows if r.get(key) is not None]
+    if not values:
+        return None
+    return {"mean": statistics.mean(values), "min": min(values), "max": max(values)}
+
+
+def cell(stat, digits=2, unit=""):
+    if stat is None:
+        return "–"
+    mean = f"{stat['mean']:.{digits}f}{unit}"
+    if len({round(stat["min"], digits), round(stat["max"], digits)}) == 1:
+        return mean
+    return f"{mean} ({stat['min']:.{digits}f}–{stat['max']:.{digits}f})"
+
+
+def table(title, header, rows):
+    return ["", title, "", "| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)] \
+        + ["| " + " | ".join(cells) + " |" for cells in rows]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("runs")
+    parser.add_argument("out")
+    parser.add_argument("--seeds", required=True)
+    parser.add_argument("--scenarios", required=True)
+    arguments = parser.parse_args()
+    seeds = arguments.seeds.split()
+    scenarios = arguments.scenarios.split()
+
+    results = {}
+    for scenario in scenarios:
+        rows = []
+        for seed in seeds:
+            row = score_run(f"{arguments.runs}/{scenario}/seed-{seed}")
+            row["seed"] = seed
+            gst = [row[k] for k in row if k.startswith("gst:") and k.endswith("_pesq")]
+            for name in ["parley", "replay"]:
+                if f"{name}_pesq" in row:
+                    row[f"{name}_minus_ideal"] = row[f"{name}_pesq"] - row["ideal_pesq"]
+                    row[f"{name}_minus_sentideal"] = row[f"{name}_pesq"] - row["sentideal_pesq"]
+                    if gst:
+                        row[f"{name}_minus_gst"] = row[f"{name}_pesq"] - max(gst)
+            rows.append(row)
+            print(f"{scenario:10} seed {seed}: " + "  ".join(
+                f"{k[:-5]} {row[k]:.2f}" for k in row if k.endswith("_pesq")) + f"  loss {row['loss']:.1f}%")
+        keys = sorted({k for r in rows for k in r if isinstance(r[k], (int, float)) and k != "seed"})
+        results[scenario] = {"runs": rows, "summary": {k: summary(rows, k) for k in keys}}
+    with open(f"{arguments.out}/one-talker.json", "w") as f:
+        json.dump(results, f, indent=1, sort_keys=True)
+
+    gst_names = sorted({k[:-5] for r in results.values() for k in r["summary"] if k.startswith("gst:") and k.endswith("_pesq")},
+                       key=lambda n: (-int(re.match(r"gst:(\d+)", n).group(1)), n))
+    live = all(r["summary"].get("parley_pesq") for r in results.values())
+    # The receiver the tables judge: the live call, or (in --replay) today's jitter buffer offline.
+    subject, subject_label = ("parley", "Parley") if live else ("replay", "replay")
+
+    def gst_label(name):
+        latency, _, variant = name[4:].partition("-")
+        return f"GStreamer {latency} ms" + (", no FEC" if variant == "plc" else "")
+
+    def gap(summary, key):
+        value = summary.get(key)
+        return "–" if value is None else f"{value['mean']:+.2f}"
+
+    lines = [f"PESQ-WB (P.862.2, 1–4.64) and STOI against the talker's --record-sent, over {len(seeds)} seed(s): "
+             "mean (min–max)."]
+    lines += table(
+        "PESQ-WB: what the path allows (the reference encoder: 32 kb/s, in-band FEC, 10 % expected loss) and what each receiver made of it.",
+        ["scenario", "frames lost", "codec ceiling", "ideal decoder", subject_label, f"{subject_label} − ideal (ratio)"]
+        + [gst_label(n) for n in gst_names] + ([f"{subject_label} − best GStreamer"] if gst_names else []),
+        [[scenario, cell(r["summary"]["loss"], 1, " %"), cell(r["summary"]["ceiling_pesq"]), cell(r["summary"]["ideal_pesq"]),
+          cell(r["summary"][f"{subject}_pesq"]),
+          f"{gap(r['summary'], f'{subject}_minus_ideal')} ({r['summary'][f'{subject}_pesq']['mean'] / r['summary']['ideal_pesq']['mean']:.0%})"]
+         + [cell(r["summary"].get(f"{n}_pesq")) for n in gst_names]
+         + ([gap(r["summary"], f"{subject}_minus_gst")] if gst_names else [])
+         for scenario, r in results.items()])
+    lines += table(
+        "PESQ-WB: the sender's part and the receiver's. The talker's own packets decoded with nothing lost, and by an ideal "
+        "receiver with the listener's fates; replay: the listener's packets through today's JitterBuffer offline.",
+        ["scenario", "talker's packets, nothing lost", "talker's packets, ideal receiver", "Parley", "Parley − ideal receiver",
+         "replay", "replay − ideal receiver"],
+        [[scenario, cell(r["summary"]["sent_pesq"]), cell(r["summary"]["sentideal_pesq"]), cell(r["summary"].get("parley_pesq")),
+          gap(r["summary"], "parley_minus_sentideal"), cell(r["summary"]["replay_pesq"]), gap(r["summary"], "replay_minus_sentideal")]
+         for scenario, r in results.items()])
+    stoi_names = ["ceiling", "ideal", "sent", "sentideal", "parley"] + gst_names + ["replay"]
+    stoi_labels = {"ceiling": "codec ceiling", "ideal": "ideal decoder", "sent": "talker's packets", "sentideal": "ideal receiver",
+                   "parley": "Parley", "replay": "replay"}
+    lines += table(
+        "STOI (0–1).", ["scenario"] + [stoi_labels.get(n) or gst_label(n) for n in stoi_names],
+        [[scenario] + [cell(r["summary"].get(f"{n}_stoi"), 3) for n in stoi_names] for scenario, r in results.items()])
+
+    def repair(summary, prefix):
+        fec, concealed = summary.get(f"{prefix}_fec"), summary.get(f"{prefix}_concealed")
+        return "–" if fec is None else f"{fec['mean']:.1f} % / {concealed['mean']:.1f} %"
+    lines += table(
+        "Mouth-to-ear delay (median over the talker's speech, ms), and the share of the talker's frames rebuilt from FEC / "
+        "concealed.",
+        ["scenario", "Parley"] + [gst_label(n) for n in gst_names] + ["replay", "Parley FEC / concealed",
+                                                                       "ideal receiver FEC / concealed", "replay FEC / concealed",
+                                                                       "longest loss run"],
+        [[scenario, cell(r["summary"].get("parley_delay"), 0)] + [cell(r["summary"].get(f"{n}_delay"), 0) for n in gst_names]
+         + [cell(r["summary"].get("replay_delay"), 0), repair(r["summary"], "parley"), repair(r["summary"], "sentideal"),
+            repair(r["summary"], "replay"), f"{r['summary']['longest_loss_run']['max']:.0f} frames"]
+         for scenario, r in results.items()])
+    with open(f"{arguments.out}/one-talker.md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    plot_results(results, scenarios, seeds, gst_names, gst_label, f"{arguments.out}/one-talker.png")
+
+
+def plot_results(results, scenarios, seeds, gst_names, gst_label, path):
+    labels = {"ceiling": "codec ceiling", "ideal": "ideal decoder", "sentideal": "ideal receiver (talker's packets)",
+              "parley": "Parley", "replay": "replay (today's buffer)"}
+    colours = {"ceiling": "0.6", "ideal": "black", "sentideal": "0.35", "parley": "tab:blue", "replay": "tab:cyan"}
+    markers = {"ceiling": "_", "ideal": "s", "sentideal": "D", "parley": "o", "replay": "."}
+    for index, name in enumerate(gst_names):
+        labels[name] = gst_label(name)
+        colours[name] = ["tab:orange", "tab:red", "tab:brown"][index % 3]
+        markers[name] = "^"
+    figure, axes = plot.subplots(1, 3, figsize=(17, 5))
+    x = numpy.arange(len(scenarios))
+
+    def draw(axis, names, metric, width):
+        for offset, name in enumerate(names):
+            shift = (offset - (len(names) - 1) / 2) * width
+            stats = [results[scenario]["summary"].get(f"{name}_{metric}") for scenario in scenarios]
+            if not any(stats):
+                continue
+            means = [st["mean"] if st else numpy.nan for st in stats]
+            low = [st["mean"] - st["min"] if st else 0 for st in stats]
+            high = [st["max"] - st["mean"] if st else 0 for st in stats]
+            axis.errorbar(x + shift, means, yerr=[low, high], fmt=markers[name], color=colours[name], label=labels[name],
+                          capsize=2, markersize=14 if name == "ceiling" else 6)
+        axis.set_xticks(x, scenarios, rotation=20)
+        axis.grid(alpha=0.3)
+
+    quality = ["ceiling", "ideal", "sentideal", "parley"] + gst_names + ["replay"]
+    draw(axes[0], quality, "pesq", 0.09)
+    axes[0].set_ylim(1, 4.7)
+    axes[0].set_title("PESQ-WB (MOS-LQO)")
+    axes[0].legend(fontsize=7, loc="lower left")
+    draw(axes[1], quality, "stoi", 0.09)
+    axes[1].set_ylim(0.6, 1.0)
+    axes[1].set_title("STOI")
+    draw(axes[2], ["parley"] + gst_names + ["replay"], "delay", 0.12)
+    axes[2].set_ylim(bottom=0)
+    axes[2].set_ylabel("ms")
+    axes[2].set_title("Mouth-to-ear delay (median)")
+    axes[2].legend(fontsize=7)
+    figure.suptitle("One talker, one listener: loss on the talker's uplink, the encrypted relay, 32 kb/s "
+                    f"({len(seeds)} seed{'s' if len(seeds) > 1 else ''}; bars: min–max)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
