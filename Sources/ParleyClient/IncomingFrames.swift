@@ -23,20 +23,28 @@ public enum IncomingFrames {
     /// Opus or RED around Opus.
     @discardableResult
     public static func forEach(in packet: RTPPacketView, _ body: (Frame) -> Void) -> Bool {
-        switch packet.payloadType {
+        forEach(payloadType: packet.payloadType, payload: packet.payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp, body)
+    }
+
+    /// The same, from a packet's fields (a `--packet-trace` entry, say).
+    @discardableResult
+    public static func forEach(
+        payloadType: UInt8, payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, _ body: (Frame) -> Void
+    ) -> Bool {
+        switch payloadType {
         case RTPHeader.opusPayloadType:
-            body(Frame(payload: packet.payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp, isRedundant: false))
+            body(Frame(payload: payload, sequenceNumber: sequenceNumber, timestamp: timestamp, isRedundant: false))
             return true
         case RTPHeader.redPayloadType:
-            guard let red = try? REDPayloadView(parsing: packet.payload), red.primary.payloadType == RTPHeader.opusPayloadType else {
+            guard let red = try? REDPayloadView(parsing: payload), red.primary.payloadType == RTPHeader.opusPayloadType else {
                 return false
             }
-            body(Frame(payload: red.primary.data, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp, isRedundant: false))
+            body(Frame(payload: red.primary.data, sequenceNumber: sequenceNumber, timestamp: timestamp, isRedundant: false))
             guard let frameSamples = OpusPacket.sampleCount(red.primary.data) else { return true }
             for block in red.prefix(VoiceEncoder.maximumRedundantBlocks) where block.payloadType == RTPHeader.opusPayloadType {
-                guard let sequence = block.sequenceNumber(primarySequence: packet.sequenceNumber, frameSamples: frameSamples) else { continue }
+                guard let sequence = block.sequenceNumber(primarySequence: sequenceNumber, frameSamples: frameSamples) else { continue }
                 body(Frame(
-                    payload: block.data, sequenceNumber: sequence, timestamp: packet.timestamp &- UInt32(block.timestampOffset),
+                    payload: block.data, sequenceNumber: sequence, timestamp: timestamp &- UInt32(block.timestampOffset),
                     isRedundant: true))
             }
             return true

@@ -10,12 +10,13 @@ import ParleyWire
 /// RED redundancy), next to the ideal decoder's reference, in the same run.
 ///
 /// Each option encodes the speech with Parley's own `VoiceEncoder` and `RTPPacketizer`
-/// (20 ms frames, DTX), a seeded `LossModel` decides each packet's fate, and the packets
-/// that arrived are decoded offline with perfect knowledge and no deadline
-/// (`PerfectKnowledgeDecoder`): a frame's own packet, else a redundant copy of it, else
-/// in-band FEC from the next frame's packet (or a copy of it), else concealment. The ideal
-/// reference is libopus at 32 kb/s with FEC for 10 % loss, decoded with FEC from N+1 only.
-/// Every option sees the same packet fates for a seed. The speech is encoded
+/// (20 ms frames, DTX unless asked otherwise), a seeded `LossModel` decides each packet's
+/// fate, the packets that arrived are unwrapped as the client does (`IncomingFrames`) and
+/// decoded offline with perfect knowledge (`IdealDecoder`): a frame's own packet, else a
+/// redundant copy of it that came at most `wait` packets later, else in-band FEC from the
+/// next frame's packet (or a copy of it), else concealment. The ideal reference is libopus
+/// at 32 kb/s with FEC for 10 % loss and no DTX, decoded with FEC from N+1 only. Every
+/// option sees the same packet fates for a seed. The speech is encoded
 /// `--warmup-passes` times before the pass that is written, so an option that adapts to
 /// loss reports is judged in a call that has been going on, as a listener would hear it.
 ///
@@ -29,14 +30,15 @@ struct SenderProtectionBenchmark: ParsableCommand {
         discussion: """
             An option is LABEL=KEY:VALUE,...: bitrate:KBPS (the voice), fec:PERCENT (expected
             loss; 0 turns FEC off), red:D+D (redundant copies D frames back), redrate:KBPS
-            (redundancy as a second encoding at this rate instead of copies), decoder:fec1
+            (redundancy as a second encoding at this rate instead of copies), dtx:on|off (on unless
+            said), decoder:fec1
             (use only FEC from the next packet, as the ideal reference does), wait:FRAMES (a
             copy or FEC helps only if it comes at most this many packets after its frame), or
             adaptive (the call's EncoderAdaptation, fed simulated loss reports, with the voice
             at bitrate:KBPS, redundancy red:D+D and its memory:REPORTS and hold:REPORTS).
             Example:
               parley-bench sender-protection --loss bursts:10:3 --out /tmp/p \\
-                  --option "ideal=bitrate:32,fec:10,decoder:fec1" --option "red2=bitrate:32,fec:10,red:1+2"
+                  --option "ideal=bitrate:32,fec:10,decoder:fec1,dtx:off" --option "copies=bitrate:32,red:1+3,wait:3"
             """)
 
     @Option(help: ArgumentHelp("Speech to send (WAV, any rate); default: the recorded voices of alsa-utils.", valueName: "FILE.wav"))
@@ -102,7 +104,7 @@ struct SenderProtectionBenchmark: ParsableCommand {
             for option in sendingOptions {
                 var fates = lossSpecification.fates(seed: seed)
                 let sent = try option.send(signal, fates: &fates)
-                let decoded = try PerfectKnowledgeDecoder(sent: sent, onlyFECFromNext: option.onlyFECFromNext, wait: option.wait).decode()
+                let decoded = try Self.decode(sent, onlyFECFromNext: option.onlyFECFromNext, wait: option.wait)
                 let written = Array(decoded.audio[(signal.count - pass + sent.lookahead)...].prefix(pass))
                 try WAVAudio(sampleRate: AudioClock.sampleRate, samples: written + [Float](repeating: 0, count: pass - written.count))
                     .write(to: "\(out)/\(option.label)-\(seed).wav")
@@ -113,16 +115,49 @@ struct SenderProtectionBenchmark: ParsableCommand {
                     label: option.label, seed: seed,
                     payloadKilobitsPerSecond: Double(bytes * 8) / (Double(scored.count) * 0.02) / 1_000,
                     lossPercent: 100 * Double(lost) / Double(max(1, scored.count)),
-                    framesFromOwnPacket: decoded.fromOwnPacket, framesFromRedundancy: decoded.fromRedundancy,
-                    framesFromFEC: decoded.fromFEC, framesConcealed: decoded.concealed))
+                    framesFromOwnPacket: decoded.count(.decode), framesFromRedundancy: decoded.count(.redundancy),
+                    framesFromFEC: decoded.count(.fec), framesConcealed: decoded.count(.conceal)))
                 print(String(format: "%@ seed %llu: %.1f kb/s, loss %.1f %%, frames own %d, redundancy %d, FEC %d, concealed %d",
                              option.label, seed, results.last!.payloadKilobitsPerSecond, results.last!.lossPercent,
-                             decoded.fromOwnPacket, decoded.fromRedundancy, decoded.fromFEC, decoded.concealed))
+                             decoded.count(.decode), decoded.count(.redundancy), decoded.count(.fec), decoded.count(.conceal)))
             }
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         try encoder.encode(results).write(to: URL(fileURLWithPath: "\(out)/summary.json"))
+    }
+
+    /// What a listener with perfect knowledge makes of what arrived: each frame's own packet,
+    /// the first copy of it that came at most `wait` packets later (none with
+    /// `onlyFECFromNext`), and whether FEC for it can come from the next frame's packet.
+    static func decode(_ sent: SentStream, onlyFECFromNext: Bool, wait: Int) throws -> IdealDecoder.Output {
+        var packets = [[UInt8]?](repeating: nil, count: sent.slots)
+        var arrived = [Bool](repeating: true, count: sent.slots)
+        var copies = [[UInt8]?](repeating: nil, count: sent.slots)
+        var carriesFEC = [Bool](repeating: false, count: sent.slots)
+        var position: [UInt16: Int] = [:]
+        for (index, packet) in sent.packets.enumerated() {
+            position[packet.sequenceNumber] = index
+            arrived[packet.slot] = !packet.lost
+            carriesFEC[packet.slot] = packet.carriesFEC
+        }
+        for (index, packet) in sent.packets.enumerated() {
+            _ = try RTPPacketView.withParsed(packet.bytes) { view in
+                IncomingFrames.forEach(in: view) { frame in
+                    guard frame.isRedundant else {
+                        packets[packet.slot] = Array(frame.payload)
+                        return
+                    }
+                    guard !packet.lost, !onlyFECFromNext, let target = position[frame.sequenceNumber], target < index, index - target <= wait else { return }
+                    let slot = sent.packets[target].slot
+                    guard sent.packets[target].lost, copies[slot] == nil else { return }
+                    copies[slot] = Array(frame.payload)
+                    // A second encoding carries no FEC for the frame before, as its own packet did.
+                    if packet.reencodesRedundancy { carriesFEC[slot] = false }
+                }
+            }
+        }
+        return try IdealDecoder.decode(packets: packets, arrived: arrived, copies: copies, carriesFEC: carriesFEC, frameSamples: sent.frameSamples)
     }
 
     /// alsa-utils' recorded voices (not its noise), each followed by 0.3 s of silence.

@@ -14,6 +14,7 @@ struct SendingOption {
     let adaptation: EncoderAdaptation.Configuration
     let onlyFECFromNext: Bool
     let wait: Int
+    let dtx: Bool
 
     init(_ text: String) throws {
         guard let equals = text.firstIndex(of: "="), !text[..<equals].isEmpty else {
@@ -30,6 +31,7 @@ struct SendingOption {
         var adaptive = false
         var onlyFEC = false
         var wait = Int.max
+        var dtx = true
         var adaptation = EncoderAdaptation.Configuration()
         for item in text[text.index(after: equals)...].split(separator: ",") {
             let parts = item.split(separator: ":", maxSplits: 1).map(String.init)
@@ -53,8 +55,11 @@ struct SendingOption {
                 guard value == "fec1" else { throw ValidationError("\(label): the only decoder rule to ask for is fec1") }
                 onlyFEC = true
             case "wait":
-                guard let frames = Int(value), frames >= 0 else { throw ValidationError("\(label): wait is a number of frames") }
+                guard let frames = Int(value), frames >= 1 else { throw ValidationError("\(label): wait is a number of frames, at least 1") }
                 wait = frames
+            case "dtx":
+                guard value == "on" || value == "off" else { throw ValidationError("\(label): dtx is on or off") }
+                dtx = value == "on"
             case "adaptive":
                 adaptive = true
             case "memory":
@@ -74,6 +79,7 @@ struct SendingOption {
             bitrate: bitrate, expectedLossPercent: fec, redundancy: .init(distances: distances.sorted(), bitrate: redundantBitrate))
         onlyFECFromNext = onlyFEC
         self.wait = wait
+        self.dtx = dtx
     }
 
     /// Encodes and packetises `signal` as a Parley sender would, deciding each packet's fate.
@@ -81,7 +87,7 @@ struct SendingOption {
         var adaptation = EncoderAdaptation(self.adaptation)
         _ = adaptation.listeners(allReadRedundancy: true)
         var opus = OpusEncoder.Configuration()
-        opus.dtx = true
+        opus.dtx = dtx
         let encoder = try VoiceEncoder(encoder: OpusEncoder(opus), setting: setting ?? adaptation.setting)
         let lookahead = try OpusEncoder(opus).lookahead
         var packetizer = RTPPacketizer(ssrc: 0x5EED, initialSequenceNumber: 65_000, initialTimestamp: 4_294_000_000)
