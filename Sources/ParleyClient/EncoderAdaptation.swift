@@ -5,19 +5,20 @@
 ///   in-band FEC takes its bits from the voice itself (the same 32 kb/s scores 4.42
 ///   PESQ-WB without FEC and 4.12 with FEC for 10 % loss), so it is off until a report
 ///   shows loss.
-/// - **In-band FEC** (a coarse copy of each frame in the next packet) is on while any of
-///   the last `memory` reports showed loss, protecting against the worst of them (rounded
+/// - **RED redundancy** (RFC 2198: exact copies of the frames `redundancy.distances` back
+///   in each packet, 1 and 3) is on from the first report of loss until `redundancyHold`
+///   reports in a row show none, and only while every listener can read it. It rebuilds
+///   every burst of up to three lost packets whole, which FEC (one frame back) cannot.
+///   While it is on, FEC is off: the copies do its work at full quality, and FEC's bits
+///   would come from the voice. It costs bandwidth, not voice quality, so it stays on long
+///   after the loss (half a minute): the first packets of the next burst are lost before
+///   any report can say so.
+/// - **In-band FEC** protects instead while a listener cannot read RED (an older client):
+///   on while any of the last `memory` reports showed loss, for the worst of them (rounded
 ///   up to a whole percent, at most `maximumExpectedLossPercent`).
-/// - **RED redundancy** (RFC 2198: the previous `redundancy.distances` frames again, as
-///   exact copies, in each packet) is on from the first report of loss until
-///   `redundancyHold` reports in a row show none, and only while every listener can read
-///   it. It rebuilds bursts FEC cannot (FEC reaches one frame back), and it costs
-///   bandwidth, not voice quality, so it is kept on long after the loss: the first packets
-///   of the next burst are lost before any report can say so.
 ///
-/// `--bitrate` is the voice's ceiling: redundancy adds to it (about 3× while on, for a
-/// 32 kb/s voice with two copies). BENCHMARKS.md ("Sender protection") has the
-/// measurements these choices come from.
+/// `--bitrate` is the voice's ceiling: the copies add to it (about 3× while on).
+/// BENCHMARKS.md ("Sender protection") has the measurements these choices come from.
 ///
 /// Plain Swift with no clock (reports are its time); the network loop feeds it and the
 /// capture thread applies what it decides.
@@ -31,7 +32,7 @@ public struct EncoderAdaptation: Sendable, Equatable {
         /// What redundancy sends while on.
         public var redundancy = Redundancy(distances: [1, 3])
         /// Reports without loss after which redundancy stops.
-        public var redundancyHold = 10
+        public var redundancyHold = 30
         public init() {}
     }
 

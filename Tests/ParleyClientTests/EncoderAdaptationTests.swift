@@ -31,20 +31,20 @@ struct EncoderAdaptationTests {
     }
 
     /// Redundancy costs bandwidth, not voice quality, and the next burst is lost before a
-    /// report can say so: it stays until ten reports in a row are clean.
-    @Test func redundancyStaysUntilTenCleanReportsInARow() {
+    /// report can say so: it stays until thirty reports in a row (half a minute) are clean.
+    @Test func redundancyStaysUntilThirtyCleanReportsInARow() {
         var adaptation = Self.adaptation()
         _ = adaptation.report(lossFraction: 0.1)
-        for report in 1...9 {
+        for report in 1...29 {
             _ = adaptation.report(lossFraction: 0)
             #expect(adaptation.setting.redundancy == Self.copies, "clean report \(report)")
         }
-        #expect(adaptation.report(lossFraction: 0) == .init(bitrate: 32_000, expectedLossPercent: 0, redundancy: .none), "the tenth ends it")
+        #expect(adaptation.report(lossFraction: 0) == .init(bitrate: 32_000, expectedLossPercent: 0, redundancy: .none), "the thirtieth ends it")
         #expect(adaptation.report(lossFraction: 0.01)?.redundancy == Self.copies, "and the next loss brings it back")
-        for _ in 1...9 { _ = adaptation.report(lossFraction: 0) }
+        for _ in 1...29 { _ = adaptation.report(lossFraction: 0) }
         _ = adaptation.report(lossFraction: 0.02)
-        for _ in 1...9 { _ = adaptation.report(lossFraction: 0) }
-        #expect(adaptation.setting.redundancy == Self.copies, "a loss within the ten starts the count again")
+        for _ in 1...29 { _ = adaptation.report(lossFraction: 0) }
+        #expect(adaptation.setting.redundancy == Self.copies, "a loss within the thirty starts the count again")
     }
 
     /// A listener that cannot read RED would hear nothing of us: then in-band FEC protects
