@@ -89,7 +89,7 @@ struct SenderProtectionBenchmark: ParsableCommand {
         let voice = try speech.map { path in
             let audio = try WAVAudio(contentsOf: path)
             return try Resampler.resample(audio.mono, from: audio.sampleRate, to: AudioClock.sampleRate)
-        } ?? Self.recordedVoices()
+        } ?? AudioBenchmark.recordedVoices(gapMilliseconds: 300)
         let frame = OpusFrameDuration.ms20.samples
         let pass = (voice.count + frame - 1) / frame * frame
         let padded = voice + [Float](repeating: 0, count: pass - voice.count)
@@ -158,20 +158,6 @@ struct SenderProtectionBenchmark: ParsableCommand {
             }
         }
         return try IdealDecoder.decode(packets: packets, arrived: arrived, copies: copies, carriesFEC: carriesFEC, frameSamples: sent.frameSamples)
-    }
-
-    /// alsa-utils' recorded voices (not its noise), each followed by 0.3 s of silence.
-    static func recordedVoices() throws -> [Float] {
-        let directory = "/usr/share/sounds/alsa"
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory))?.filter { $0.hasSuffix(".wav") && $0 != "Noise.wav" }.sorted() ?? []
-        guard !names.isEmpty else { throw ValidationError("no recorded speech in \(directory); run Scripts/bootstrap (alsa-utils)") }
-        var voice = [Float]()
-        for name in names {
-            let audio = try WAVAudio(contentsOf: "\(directory)/\(name)")
-            voice += try Resampler.resample(audio.mono, from: audio.sampleRate, to: AudioClock.sampleRate)
-            voice += [Float](repeating: 0, count: AudioClock.samples(milliseconds: 300))
-        }
-        return voice
     }
 }
 
