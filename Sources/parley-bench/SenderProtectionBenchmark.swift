@@ -35,7 +35,8 @@ struct SenderProtectionBenchmark: ParsableCommand {
             (use only FEC from the next packet, as the ideal reference does), wait:FRAMES (a
             copy or FEC helps only if it comes at most this many packets after its frame), or
             adaptive (the call's EncoderAdaptation, fed simulated loss reports, with the voice
-            at bitrate:KBPS, redundancy red:D+D and its memory:REPORTS and hold:REPORTS).
+            at bitrate:KBPS, redundancy red:D+D and its memory:REPORTS and hold:REPORTS; with
+            old-listener, as when a listener cannot read RED).
             Example:
               parley-bench sender-protection --loss bursts:10:3 --out /tmp/p \\
                   --option "ideal=bitrate:32,fec:10,decoder:fec1,dtx:off" --option "copies=bitrate:32,red:1+3,wait:3"

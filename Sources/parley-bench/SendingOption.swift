@@ -15,6 +15,8 @@ struct SendingOption {
     let onlyFECFromNext: Bool
     let wait: Int
     let dtx: Bool
+    /// For an adaptive option: whether every listener reads RED (else FEC protects instead).
+    let listenersReadRedundancy: Bool
 
     init(_ text: String) throws {
         guard let equals = text.firstIndex(of: "="), !text[..<equals].isEmpty else {
@@ -32,6 +34,7 @@ struct SendingOption {
         var onlyFEC = false
         var wait = Int.max
         var dtx = true
+        var listenersReadRedundancy = true
         var adaptation = EncoderAdaptation.Configuration()
         for item in text[text.index(after: equals)...].split(separator: ",") {
             let parts = item.split(separator: ":", maxSplits: 1).map(String.init)
@@ -62,6 +65,8 @@ struct SendingOption {
                 dtx = value == "on"
             case "adaptive":
                 adaptive = true
+            case "old-listener":
+                listenersReadRedundancy = false
             case "memory":
                 guard let reports = Int(value), (1...60).contains(reports) else { throw ValidationError("\(label): memory is 1–60 reports") }
                 adaptation.memory = reports
@@ -69,7 +74,7 @@ struct SendingOption {
                 guard let reports = Int(value), (0...600).contains(reports) else { throw ValidationError("\(label): hold is 0–600 reports") }
                 adaptation.redundancyHold = reports
             default:
-                throw ValidationError("\(label): unknown key '\(parts[0])' (bitrate, fec, red, redrate, decoder, wait, adaptive)")
+                throw ValidationError("\(label): unknown key '\(parts[0])' (bitrate, fec, red, redrate, dtx, decoder, wait, adaptive, memory, hold, old-listener)")
             }
         }
         adaptation.maximumBitrate = bitrate
@@ -80,12 +85,13 @@ struct SendingOption {
         onlyFECFromNext = onlyFEC
         self.wait = wait
         self.dtx = dtx
+        self.listenersReadRedundancy = listenersReadRedundancy
     }
 
     /// Encodes and packetises `signal` as a Parley sender would, deciding each packet's fate.
     func send(_ signal: [Float], fates: inout LossSpecification.Fates) throws -> SentStream {
         var adaptation = EncoderAdaptation(self.adaptation)
-        _ = adaptation.listeners(allReadRedundancy: true)
+        _ = adaptation.listeners(allReadRedundancy: listenersReadRedundancy)
         var opus = OpusEncoder.Configuration()
         opus.dtx = dtx
         let encoder = try VoiceEncoder(encoder: OpusEncoder(opus), setting: setting ?? adaptation.setting)
