@@ -119,3 +119,39 @@ struct RedundancyRecoveryTests {
         #expect(withRedundancy.statistics.decodedFrames == reference.statistics.decodedFrames - 3)
     }
 }
+
+/// A peer controls every field of a RED payload: offsets, lengths, payload types, and the
+/// primary's sequence number. None of it may trap or play a copy anywhere but a hole.
+@Suite("Hostile redundant audio")
+struct HostileRedundancyTests {
+    @Test func anyRedPayloadIsUnwrappedOrRejectedWithoutATrap() throws {
+        var random = SystemRandomNumberGenerator()
+        let speaker = try RemoteSpeaker(ssrc: 7, identity: nil, configuration: JitterBuffer.Configuration(), now: 0)
+        var chunk = [Float](repeating: 0, count: 480)
+        var unwrapped = 0
+        for index in 0..<5_000 {
+            let blocks = (0..<Int.random(in: 0...6, using: &random)).map { _ in
+                OwnedREDPayload.Block(
+                    payloadType: Bool.random(using: &random) ? 111 : UInt8.random(in: 0...127, using: &random),
+                    timestampOffset: [960, 1_920, 2_880, 0, 1, 16_383, UInt16.random(in: 0...16_383, using: &random)].randomElement(using: &random)!,
+                    data: (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
+            }
+            let primary = OwnedREDPayload.Block(
+                payloadType: Bool.random(using: &random) ? 111 : 5, timestampOffset: 0,
+                data: (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
+            var payload = try OwnedREDPayload(redundant: blocks, primary: primary).serialized()
+            if Bool.random(using: &random), !payload.isEmpty {
+                payload.removeLast(Int.random(in: 1...payload.count, using: &random))  // cut short
+            }
+            let header = RTPHeader(
+                payloadType: RTPHeader.redPayloadType, sequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random),
+                timestamp: UInt32.random(in: 0...UInt32.max, using: &random), ssrc: 7)
+            try RTPPacketView.withParsed(try header.serialized(payload: payload)) { view in
+                if IncomingFrames.forEach(in: view, { _ in }) { unwrapped += 1 }
+                speaker.receive(view, now: UInt64(index) * 20_000_000, seconds: Double(index) * 0.02)
+            }
+            chunk.withUnsafeMutableBufferPointer { _ = speaker.buffer.read(into: $0, now: Double(index) * 0.02) }
+        }
+        #expect(unwrapped > 500, "the generator reaches the unwrapping path")
+    }
+}
