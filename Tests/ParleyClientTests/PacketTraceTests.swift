@@ -158,8 +158,8 @@ struct PacketTraceTests {
     }
 }
 
-/// SplitMix64, so a failing case can be reproduced from the seed.
-private struct SplitMix: RandomNumberGenerator {
+/// SplitMix64, so a failing case can be reproduced from the seed (the client tests share it).
+struct SplitMix: RandomNumberGenerator {
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {
