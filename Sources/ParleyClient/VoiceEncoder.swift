@@ -51,10 +51,6 @@ public final class VoiceEncoder {
     private let primary: UnsafeMutableRawBufferPointer
     private var blocks: [REDPayload.Block] = []
 
-    /// Frames sent with redundancy, and the redundant bytes they carried.
-    public private(set) var redundantPayloads = 0
-    public private(set) var redundantBytes = 0
-
     public init(encoder: OpusEncoder, setting: EncoderAdaptation.Setting) throws(OpusError) {
         self.encoder = encoder
         self.setting = setting
@@ -132,6 +128,8 @@ public final class VoiceEncoder {
         blocks.removeAll(keepingCapacity: true)
         // Oldest first, as RFC 2198's example orders them.
         for distance in setting.redundancy.distances.reversed() where distance >= 1 && distance <= consecutive && blocks.count < Self.maximumRedundantBlocks {
+            // A block can say at most 16,383 samples back (long frames reach it sooner).
+            guard distance * encoder.frameSamples <= Int(REDPayload.maximumTimestampOffset) else { continue }
             let index = (newest - distance + 1 + Self.slotCount) % Self.slotCount
             let length = lengths[index]
             guard length > 0, length <= REDPayload.maximumBlockLength else { continue }
@@ -156,11 +154,6 @@ public final class VoiceEncoder {
         } catch {
             throw .payload(error)
         }
-        if !blocks.isEmpty {
-            redundantPayloads += 1
-            redundantBytes += blocks.reduce(0) { $0 + 4 + $1.data.count }
-        }
-
         // Remember this frame's redundant form for the packets after it.
         newest = (newest + 1) % Self.slotCount
         if let redundantCount {

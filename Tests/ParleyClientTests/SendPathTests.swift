@@ -1,5 +1,7 @@
+import Foundation
 import Testing
 @testable import ParleyClient
+import ParleyAudio
 import ParleyWire
 
 @Suite("The outgoing stream's packets and reports")
@@ -49,6 +51,51 @@ struct SendPathTests {
         let next = try #require(try Self.packetize(&packetizer, payloadSize: 40))
         let view = try next.withUnsafeBytes { try RTPHeader(RTPPacketView(parsing: $0)) }
         #expect(view.sequenceNumber == 11 && view.timestamp == 1_920 && view.marker)
+    }
+
+    /// The encode step repeats earlier frames exactly as they were sent, only as far back as
+    /// the stream has gone on without a gap: after a DTX silence or a frame not sent, the
+    /// next packet is plain Opus again, so a receiver can number every copy by its offset.
+    @Test func redundancyRepeatsEarlierPacketsExactlyAndNeverAcrossAGap() throws {
+        var configuration = OpusEncoder.Configuration()
+        configuration.dtx = true
+        let encoder = try VoiceEncoder(
+            encoder: OpusEncoder(configuration), setting: .init(bitrate: 32_000, expectedLossPercent: 0, redundancy: .init(distances: [1, 3])))
+        var frameIndex = 0
+        func encode(silent: Bool = false) throws -> (payloadType: UInt8, payload: [UInt8])? {
+            defer { frameIndex += 1 }
+            let frame = (0..<960).map { silent ? Float(0) : Float(0.3 * sin(Double(frameIndex * 960 + $0) * 2 * .pi * 330 / 48_000)) }
+            var payload = [UInt8](repeating: 0, count: VoiceEncoder.maximumPayloadSize)
+            let output = try frame.withUnsafeBufferPointer { input in try payload.withUnsafeMutableBytes { try encoder.encode(input, into: $0) } }
+            guard case let .payload(payloadType, count) = output else { return nil }
+            return (payloadType, Array(payload.prefix(count)))
+        }
+        var sent: [[UInt8]] = []  // each frame's own Opus packet
+        for expected in [0, 1, 1, 2, 2] {
+            let packet = try #require(try encode())
+            guard expected > 0 else {
+                #expect(packet.payloadType == RTPHeader.opusPayloadType, "nothing to repeat yet: plain Opus")
+                sent.append(packet.payload)
+                continue
+            }
+            #expect(packet.payloadType == RTPHeader.redPayloadType)
+            let red = try OwnedREDPayload(parsing: packet.payload)
+            #expect(red.redundant.count == expected)
+            for block in red.redundant {
+                let back = Int(block.timestampOffset) / 960
+                #expect([1, 3].contains(back) && Int(block.timestampOffset) % 960 == 0)
+                #expect(block.data == sent[sent.count - back], "a copy is the earlier packet's Opus, byte for byte")
+            }
+            #expect(red.redundant.map(\.timestampOffset) == red.redundant.map(\.timestampOffset).sorted(by: >), "oldest first")
+            sent.append(red.primary.data)
+        }
+        var silentFrames = 0
+        while try encode(silent: true) != nil { silentFrames += 1 }
+        #expect(silentFrames < 50, "DTX takes over in silence")
+        #expect(try encode()?.payloadType == RTPHeader.opusPayloadType, "after a silence, nothing from before it is repeated")
+        #expect(try encode()?.payloadType == RTPHeader.redPayloadType)
+        encoder.interrupt()
+        #expect(try encode()?.payloadType == RTPHeader.opusPayloadType, "nor across a frame that was not sent")
     }
 
     /// A sender report while we send (with the RTP time of this instant), a receiver report
