@@ -1,7 +1,7 @@
 """Scores the calls Benchmarks/one-talker-report ran: for every scenario and seed, PESQ-WB
 (P.862.2) and STOI of each receiver's audio against what the talker handed its encoder
 (--record-sent), over the talker's speech (0.1 s before the first word to 0.1 s after the
-last), each recording lined up utterance by utterance (speech_alignment.py); with each
+last), each recording lined up as each measure needs (speech_alignment.py); with each
 receiver's mouth-to-ear delay and how lost frames were repaired. Writes one-talker.md
 (tables: mean over seeds, min–max in brackets), one-talker.json (every run) and
 one-talker.png.
@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plot  # noqa: E402
 import numpy  # noqa: E402
 
-from speech_alignment import Timeline, align, read, scores, speech_span  # noqa: E402
+from speech_alignment import Timeline, align, align_windows, read, scores, speech_span  # noqa: E402
 
 
 def load(path):
@@ -28,7 +28,12 @@ def load(path):
         return json.load(f)
 
 
-def score_run(run):
+def score_run(run, only=None):
+    """One call's figures. With `only` (a receiver's name), the others come from the
+    scores.json the last full scoring of this run left, and only that one is scored again."""
+    cached = None
+    if only and os.path.exists(f"{run}/scores.json"):
+        cached = load(f"{run}/scores.json")
     reference = read(f"{run}/sent.wav")
     span = speech_span(reference)
     captured = load(f"{run}/talker.json")["captureStartedAtNanoseconds"]
@@ -49,10 +54,15 @@ def score_run(run):
         receivers[name] = (f"{run}/{file}.wav", Timeline.of_recording(f"{run}/{quality}.json", captured, started))
         delays[name] = load(f"{run}/{quality}.json").get("delayMedianMilliseconds")
 
-    row = {"run": run, "speechSeconds": (span[1] - span[0]) / 48000}
+    row = {"speechSeconds": (span[1] - span[0]) / 48000}
     for name, (path, timeline) in receivers.items():
-        aligned, _ = align(reference, read(path), timeline)
-        result = scores(reference, aligned, span)
+        if cached and name != only and f"{name}_pesq" in cached:
+            row[f"{name}_pesq"] = cached[f"{name}_pesq"]
+            row[f"{name}_stoi"] = cached[f"{name}_stoi"]
+            continue
+        recording = read(path)
+        aligned, _ = align(reference, recording, timeline)
+        result = scores(reference, aligned, align_windows(reference, recording, timeline), span)
         row[f"{name}_pesq"] = result["pesq"]
         row[f"{name}_stoi"] = result["stoi"]
     for name, delay in delays.items():
@@ -73,6 +83,9 @@ def score_run(run):
             row["parley_fec"] = speakers[0]["fecRecoveredPercent"]
             row["parley_concealed"] = speakers[0]["concealedPercent"]
             row["parley_underruns"] = speakers[0]["underruns"]
+    if not only:
+        with open(f"{run}/scores.json", "w") as f:
+            json.dump(row, f)
     return row
 
 
@@ -103,6 +116,7 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--seeds", required=True)
     parser.add_argument("--scenarios", required=True)
+    parser.add_argument("--only", help="score only this receiver again (replay); the others as last scored")
     arguments = parser.parse_args()
     seeds = arguments.seeds.split()
     scenarios = arguments.scenarios.split()
@@ -111,7 +125,7 @@ def main():
     for scenario in scenarios:
         rows = []
         for seed in seeds:
-            row = score_run(f"{arguments.runs}/{scenario}/seed-{seed}")
+            row = score_run(f"{arguments.runs}/{scenario}/seed-{seed}", arguments.only)
             row["seed"] = seed
             gst = [row[k] for k in row if k.startswith("gst:") and k.endswith("_pesq")]
             for name in ["parley", "replay"]:
@@ -131,8 +145,9 @@ def main():
     gst_names = sorted({k[:-5] for r in results.values() for k in r["summary"] if k.startswith("gst:") and k.endswith("_pesq")},
                        key=lambda n: (-int(re.match(r"gst:(\d+)", n).group(1)), n))
     live = all(r["summary"].get("parley_pesq") for r in results.values())
-    # The receiver the tables judge: the live call, or (in --replay) today's jitter buffer offline.
-    subject, subject_label = ("parley", "Parley") if live else ("replay", "replay")
+    # The receiver the first table judges: the live call, or (rescoring the replay) today's
+    # jitter buffer offline.
+    subject, subject_label = ("parley", "Parley") if live and arguments.only != "replay" else ("replay", "replay")
 
     def gst_label(name):
         latency, _, variant = name[4:].partition("-")
@@ -197,7 +212,9 @@ def plot_results(results, scenarios, seeds, gst_names, gst_label, path):
         labels[name] = gst_label(name)
         colours[name] = ["tab:orange", "tab:red", "tab:brown"][index % 3]
         markers[name] = "^"
-    figure, axes = plot.subplots(1, 3, figsize=(17, 5))
+    figure = plot.figure(figsize=(14, 9))
+    grid = figure.add_gridspec(2, 2, height_ratios=[1.2, 1])
+    axes = [figure.add_subplot(grid[0, :]), figure.add_subplot(grid[1, 0]), figure.add_subplot(grid[1, 1])]
     x = numpy.arange(len(scenarios))
 
     def draw(axis, names, metric, width):
@@ -218,15 +235,15 @@ def plot_results(results, scenarios, seeds, gst_names, gst_label, path):
     draw(axes[0], quality, "pesq", 0.09)
     axes[0].set_ylim(1, 4.7)
     axes[0].set_title("PESQ-WB (MOS-LQO)")
-    axes[0].legend(fontsize=7, loc="lower left")
+    axes[0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     draw(axes[1], quality, "stoi", 0.09)
-    axes[1].set_ylim(0.6, 1.0)
+    axes[1].set_ylim(0.5, 1.0)
     axes[1].set_title("STOI")
     draw(axes[2], ["parley"] + gst_names + ["replay"], "delay", 0.12)
     axes[2].set_ylim(bottom=0)
     axes[2].set_ylabel("ms")
     axes[2].set_title("Mouth-to-ear delay (median)")
-    axes[2].legend(fontsize=7)
+
     figure.suptitle("One talker, one listener: loss on the talker's uplink, the encrypted relay, 32 kb/s "
                     f"({len(seeds)} seed{'s' if len(seeds) > 1 else ''}; bars: min–max)")
     figure.tight_layout()

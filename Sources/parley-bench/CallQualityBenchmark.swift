@@ -121,9 +121,7 @@ struct CallQualityBenchmark: ParsableCommand {
             }
         }
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            try printJSON(report)
         } else {
             func ms(_ value: Double?) -> String { value.map { String(format: "%.0f ms", $0) } ?? "–" }
             print("mouth-to-ear delay: median \(ms(report.delayMedianMilliseconds)), p95 \(ms(report.delayP95Milliseconds)), max \(ms(report.delayMaxMilliseconds))")

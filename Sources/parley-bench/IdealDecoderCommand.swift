@@ -69,8 +69,8 @@ struct IdealDecoderCommand: ParsableCommand {
         var fecPercent: Double
         var concealedFrames: Int
         var concealedPercent: Double
-        /// And the talker's own packets (their FEC is what the talker's encoder put in; a
-        /// frame rebuilt from a packet that carried none is in fact concealed).
+        /// And of the talker's own packets. Their FEC is what the talker's encoder put in: a
+        /// frame counted as rebuilt whose next packet carries none was concealed by libopus.
         var sentRedundancyPercent: Double
         var sentFECPercent: Double
         var sentConcealedPercent: Double
@@ -126,9 +126,7 @@ struct IdealDecoderCommand: ParsableCommand {
             sentFECPercent: percent(sentIdeal.count(.fec)), sentConcealedPercent: percent(sentIdeal.count(.conceal)),
             longestLossRun: fates.longestLossRun)
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            try printJSON(report)
         } else {
             print(String(format: "%d of %d sent frames lost (%.1f %%, longest run %d): the ideal receiver rebuilds %.1f %% from FEC and conceals %.1f %%",
                          report.lostFrames, report.sentFrames, report.lossPercent, report.longestLossRun, report.fecPercent, report.concealedPercent))

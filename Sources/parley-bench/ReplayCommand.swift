@@ -49,6 +49,11 @@ struct ReplayCommand: ParsableCommand {
         valueName: "ns"))
     var startAt: UInt64?
 
+    @Option(help: ArgumentHelp(
+        "Also write the buffer's delay every period as CSV: seconds (from the start of playback), delay_ms, target_ms, rate.",
+        valueName: "FILE.csv"))
+    var delayTrace: String?
+
     @Flag(help: "Print one JSON object instead of text.")
     var json = false
 
@@ -96,11 +101,15 @@ struct ReplayCommand: ParsableCommand {
             start = startAt
         }
         let end = last.nanoseconds + 1_000_000_000
+        guard end - start <= 4 * 3_600 * 1_000_000_000 else {
+            throw ValidationError("\(trace) spans \((end - start) / 1_000_000_000) s from the start of playback; replay takes at most 4 hours")
+        }
         func seconds(_ nanoseconds: UInt64) -> Double { Double(nanoseconds - start) / 1e9 }
 
         var output: [Float] = []
         output.reserveCapacity(Int((end - start) / periodNanoseconds + 1) * periodSamples)
         var period = [Float](repeating: 0, count: periodSamples)
+        var delays = delayTrace == nil ? "" : "seconds,delay_ms,target_ms,rate\n"
         var next = 0
         var now = start
         while now <= end {
@@ -117,11 +126,23 @@ struct ReplayCommand: ParsableCommand {
                 }
                 next += 1
             }
-            period.withUnsafeMutableBufferPointer { _ = buffer.read(into: $0, now: seconds(now)) }
+            let playing = period.withUnsafeMutableBufferPointer { buffer.read(into: $0, now: seconds(now)) }
             output += period
+            if delayTrace != nil, playing {
+                let statistics = buffer.currentStatistics
+                delays += String(format: "%.2f,%.2f,%.2f,%.5f\n", seconds(now), statistics.currentDelayMilliseconds,
+                                 statistics.targetDelayMilliseconds, statistics.playbackRate)
+            }
             now += periodNanoseconds
         }
         try WAVAudio(sampleRate: AudioClock.sampleRate, samples: output).write(to: out)
+        if let delayTrace {
+            do {
+                try delays.write(toFile: delayTrace, atomically: true, encoding: .utf8)
+            } catch {
+                throw ValidationError("--delay-trace \(delayTrace): cannot write it (\(error.localizedDescription))")
+            }
+        }
 
         let statistics = buffer.currentStatistics
         let frames = Double(statistics.decodedFrames + statistics.redundancyRecovered + statistics.fecRecovered + statistics.concealedFrames)
@@ -135,9 +156,7 @@ struct ReplayCommand: ParsableCommand {
             concealedPercent: percent(statistics.concealedFrames), underruns: statistics.underruns,
             latePackets: statistics.late, finalTargetDelayMilliseconds: statistics.targetDelayMilliseconds)
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            try printJSON(report)
         } else {
             print(String(format: "%d packets of SSRC %u replayed over %.1f s: %d frames decoded, %d played from redundant copies, %d rebuilt from FEC (%.1f %%), %d concealed (%.1f %%), %d underruns, %d late",
                          report.packets, talker, report.seconds, report.decodedFrames, report.redundancyRecoveredFrames, report.fecRecoveredFrames,

@@ -1,0 +1,52 @@
+import Foundation
+import Testing
+
+/// `parley call`'s diagnostics as a person meets them: the real binary, built beside this
+/// test bundle. They stay out of the everyday help, and the copy of what others say never
+/// leaves the machine.
+@Suite("parley call's diagnostics on the command line")
+struct CallCommandLineTests {
+    static var parley: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("parley")
+    }
+
+    static func call(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = parley
+        process.arguments = ["call"] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    static let relay = ["--relay", "127.0.0.1:9", "--room", "r", "--token", "t", "--insecure"]
+
+    @Test func theDiagnosticsAreListedByHelpHiddenOnly() throws {
+        let help = try Self.call(["--help"])
+        #expect(help.status == 0)
+        #expect(!help.output.contains("--packet-trace"))
+        #expect(!help.output.contains("--copy-received-rtp"))
+        let hidden = try Self.call(["--help-hidden"])
+        #expect(hidden.output.contains("--packet-trace"))
+        #expect(hidden.output.contains("--copy-received-rtp"))
+    }
+
+    @Test func copiesOfWhatOthersSayMayOnlyGoToThisMachine() throws {
+        let elsewhere = try Self.call(Self.relay + ["--copy-received-rtp", "127.0.0.1:5004,192.0.2.7:5004"])
+        #expect(elsewhere.status == 2)
+        #expect(elsewhere.output.contains("--copy-received-rtp 192.0.2.7:5004: the copies are unencrypted audio, so they may only go to this machine"))
+        let named = try Self.call(Self.relay + ["--copy-received-rtp", "localhost:5004"])
+        #expect(named.status == 2)
+        #expect(named.output.contains("give an IP address on this machine, like 127.0.0.1:5004"))
+        let portless = try Self.call(Self.relay + ["--copy-received-rtp", "127.0.0.1"])
+        #expect(portless.status == 2)
+        #expect(portless.output.contains("give a host and a port"))
+        let family = try Self.call(Self.relay + ["--copy-received-rtp", "[::1]:5004"])
+        #expect(family.status == 2)
+        #expect(family.output.contains("use 127.0.0.1, the relay's address family"))
+    }
+}
