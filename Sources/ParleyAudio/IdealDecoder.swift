@@ -3,9 +3,11 @@
 /// `Benchmarks/one-talker-report`).
 ///
 /// Each 20 ms frame either arrived or was lost, and the receiver knows every fate in advance
-/// and has no deadline: frame N is decoded from its own packet when it arrived, else rebuilt
-/// from N+1's in-band FEC whenever N+1 arrived, else concealed (Opus PLC). A frame the
-/// sender never sent (DTX silence) is the decoder's comfort noise, as for any receiver.
+/// and has no deadline: frame N is decoded from its own packet when it arrived, else from a
+/// redundant copy of it that came in a later packet (RFC 2198 RED, when the sender sent
+/// copies), else rebuilt from N+1's in-band FEC whenever N+1's packet (or a copy of it)
+/// arrived and carries FEC, else concealed (Opus PLC). A frame the sender never sent (DTX
+/// silence) is the decoder's comfort noise, as for any receiver.
 ///
 /// Two streams are decoded this way: a reference encoding of the talker's signal
 /// (`run(signal:arrived:configuration:)`, the ceiling of sender and receiver together), or
@@ -15,6 +17,8 @@ public enum IdealDecoder {
     public enum Repair: Sendable, Equatable {
         /// From the frame's own packet.
         case decode
+        /// From a redundant copy of the frame in a later packet.
+        case redundancy
         /// Rebuilt from the next packet's in-band FEC.
         case fec
         /// Concealed: it was lost, and so was the next packet (or it was never sent).
@@ -31,15 +35,21 @@ public enum IdealDecoder {
         public func count(_ repair: Repair) -> Int { repairs.reduce(0) { $0 + ($1 == repair ? 1 : 0) } }
     }
 
-    /// The repair for each of `frames` frames, given which arrived and which were sent. A
-    /// frame past the end of `arrived` counts as arrived, one past the end of `sent` as sent.
-    public static func repairs(arrived: [Bool], sent: [Bool] = [], frames: Int) -> [Repair] {
+    /// The repair for each of `frames` frames, given which arrived, which were sent, which
+    /// had a redundant copy arrive, and which packets carry in-band FEC for the frame before.
+    /// A frame past the end of `arrived` counts as arrived, one past the end of `sent` as sent,
+    /// past the end of `copied` as not copied, past the end of `carriesFEC` as carrying FEC.
+    public static func repairs(arrived: [Bool], sent: [Bool] = [], copied: [Bool] = [], carriesFEC: [Bool] = [], frames: Int) -> [Repair] {
         func got(_ index: Int) -> Bool { index >= arrived.count || arrived[index] }
         func exists(_ index: Int) -> Bool { index >= sent.count || sent[index] }
+        func copy(_ index: Int) -> Bool { index < copied.count && copied[index] }
+        func fec(_ index: Int) -> Bool { index >= carriesFEC.count || carriesFEC[index] }
         return (0..<frames).map { index in
             guard exists(index) else { return .silence }
             if got(index) { return .decode }
-            return index + 1 < frames && got(index + 1) && exists(index + 1) ? .fec : .conceal
+            if copy(index) { return .redundancy }
+            let next = index + 1
+            return next < frames && exists(next) && fec(next) && (got(next) || copy(next)) ? .fec : .conceal
         }
     }
 
@@ -71,23 +81,35 @@ public enum IdealDecoder {
     }
 
     /// Decodes a stream given as one entry per frame (nil: never sent) with the fates
-    /// `arrived`. The output starts with frame 0 and still carries the encoder's look-ahead
-    /// (`OpusEncoder.lookahead` of the encoder that made the packets).
-    public static func decode(packets: [[UInt8]?], arrived: [Bool], frameSamples: Int = 960) throws(OpusError) -> Output {
+    /// `arrived`; `copies` holds, per frame, a redundant copy of it that arrived in a later
+    /// packet (nil: none), and `carriesFEC` whether a frame's packet (and so its copies)
+    /// carries FEC for the frame before. The output starts with frame 0 and still carries the
+    /// encoder's look-ahead (`OpusEncoder.lookahead` of the encoder that made the packets).
+    public static func decode(
+        packets: [[UInt8]?], arrived: [Bool], copies: [[UInt8]?] = [], carriesFEC: [Bool] = [], frameSamples: Int = 960
+    ) throws(OpusError) -> Output {
         let frames = packets.count
-        let plan = repairs(arrived: arrived, sent: packets.map { $0 != nil }, frames: frames)
+        let plan = repairs(
+            arrived: arrived, sent: packets.map { $0 != nil }, copied: copies.map { $0 != nil }, carriesFEC: carriesFEC, frames: frames)
+        func got(_ index: Int) -> Bool { index >= arrived.count || arrived[index] }
         let decoder = try OpusDecoder(channels: 1)
         var decoded = [Float](repeating: 0, count: frames * frameSamples)
         var failure: OpusError?
         for index in 0..<frames where failure == nil {
             let start = index * frameSamples
-            let source = (plan[index] == .fec ? packets[index + 1] : packets[index]) ?? []
+            let source: [UInt8]
+            switch plan[index] {
+            case .decode: source = packets[index] ?? []
+            case .redundancy: source = copies[index] ?? []
+            case .fec: source = (got(index + 1) ? packets[index + 1] : copies[index + 1]) ?? []
+            case .conceal, .silence: source = []
+            }
             decoded.withUnsafeMutableBufferPointer { all in
                 let output = UnsafeMutableBufferPointer(rebasing: all[start..<start + frameSamples])
                 source.withUnsafeBytes { packet in
                     do throws(OpusError) {
                         switch plan[index] {
-                        case .decode: _ = try decoder.decode(packet, into: output)
+                        case .decode, .redundancy: _ = try decoder.decode(packet, into: output)
                         case .fec: _ = try decoder.decodeFEC(from: packet, samples: frameSamples, into: output)
                         case .conceal, .silence: _ = try decoder.conceal(samples: frameSamples, into: output)
                         }

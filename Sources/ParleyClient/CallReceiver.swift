@@ -193,6 +193,15 @@ public final class CallReceiver {
         }
     }
 
+    /// Redundancy only while every listener can read it: a member that cannot (an older
+    /// client) would drop every RED packet and hear nothing of us.
+    private func listenersChanged(_ roster: [ControlMessage.Roster.Member]) {
+        let listeners = roster.filter { $0.ssrc != link.ssrc }
+        let allRead = listeners.allSatisfy { $0.capabilities.contains(.redundantAudio) }
+        guard let setting = adaptation.listeners(allReadRedundancy: allRead) else { return }
+        shared.update { $0.encoder = setting }
+    }
+
     private func makeReport(now: UInt64) -> [UInt8]? {
         guard link.phase == .active else { return nil }
         let blocks = speakers.values.sorted { $0.ssrc < $1.ssrc }.compactMap { $0.makeReportBlock(now: now) }
@@ -245,6 +254,7 @@ public final class CallReceiver {
             }
         case let .roster(roster):
             members = roster
+            listenersChanged(roster)
             shared.update { $0.members = roster.map(\.identity).sorted() }
             let present = Set(roster.map(\.ssrc))
             for member in roster where member.ssrc != link.ssrc && member.canPublish {

@@ -85,14 +85,11 @@ public final class CallSession: @unchecked Sendable {
         shared = CallShared(initialSetting: adaptation.setting)
         mix = PlaybackMix(recordingDirectory: configuration.recordReceivedDirectory)
 
-        let encoder: OpusEncoder
+        let encoder: VoiceEncoder
         do {
             var encoderConfiguration = OpusEncoder.Configuration()
-            encoderConfiguration.bitrate = adaptation.setting.bitrate
-            encoderConfiguration.expectedLossPercent = adaptation.setting.expectedLossPercent
-            encoderConfiguration.inbandFEC = true
             encoderConfiguration.dtx = true
-            encoder = try OpusEncoder(encoderConfiguration)
+            encoder = try VoiceEncoder(encoder: OpusEncoder(encoderConfiguration), setting: adaptation.setting)
         } catch {
             throw .unexpected("the Opus encoder could not be set up: \(error)")
         }
@@ -301,6 +298,7 @@ public final class CallSession: @unchecked Sendable {
             concealedPercent: concealed,
             bitrate: state.currentBitrate,
             expectedLossPercent: state.encoder.expectedLossPercent,
+            redundantFrames: state.encoder.redundancy.distances.count,
             captureXruns: input.xruns,
             playbackXruns: output.xruns,
             rejoins: state.rejoins,

@@ -16,6 +16,10 @@ public struct CallStatistics: Sendable, Codable, Equatable {
         /// speaker's audio.
         public var fecRecoveredFrames: Int
         public var fecRecoveredPercent: Double
+        /// Lost frames played from a redundant copy in a later packet (RFC 2198 RED), and
+        /// their share of the speaker's audio.
+        public var redundancyRecoveredFrames: Int = 0
+        public var redundancyRecoveredPercent: Double = 0
         /// Frames concealed (Opus PLC) because they were lost (or came too late) and FEC
         /// could not rebuild them, and their share of the frames that were due.
         public var concealedFrames: Int
@@ -40,8 +44,6 @@ public struct CallStatistics: Sendable, Codable, Equatable {
         public var meanJitterBufferDelayMilliseconds: Double?
         /// Whether a packet from them arrived in the last second.
         public var receiving: Bool
-        /// Lost frames played from a redundant copy a later packet carried (RFC 2198).
-        public var redundancyRecoveredFrames: Int? = nil
         /// Audio the jitter buffer removed to bring its delay down (pitch periods of speech,
         /// parts of pauses), and added to raise it or to wait for a late packet, ms.
         public var acceleratedMilliseconds: Double? = nil
@@ -70,9 +72,12 @@ public struct CallStatistics: Sendable, Codable, Equatable {
     public var jitterBufferDelayMilliseconds: Double?
     /// Concealed share of all received audio, percent.
     public var concealedPercent: Double?
-    /// The encoder's bitrate now, bits per second, and the loss it protects against.
+    /// The encoder's bitrate now, bits per second, and the loss its in-band FEC protects
+    /// against (0: FEC off).
     public var bitrate: Int
     public var expectedLossPercent: Int
+    /// Earlier frames each packet repeats (RFC 2198 RED) on top of the bitrate; 0: none.
+    public var redundantFrames: Int = 0
     public var captureXruns: Int
     public var playbackXruns: Int
     public var rejoins: Int
@@ -103,10 +108,13 @@ extension CallStatistics.Speaker {
         let expected = Double(merged.packetsReceived + merged.packetsLost)
         merged.lossPercent = expected > 0 ? 100 * Double(merged.packetsLost) / expected : 0
         merged.fecRecoveredFrames += earlier.fecRecoveredFrames
+        merged.redundancyRecoveredFrames += earlier.redundancyRecoveredFrames
         merged.concealedFrames += earlier.concealedFrames
         let frames = earlier.audioFrames + later.audioFrames
         if frames > 0 {
             merged.fecRecoveredPercent = (earlier.fecRecoveredPercent * earlier.audioFrames + later.fecRecoveredPercent * later.audioFrames) / frames
+            merged.redundancyRecoveredPercent = (earlier.redundancyRecoveredPercent * earlier.audioFrames
+                + later.redundancyRecoveredPercent * later.audioFrames) / frames
             merged.concealedPercent = (earlier.concealedPercent * earlier.audioFrames + later.concealedPercent * later.audioFrames) / frames
         }
         merged.audioFrames = frames

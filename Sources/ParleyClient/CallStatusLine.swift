@@ -25,7 +25,7 @@ public enum CallStatusLine {
         parts.append("loss up \(percent(statistics.lossUpPercent)) down \(percent(statistics.lossDownPercent))")
         parts.append("jb " + (statistics.jitterBufferDelayMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"))
         parts.append("concealed \(percent(statistics.concealedPercent))")
-        parts.append("\(statistics.bitrate / 1_000) kb/s")
+        parts.append("\(statistics.bitrate / 1_000) kb/s" + (statistics.redundantFrames > 0 ? " +\(statistics.redundantFrames) copies" : ""))
         parts.append("xruns \(statistics.captureXruns + statistics.playbackXruns)")
         return parts.joined(separator: " · ")
     }
@@ -34,7 +34,8 @@ public enum CallStatusLine {
     public static func summary(_ statistics: CallStatistics) -> String {
         var lines: [String] = []
         lines.append("\(statistics.name): \(clock(statistics.elapsedSeconds)) in room \(statistics.room); sent \(statistics.packetsSent) packets "
-            + "(\(statistics.bytesSent / 1_024) KiB), ended at \(statistics.bitrate / 1_000) kb/s protecting against \(statistics.expectedLossPercent)% loss; "
+            + "(\(statistics.bytesSent / 1_024) KiB), ended at \(statistics.bitrate / 1_000) kb/s, FEC for \(statistics.expectedLossPercent)% loss, "
+            + "\(statistics.redundantFrames) earlier frames repeated; "
             + "loss up \(percent(statistics.lossUpTotalPercent)); rtt \(statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"); "
             + "rejoins \(statistics.rejoins); xruns \(statistics.captureXruns) in, \(statistics.playbackXruns) out")
         if statistics.speakers.isEmpty {
@@ -42,7 +43,7 @@ public enum CallStatusLine {
         }
         for speaker in statistics.speakers {
             lines.append("  from \(speaker.identity): \(speaker.packetsReceived) packets, lost \(format(speaker.lossPercent))% on the way, "
-                + "FEC rebuilt \(format(speaker.fecRecoveredPercent))%, concealed \(format(speaker.concealedPercent))%, "
+                + "FEC rebuilt \(format(speaker.fecRecoveredPercent))%, redundancy \(format(speaker.redundancyRecoveredPercent))%, concealed \(format(speaker.concealedPercent))%, "
                 + "jitter buffer \(speaker.meanJitterBufferDelayMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–") on average, underruns \(speaker.underruns), late \(speaker.latePackets)")
         }
         return lines.joined(separator: "\n")

@@ -5,13 +5,14 @@ import Synchronization
 
 /// The outgoing stream, on the capture thread: read a period from the input, keep the raw
 /// capture (`--record-raw`), clean it against what playback played (echo, noise), keep what
-/// is sent (`--record-sent`), encode 20 ms Opus frames with in-band FEC and DTX, packetise
-/// them as RTP with the audio level, and hand each packet to the network (and to the
-/// `--packet-trace`, with where its frame starts in the `--record-sent` recording).
+/// is sent (`--record-sent`), encode 20 ms Opus frames with DTX (and, as the path's loss
+/// asks, RED copies of earlier frames or in-band FEC), packetise them as RTP with the audio
+/// level, and hand each packet to the network (and to the `--packet-trace`, with where its
+/// frame starts in the `--record-sent` recording).
 ///
 /// ```
 /// input ─▶ raw tap ─▶ OutgoingProcessor (reference from EchoReferenceTap) ─▶ sent tap
-///       ─▶ OpusEncoder (settings from EncoderAdaptation) ─▶ RTPPacketizer ─▶ send
+///       ─▶ VoiceEncoder (setting from EncoderAdaptation) ─▶ RTPPacketizer ─▶ send
 /// ```
 ///
 /// Everything here belongs to the capture thread; the only shared parts are `CallShared`
@@ -21,7 +22,7 @@ final class CapturePipeline {
 
     private let input: any AudioInput
     private let processor: OutgoingProcessor?
-    private let encoder: OpusEncoder
+    private let encoder: VoiceEncoder
     private var packetizer: RTPPacketizer
     private let raw: WAVFileWriter?
     private let sent: WAVFileWriter?
@@ -34,7 +35,7 @@ final class CapturePipeline {
     private var joinGeneration = 0
 
     /// - Parameter processor: nil when neither echo cancellation nor noise suppression runs.
-    init(input: any AudioInput, processor: OutgoingProcessor?, encoder: OpusEncoder, ssrc: UInt32,
+    init(input: any AudioInput, processor: OutgoingProcessor?, encoder: VoiceEncoder, ssrc: UInt32,
          raw: WAVFileWriter?, sent: WAVFileWriter?, trace: PacketTraceWriter?, tap: EchoReferenceTap, silenceAfterInput: Bool, shared: CallShared,
          send: @escaping (UnsafeRawBufferPointer) -> Bool) {
         self.silenceAfterInput = silenceAfterInput
@@ -62,7 +63,7 @@ final class CapturePipeline {
         var filled = 0
         var voiceInFrame = false
         var packet = [UInt8](repeating: 0, count: RTPPacketizer.maximumPacketSize)
-        var encoded = [UInt8](repeating: 0, count: OpusEncoder.maximumPacketSize)
+        var encoded = [UInt8](repeating: 0, count: VoiceEncoder.maximumPayloadSize)
         var captureIndex = 0
         var frameCapturedAt: UInt64 = 0
         // Once a WAV input has run out, silence, paced like a device (the call goes on).
@@ -136,19 +137,14 @@ final class CapturePipeline {
     ) throws(CallError) {
         let (gate, generation, wanted, ssrc) = shared.update { ($0.mediaGate, $0.joinGeneration, $0.encoder, $0.ssrc) }
         if wanted != setting {
-            // The relay reported a different loss: protect against it (and make room for FEC).
-            do {
-                try encoder.setBitrate(wanted.bitrate)
-                try encoder.setExpectedLossPercent(wanted.expectedLossPercent)
-            } catch {
-                throw .unexpected("the encoder refused a setting: \(error)")
-            }
+            // The path's loss changed: protect against it as the adaptation decided.
+            do { try encoder.apply(wanted) } catch { throw .unexpected("the encoder refused a setting: \(error)") }
             setting = wanted
             shared.update { $0.currentBitrate = wanted.bitrate }
         }
-        let length: Int
+        let output: VoiceEncoder.Output
         do {
-            length = try frame.withUnsafeBufferPointer { input in
+            output = try frame.withUnsafeBufferPointer { input in
                 try encoded.withUnsafeMutableBytes { try encoder.encode(input, into: $0) }
             }
         } catch {
@@ -161,22 +157,29 @@ final class CapturePipeline {
         }
         guard gate else {
             // Not joined (yet, or while reconnecting): nothing is sent, but the stream's
-            // clock runs on, so a receiver sees a pause, not a jump back in time.
+            // clock runs on, so a receiver sees a pause, not a jump back in time; and no
+            // frame from before the pause is repeated after it.
             packetizer.skip(samples: frame.count)
+            encoder.interrupt()
+            return
+        }
+        guard case let .payload(payloadType, length) = output else {
+            packetizer.skipSilence(samples: frame.count)  // DTX silence: nothing to send
             return
         }
         let level = frame.withUnsafeBufferPointer { AudioLevel(rms: Self.rms($0), voiceActivity: voice) }
-        let size: Int?
+        let size: Int
         do {
             size = try encoded.withUnsafeBytes { payload in
                 try packet.withUnsafeMutableBytes { buffer in
-                    try packetizer.packetize(payload: UnsafeRawBufferPointer(rebasing: payload[0..<length]), samples: frame.count, level: level, into: buffer)
+                    try packetizer.packetize(
+                        payload: UnsafeRawBufferPointer(rebasing: payload[0..<length]), payloadType: payloadType,
+                        samples: frame.count, level: level, into: buffer)
                 }
             }
         } catch {
             throw .unexpected("an RTP packet could not be built: \(error)")
         }
-        guard let size else { return }  // DTX silence: nothing to send
         let delivered = packet.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[0..<size])) }
         if delivered, let trace {
             packet.withUnsafeBytes { bytes in

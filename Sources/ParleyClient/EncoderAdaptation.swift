@@ -1,88 +1,115 @@
-/// Decides the encoder's expected loss and bitrate from the loss the relay reports about
-/// our stream (the fraction lost in its RTCP receiver reports, about one a second).
+/// Decides how the sender spends its bits, from the loss reported on the path to its
+/// listeners (the fraction lost of each RTCP report about our stream, about one a second).
 ///
-/// Opus's in-band FEC re-sends a coarse copy of each frame inside the next packet, so a
-/// receiver can rebuild a lost frame; libopus spends bits on it only when told to expect
-/// loss (`PACKET_LOSS_PERC`), and takes those bits from the voice itself. So:
+/// - **A clean path gets the whole `--bitrate` for the voice and nothing else.** Opus's
+///   in-band FEC takes its bits from the voice itself (the same 32 kb/s scores 4.42
+///   PESQ-WB without FEC and 4.12 with FEC for 10 % loss), so it is off until a report
+///   shows loss.
+/// - **RED redundancy** (RFC 2198: exact copies of the frames `redundancy.distances` back
+///   in each packet, 1 and 3) is on from the first report of loss until `redundancyHold`
+///   reports in a row show none, and only while every listener can read it. It rebuilds
+///   every burst of up to three lost packets whole, which FEC (one frame back) cannot.
+///   While it is on, FEC is off: the copies do its work at full quality, and FEC's bits
+///   would come from the voice. It costs bandwidth, not voice quality, so it stays on long
+///   after the loss (half a minute): the first packets of the next burst are lost before
+///   any report can say so.
+/// - **In-band FEC** protects instead while a listener cannot read RED (an older client):
+///   on while any of the last `memory` reports showed loss, for the worst of them (rounded
+///   up to a whole percent, at most `maximumExpectedLossPercent`).
 ///
-/// - **Expected loss** follows the worst of the last `memory` reports (about 4 s), rounded
-///   up to a whole percent, capped at `maximumExpectedLossPercent`: it rises with the first
-///   bad report and falls only once every report in the memory is better, so a burst does
-///   not make it hop up and down. A loss that clears entirely still leaves
-///   `minimumExpectedLossPercent` of protection, because the first packets of the next burst
-///   are lost before any report can say so.
-/// - **Bitrate** steps with the expected loss, `--bitrate` being the ceiling: three quarters
-///   of it on a clean path, seven eighths from `moderateLossPercent`, all of it from
-///   `highLossPercent` — the headroom FEC needs so the voice itself does not get coarser.
-///   Stepping down waits for the expected loss to fall `hysteresisPercent` below the step's
-///   threshold.
+/// `--bitrate` is the voice's ceiling: the copies add to it (about 3× while on).
+/// BENCHMARKS.md ("Sender protection") has the measurements these choices come from.
 ///
-/// Plain Swift with time passed in; the network loop feeds it and the capture thread
-/// applies what it decides.
+/// Plain Swift with no clock (reports are its time); the network loop feeds it and the
+/// capture thread applies what it decides.
 public struct EncoderAdaptation: Sendable, Equatable {
     public struct Configuration: Sendable, Equatable {
-        /// The ceiling, bits per second (`--bitrate`).
+        /// The voice's bitrate, bits per second (`--bitrate`).
         public var maximumBitrate = 32_000
+        /// Reports the FEC setting remembers.
         public var memory = 4
-        public var minimumExpectedLossPercent = 2
         public var maximumExpectedLossPercent = 40
-        public var moderateLossPercent = 3
-        public var highLossPercent = 8
-        public var hysteresisPercent = 2
+        /// What redundancy sends while on.
+        public var redundancy = Redundancy(distances: [1, 3])
+        /// Reports without loss after which redundancy stops.
+        public var redundancyHold = 30
         public init() {}
     }
 
     /// What the encoder should be set to.
     public struct Setting: Sendable, Equatable {
+        /// The voice's bitrate: the Opus encoding of the current frame, in-band FEC included.
         public var bitrate: Int
+        /// The loss in-band FEC protects against, 0–100 %; 0 turns FEC off.
         public var expectedLossPercent: Int
+        public var redundancy: Redundancy
+
+        public init(bitrate: Int, expectedLossPercent: Int, redundancy: Redundancy = .none) {
+            self.bitrate = bitrate
+            self.expectedLossPercent = expectedLossPercent
+            self.redundancy = redundancy
+        }
+    }
+
+    /// RFC 2198 redundancy: earlier frames again in later packets (see `VoiceEncoder`).
+    public struct Redundancy: Sendable, Equatable {
+        /// How many frames back each redundant block reaches (1: the previous frame).
+        public var distances: [Int]
+        /// nil: exact copies of the earlier frames' Opus packets; otherwise a second
+        /// encoding of every frame at this bitrate.
+        public var bitrate: Int?
+
+        public init(distances: [Int], bitrate: Int? = nil) {
+            self.distances = distances
+            self.bitrate = bitrate
+        }
+
+        public static let none = Redundancy(distances: [])
+        public var isOn: Bool { !distances.isEmpty }
     }
 
     public let configuration: Configuration
     public private(set) var setting: Setting
     private var recent: [Double] = []
-    private var step = 0  // 0 clean, 1 moderate, 2 high
+    /// Reports since the last one that showed loss; nil before any did.
+    private var reportsSinceLoss: Int?
+    private var listenersReadRedundancy = false
 
     public init(_ configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        // Until the first report: the clean step, with the minimum protection.
-        setting = Setting(bitrate: Self.bitrate(step: 0, ceiling: configuration.maximumBitrate),
-                          expectedLossPercent: configuration.minimumExpectedLossPercent)
+        setting = Setting(bitrate: configuration.maximumBitrate, expectedLossPercent: 0)
     }
 
     /// The worst loss fraction in memory (0–1), as last reported.
     public var smoothedLoss: Double { recent.max() ?? 0 }
 
-    /// Takes one report's fraction lost (0–1). Returns the new setting when it changed.
+    /// Takes one report's fraction lost (0–1) on the path to our listeners. Returns the new
+    /// setting when it changed.
     public mutating func report(lossFraction: Double) -> Setting? {
-        recent.append(max(0, min(1, lossFraction)))
+        let loss = lossFraction.isFinite ? max(0, min(1, lossFraction)) : 0
+        recent.append(loss)
         if recent.count > configuration.memory { recent.removeFirst(recent.count - configuration.memory) }
-        let measured = Int((smoothedLoss * 100).rounded(.up))
-        let expected = min(configuration.maximumExpectedLossPercent, max(configuration.minimumExpectedLossPercent, measured))
-        let wanted: Int
-        if measured >= configuration.highLossPercent {
-            wanted = 2
-        } else if measured >= configuration.moderateLossPercent {
-            wanted = 1
-        } else {
-            wanted = 0
-        }
-        if wanted > step {
-            step = wanted
-        } else if wanted < step {
-            // Step down only well clear of the threshold that put us up there.
-            let threshold = step == 2 ? configuration.highLossPercent : configuration.moderateLossPercent
-            if measured <= threshold - configuration.hysteresisPercent { step = wanted }
-        }
-        let next = Setting(bitrate: Self.bitrate(step: step, ceiling: configuration.maximumBitrate), expectedLossPercent: expected)
+        reportsSinceLoss = loss > 0 ? 0 : reportsSinceLoss.map { $0 + 1 }
+        return decide()
+    }
+
+    /// Takes whether every listener in the room can read RED (the roster's capabilities).
+    /// Returns the new setting when it changed.
+    public mutating func listeners(allReadRedundancy: Bool) -> Setting? {
+        listenersReadRedundancy = allReadRedundancy
+        return decide()
+    }
+
+    private mutating func decide() -> Setting? {
+        let redundant = listenersReadRedundancy && (reportsSinceLoss.map { $0 < configuration.redundancyHold } ?? false)
+        // Copies rebuild a lost frame whole; FEC's coarse copy would only take bits from the voice.
+        let measured = redundant ? 0 : Int((smoothedLoss * 100).rounded(.up))
+        let next = Setting(
+            bitrate: configuration.maximumBitrate,
+            expectedLossPercent: min(configuration.maximumExpectedLossPercent, measured),
+            redundancy: redundant ? configuration.redundancy : .none)
         guard next != setting else { return nil }
         setting = next
         return next
-    }
-
-    private static func bitrate(step: Int, ceiling: Int) -> Int {
-        let eighths = [6, 7, 8][step]
-        // Opus takes 6 kb/s at the least.
-        return max(6_000, ceiling * eighths / 8)
     }
 }

@@ -1,13 +1,16 @@
 /// Which of a talker's frames a listener got, from the two `--packet-trace`s: a frame is
 /// lost when the talker sent a packet for it and the listener's trace has no packet of the
 /// talker's SSRC with that RTP timestamp (late and duplicate packets count as got: an
-/// ideal receiver has no deadline).
+/// ideal receiver has no deadline). A lost frame may still have come as a redundant copy
+/// in a later packet that arrived (RED, `copies`).
 public struct PacketFates: Sendable {
     /// Per frame of the talker's recording: false when it was sent and never arrived.
     public var arrived: [Bool]
-    /// Per frame: the payload the talker sent for it, nil where it sent none (DTX silence,
-    /// or before it joined).
+    /// Per frame: the Opus payload the talker sent for it, nil where it sent none (DTX
+    /// silence, or before it joined).
     public var payloads: [[UInt8]?]
+    /// Per lost frame: a redundant copy of it from a later packet that arrived, if any.
+    public var copies: [[UInt8]?]
     /// Frames the talker sent, and those of them the listener never got.
     public var sentFrames: Int
     public var lostFrames: Int
@@ -24,14 +27,30 @@ public struct PacketFates: Sendable {
         struct Key: Hashable { var ssrc: UInt32; var timestamp: UInt32 }
         let got = Set(receiverTrace.filter { $0.direction == .received && ssrcs.contains($0.ssrc) }.map { Key(ssrc: $0.ssrc, timestamp: $0.timestamp) })
         var lost = Set<Int>()
-        payloads = [[UInt8]?](repeating: nil, count: frames)
+        var own = [[UInt8]?](repeating: nil, count: frames)
+        var carried: [(frame: Int, copy: [UInt8])] = []
         for packet in sent {
             guard let start = packet.frameStartSample, start / frameSamples < frames else { continue }
             let frame = start / frameSamples
-            payloads[frame] = packet.payload
-            if !got.contains(Key(ssrc: packet.ssrc, timestamp: packet.timestamp)) { lost.insert(frame) }
+            let delivered = got.contains(Key(ssrc: packet.ssrc, timestamp: packet.timestamp))
+            if !delivered { lost.insert(frame) }
+            _ = packet.payload.withUnsafeBytes { payload in
+                IncomingFrames.forEach(
+                    payloadType: packet.payloadType, payload: payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp
+                ) { carriedFrame in
+                    guard carriedFrame.isRedundant else {
+                        own[frame] = Array(carriedFrame.payload)
+                        return
+                    }
+                    let back = Int(packet.timestamp &- carriedFrame.timestamp) / frameSamples
+                    if delivered, back > 0, frame - back >= 0 { carried.append((frame - back, Array(carriedFrame.payload))) }
+                }
+            }
         }
+        payloads = own
         arrived = (0..<frames).map { !lost.contains($0) }
+        copies = [[UInt8]?](repeating: nil, count: frames)
+        for (frame, copy) in carried where lost.contains(frame) && copies[frame] == nil { copies[frame] = copy }
         self.sentFrames = payloads.reduce(0) { $0 + ($1 == nil ? 0 : 1) }
         lostFrames = lost.count
         var longest = 0

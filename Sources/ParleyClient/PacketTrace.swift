@@ -1,4 +1,5 @@
 import Foundation
+import ParleyWire
 
 /// The RTP packets a call sent or received, one line each, for offline analysis: which
 /// packets a listener got, when, and what they carried (`parley call --packet-trace`, a
@@ -7,9 +8,9 @@ import Foundation
 /// A CSV file with a header line:
 ///
 /// ```
-/// direction,ssrc,sequence,timestamp,monotonic_ns,size,frame_start,payload
-/// sent,3405691582,17,960000,81234567890123,97,48000,78a1…
-/// received,3405691582,17,960000,81234567912345,97,,78a1…
+/// direction,ssrc,sequence,timestamp,monotonic_ns,size,frame_start,payload_type,payload
+/// sent,3405691582,17,960000,81234567890123,97,48000,111,78a1…
+/// received,3405691582,17,960000,81234567912345,97,,111,78a1…
 /// ```
 ///
 /// - `direction`: `sent` (the capture thread handed it to the network) or `received` (it
@@ -22,7 +23,9 @@ import Foundation
 /// - `size`: the whole RTP packet's bytes (header and extension included).
 /// - `frame_start`: for a sent packet, the index in the `--record-sent` recording of the
 ///   first sample its frame encodes; empty for a received one.
-/// - `payload`: the Opus payload in lowercase hex.
+/// - `payload_type`: the RTP payload type: 111 Opus, 63 RED (RFC 2198: Opus frames, the
+///   packet's own and copies of earlier ones; `IncomingFrames` unwraps them).
+/// - `payload`: the RTP payload in lowercase hex.
 public enum PacketTrace {
     public enum Direction: String, Sendable {
         case sent, received
@@ -36,10 +39,11 @@ public enum PacketTrace {
         public var nanoseconds: UInt64
         public var size: Int
         public var frameStartSample: Int?
+        public var payloadType: UInt8
         public var payload: [UInt8]
 
         public init(direction: Direction, ssrc: UInt32, sequenceNumber: UInt16, timestamp: UInt32, nanoseconds: UInt64,
-                    size: Int, frameStartSample: Int? = nil, payload: [UInt8]) {
+                    size: Int, frameStartSample: Int? = nil, payloadType: UInt8 = RTPHeader.opusPayloadType, payload: [UInt8]) {
             self.direction = direction
             self.ssrc = ssrc
             self.sequenceNumber = sequenceNumber
@@ -47,6 +51,7 @@ public enum PacketTrace {
             self.nanoseconds = nanoseconds
             self.size = size
             self.frameStartSample = frameStartSample
+            self.payloadType = payloadType
             self.payload = payload
         }
     }
@@ -63,13 +68,13 @@ public enum PacketTrace {
         }
     }
 
-    public static let header = "direction,ssrc,sequence,timestamp,monotonic_ns,size,frame_start,payload"
+    public static let header = "direction,ssrc,sequence,timestamp,monotonic_ns,size,frame_start,payload_type,payload"
 
     /// One entry as a line of the file, without the newline.
     public static func line(_ entry: Entry) -> String {
         var text = "\(entry.direction.rawValue),\(entry.ssrc),\(entry.sequenceNumber),\(entry.timestamp),\(entry.nanoseconds),\(entry.size),"
         if let frame = entry.frameStartSample { text += String(frame) }
-        text += ","
+        text += ",\(entry.payloadType),"
         text.reserveCapacity(text.utf8.count + 2 * entry.payload.count)
         let digits = Array("0123456789abcdef".utf8)
         text += String(decoding: entry.payload.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] }, as: UTF8.self)
@@ -81,8 +86,8 @@ public enum PacketTrace {
     public static func parse(line text: Substring, number: Int = 0) throws(ReadError) -> Entry {
         func fail(_ reason: String) -> ReadError { ReadError(path: nil, line: number, reason: reason) }
         let fields = text.split(separator: ",", omittingEmptySubsequences: false)
-        guard fields.count == 8 else {
-            throw fail("expected 8 comma-separated fields (\(header)), found \(fields.count)")
+        guard fields.count == 9 else {
+            throw fail("expected 9 comma-separated fields (\(header)), found \(fields.count)")
         }
         guard let direction = Direction(rawValue: String(fields[0])) else {
             throw fail("direction '\(fields[0].prefix(20))' is neither sent nor received")
@@ -97,9 +102,12 @@ public enum PacketTrace {
             guard let value = Int(fields[6]), value >= 0 else { throw fail("frame_start '\(fields[6].prefix(20))' is not a sample index") }
             frame = value
         }
-        guard let payload = bytes(hex: fields[7]) else { throw fail("payload is not an even number of hex digits") }
+        guard let payloadType = UInt8(fields[7]), payloadType <= 0x7F else {
+            throw fail("payload_type '\(fields[7].prefix(20))' is not an RTP payload type (0–127)")
+        }
+        guard let payload = bytes(hex: fields[8]) else { throw fail("payload is not an even number of hex digits") }
         return Entry(direction: direction, ssrc: ssrc, sequenceNumber: sequence, timestamp: timestamp, nanoseconds: nanoseconds,
-                     size: size, frameStartSample: frame, payload: payload)
+                     size: size, frameStartSample: frame, payloadType: payloadType, payload: payload)
     }
 
     /// Every entry of a trace file, in file order.

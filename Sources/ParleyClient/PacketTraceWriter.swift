@@ -37,7 +37,7 @@ public final class PacketTraceWriter: Sendable {
         let entry = PacketTrace.Entry(
             direction: direction, ssrc: packet.ssrc, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
             nanoseconds: nanoseconds, size: packet.bytes.count, frameStartSample: frameStartSample,
-            payload: Array(packet.bytes[packet.payloadRange]))
+            payloadType: packet.payloadType, payload: Array(packet.bytes[packet.payloadRange]))
         let line = PacketTrace.line(entry) + "\n"
         state.withLock { state in
             guard state.handle != nil else { return }

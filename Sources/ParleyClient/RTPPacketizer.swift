@@ -1,19 +1,20 @@
 import ParleyWire
 
-/// Turns the encoder's output into this call's RTP stream (RFC 3550, RFC 7587): one SSRC,
-/// sequence numbers and 48 kHz timestamps from random starting points, the RFC 6464 audio
-/// level in an RFC 8285 one-byte extension, and the marker bit on the first packet of each
-/// talkspurt.
+/// Turns the encoder's output into this call's RTP stream (RFC 3550, RFC 7587, RFC 2198):
+/// one SSRC, sequence numbers and 48 kHz timestamps from random starting points, the RFC
+/// 6464 audio level in an RFC 8285 one-byte extension, and the marker bit on the first
+/// packet of each talkspurt. Each packet's payload type is the payload's: Opus, or RED
+/// when `VoiceEncoder` wrapped redundancy around it.
 ///
 /// With Opus DTX the encoder marks silent frames as not worth sending (1–2 bytes). Those
-/// are skipped: the timestamp advances, the sequence number does not, so a receiver tells
-/// the sender's silence (timestamps jump, sequence numbers consecutive) from loss (both
-/// jump), and the first packet after a skipped stretch carries the marker (RFC 3551 §4.1).
+/// are skipped (`skipSilence`): the timestamp advances, the sequence number does not, so a
+/// receiver tells the sender's silence (timestamps jump, sequence numbers consecutive)
+/// from loss (both jump), and the first packet after a skipped stretch carries the marker
+/// (RFC 3551 §4.1).
 ///
 /// Plain Swift, owned by the capture thread; it writes into the caller's buffer.
 public struct RTPPacketizer: Sendable {
     public private(set) var ssrc: UInt32
-    public let payloadType: UInt8
     /// The sequence number the next packet sent will carry.
     public private(set) var nextSequenceNumber: UInt16
     /// The RTP timestamp of the next frame, sent or skipped.
@@ -26,11 +27,10 @@ public struct RTPPacketizer: Sendable {
     private var inTalkspurt = false
 
     /// The largest packet this produces: header, extension and the largest Opus packet.
-    public static let maximumPacketSize = RTPHeader.fixedSize + 8 + 1_275 * 3 + 7
+    public static let maximumPacketSize = RTPHeader.fixedSize + 8 + VoiceEncoder.maximumPayloadSize
 
-    public init(ssrc: UInt32, initialSequenceNumber: UInt16, initialTimestamp: UInt32, payloadType: UInt8 = RTPHeader.opusPayloadType) {
+    public init(ssrc: UInt32, initialSequenceNumber: UInt16, initialTimestamp: UInt32) {
         self.ssrc = ssrc
-        self.payloadType = payloadType
         nextSequenceNumber = initialSequenceNumber
         nextTimestamp = initialTimestamp
     }
@@ -45,27 +45,28 @@ public struct RTPPacketizer: Sendable {
     /// A DTX frame: libopus needs it not sent. Whether a payload is one is decided by its size.
     public static func isSilentDTXFrame(payloadCount: Int) -> Bool { payloadCount <= 2 }
 
-    /// Packs one encoded frame of `samples` (per channel, at 48 kHz) into `buffer`.
-    /// Returns the packet's size, or nil when the frame is DTX silence and is not sent.
+    /// Packs one payload of `payloadType` carrying a frame of `samples` (per channel, at
+    /// 48 kHz) into `buffer`. Returns the packet's size.
     public mutating func packetize(
-        payload: UnsafeRawBufferPointer, samples: Int, level: AudioLevel, into buffer: UnsafeMutableRawBufferPointer
-    ) throws(WireError) -> Int? {
-        let timestamp = nextTimestamp
-        nextTimestamp &+= UInt32(truncatingIfNeeded: samples)
-        if Self.isSilentDTXFrame(payloadCount: payload.count) {
-            inTalkspurt = false
-            skippedFrames += 1
-            return nil
-        }
+        payload: UnsafeRawBufferPointer, payloadType: UInt8, samples: Int, level: AudioLevel, into buffer: UnsafeMutableRawBufferPointer
+    ) throws(WireError) -> Int {
         let header = RTPHeader(
             marker: !inTalkspurt, payloadType: payloadType, sequenceNumber: nextSequenceNumber,
-            timestamp: timestamp, ssrc: ssrc, headerExtension: .elements([level.element]))
+            timestamp: nextTimestamp, ssrc: ssrc, headerExtension: .elements([level.element]))
         let size = try header.serialize(payload: payload, into: buffer)
+        nextTimestamp &+= UInt32(truncatingIfNeeded: samples)
         inTalkspurt = true
         nextSequenceNumber &+= 1
         packetCount &+= 1
         octetCount &+= UInt32(truncatingIfNeeded: payload.count)
         return size
+    }
+
+    /// A frame of DTX silence, not sent: time runs on, the sequence does not, and the next
+    /// packet starts a talkspurt.
+    public mutating func skipSilence(samples: Int) {
+        skip(samples: samples)
+        skippedFrames += 1
     }
 
     /// A new talkspurt starts with the next packet (after a rejoin, say), so it carries the marker.

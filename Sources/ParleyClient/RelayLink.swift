@@ -33,6 +33,8 @@ public struct RelayLink {
         public var ssrc: UInt32
         public var security: Security
         public var software = ParleyVersion.software
+        /// What this client tells the room it can receive (tests take it away to act as an older client).
+        public var capabilities = ControlMessage.Capabilities.supported
         /// How long the first join keeps trying before the relay counts as unreachable.
         public var joinTimeoutNanoseconds: UInt64 = 10_000_000_000
         /// First retransmission interval; it doubles up to ``maximumRetransmitNanoseconds``.
@@ -315,7 +317,8 @@ public struct RelayLink {
 
     private func joinMessage() -> ControlMessage {
         ControlMessage(body: .join(.init(
-            ssrc: ssrc, room: configuration.room, token: configuration.token, software: configuration.software
+            ssrc: ssrc, room: configuration.room, token: configuration.token, software: configuration.software,
+            capabilities: configuration.capabilities
         )))
     }
 

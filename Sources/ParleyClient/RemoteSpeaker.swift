@@ -15,7 +15,8 @@ final class RemoteSpeaker {
     /// Monotonic time of the last packet, and of creation.
     private(set) var lastPacketAt: UInt64?
     let createdAt: UInt64
-    /// Packets that were not valid RTP for this stream (wrong payload type).
+    /// Packets that were not valid RTP for this stream (an unknown payload type, a RED
+    /// payload that is malformed or not Opus).
     private(set) var rejected = 0
     /// The jitter-buffer delay, sampled about once a second while packets arrive.
     private var delaySum = 0.0
@@ -31,19 +32,30 @@ final class RemoteSpeaker {
         createdAt = now
     }
 
-    /// Files one RTP packet that arrived at `now` (nanoseconds; `seconds` on the playback timeline).
+    /// Files one RTP packet that arrived at `now` (nanoseconds; `seconds` on the playback
+    /// timeline): its frame, and any redundant copies of earlier ones it carries.
     func receive(_ packet: RTPPacketView, now: UInt64, seconds: Double) {
-        guard packet.payloadType == RTPHeader.opusPayloadType else {
+        let accepted = IncomingFrames.forEach(in: packet) { frame in
+            buffer.insert(
+                payload: frame.payload, sequenceNumber: frame.sequenceNumber, timestamp: frame.timestamp, arrival: seconds,
+                isRedundant: frame.isRedundant)
+        }
+        guard accepted else {
             rejected += 1
             return
         }
+        record(packet, now: now)
+    }
+
+    /// Reception statistics count the packets that came, whatever copies they carry: the
+    /// loss they report is the path's, which the sender's protection answers.
+    private func record(_ packet: RTPPacketView, now: UInt64) {
         if reception == nil {
             reception = RTPReceptionStatistics(ssrc: ssrc, clockRate: AudioClock.sampleRate, firstSequence: packet.sequenceNumber)
         }
         reception?.record(sequence: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrivalNanoseconds: now)
         lastPacketAt = now
         packetsSinceDelaySample &+= 1
-        buffer.insert(payload: packet.payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp, arrival: seconds)
     }
 
     func receiveSenderReport(_ report: RTCPSenderReport, now: UInt64) {
@@ -87,10 +99,10 @@ final class RemoteSpeaker {
         let jitter = buffer.statistics
         // A dry spell still going on is not counted until a packet says what it was.
         let underruns = jitter.underruns - (jitter.unresolvedUnderrunSamples > 0 ? 1 : 0)
-        // The frames that were due: played from their packet or a redundant copy of it,
-        // rebuilt from the next one's FEC, or concealed because they were lost. (The buffer's
-        // concealment while it waits in a dry spell is not in here: in a DTX silence it is
-        // the sender's silence.)
+        // The frames that were due: played from their packet or a later one's redundant
+        // copy, rebuilt from the next one's FEC, or concealed because they were lost. (The
+        // buffer's concealment while it waits in a dry spell is not in here: in a DTX
+        // silence it is the sender's silence.)
         let frames = Double(jitter.decodedFrames + jitter.redundancyRecovered + jitter.fecRecovered + jitter.concealedFrames)
         func percent(_ value: Double) -> Double { frames > 0 ? 100 * value / frames : 0 }
         return CallStatistics.Speaker(
@@ -100,6 +112,8 @@ final class RemoteSpeaker {
             lossPercent: (lossFraction ?? 0) * 100,
             fecRecoveredFrames: jitter.fecRecovered,
             fecRecoveredPercent: percent(Double(jitter.fecRecovered)),
+            redundancyRecoveredFrames: jitter.redundancyRecovered,
+            redundancyRecoveredPercent: percent(Double(jitter.redundancyRecovered)),
             concealedFrames: jitter.concealedFrames,
             concealedPercent: percent(Double(jitter.concealedFrames)),
             underruns: underruns,
@@ -112,7 +126,6 @@ final class RemoteSpeaker {
             audioFrames: frames,
             meanJitterBufferDelayMilliseconds: delaySamples > 0 ? delaySum / Double(delaySamples) : nil,
             receiving: isReceiving(now: now),
-            redundancyRecoveredFrames: jitter.redundancyRecovered,
             acceleratedMilliseconds: Double(jitter.acceleratedSamples) * 1_000 / Double(AudioClock.sampleRate),
             stretchedMilliseconds: Double(jitter.expandedSamples + jitter.waitStretchedSamples) * 1_000 / Double(AudioClock.sampleRate))
     }

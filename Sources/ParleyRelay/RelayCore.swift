@@ -81,7 +81,9 @@ final class RelayCore: Sendable {
             guard rooms.joinBudget.allow(identity: session.identity, room: session.room, now: now) else {
                 return .refused(.rateLimited, "\(session.identity) joined \(session.room) too often in the last minute; try again in a few seconds")
             }
-            let candidate = Room.Member(sessionID: session.id, identity: session.identity, ssrc: session.ssrc, canPublish: session.canPublish)
+            let candidate = Room.Member(
+                sessionID: session.id, identity: session.identity, ssrc: session.ssrc, canPublish: session.canPublish,
+                capabilities: session.capabilities)
             switch rooms.directory.admit(candidate, to: session.room) {
             case let .refused(code, message):
                 return .refused(code, message)

@@ -375,6 +375,12 @@ final class RelayWorker: @unchecked Sendable {
             gauges.downstreamLoss.record(blocks.map(\.lossFraction).max() ?? 0)
             gauges.downstreamJitter.record(Double(blocks.map(\.jitter).max() ?? 0) / 48_000)
         }
+        // What the member loses of each stream it hears goes to that stream's sender, through
+        // the relay's next receiver report to it; only about streams of the member's room.
+        for block in blocks where block.ssrc != session.ssrc {
+            session.forwarding.receivers.first { $0.ssrc == block.ssrc && $0.sessionID != session.id }?
+                .listenerLoss.record(listener: session.id, fractionLost: block.fractionLost, now: now)
+        }
         // One report a member's send interval is what receivers need (RFC 3550 §6.2); more
         // would be copies to every member on the sender's say-so.
         guard let forward = terminated.forward, session.canPublish, now >= session.nextSenderReportForwardNanoseconds,
@@ -392,7 +398,7 @@ final class RelayWorker: @unchecked Sendable {
     /// so the client can drive its encoder's FEC and bitrate from the loss it sees.
     private func sendReceiverReport(to session: Session, now: UInt64) {
         guard var reception = session.media.reception, reception.isValid else { return }
-        let block = reception.makeReportBlock(nowNanoseconds: now)
+        var block = reception.makeReportBlock(nowNanoseconds: now)
         session.media.reception = reception
         // Each next report comes 0.5–1.5 intervals later (RFC 3550 §6.3.1's randomisation),
         // so members who joined together do not all fall due in the same tick: a thousand
@@ -401,6 +407,10 @@ final class RelayWorker: @unchecked Sendable {
             in: Self.receiverReportIntervalNanoseconds / 2...Self.receiverReportIntervalNanoseconds * 3 / 2)
         session.gauges?.upstreamLoss.record(block.lossFraction)
         session.gauges?.upstreamJitter.record(reception.jitterSeconds)
+        // The fraction lost is the whole path's: the member's leg to us, or what the median
+        // listener reports losing, whichever is worse (``ListenerLossBoard``). The
+        // cumulative count stays the leg's.
+        block.fractionLost = max(block.fractionLost, session.listenerLoss.medianLoss(listeners: session.forwarding.receivers.count - 1, now: now))
         let report = RTCPPacket.receiverReport(RTCPReceiverReport(ssrc: core.relaySSRC, reportBlocks: [block]))
         guard let bytes = try? RTCPCompoundPacket.serialized([report]) else { return }
         send(bytes, to: session, kind: .rtcp)
@@ -548,7 +558,7 @@ final class RelayWorker: @unchecked Sendable {
     private func makeSession(_ join: ControlMessage.Join, sequence: UInt32, token: AccessToken, address: DatagramAddress, peer: PeerAddress, now: UInt64) -> Session {
         let session = Session(
             id: core.makeSessionID(), address: address, peer: peer, room: join.room, identity: token.identity,
-            ssrc: join.ssrc, canPublish: token.canPublish, cookie: UInt64.random(in: 1 ... .max), token: join.token,
+            ssrc: join.ssrc, canPublish: token.canPublish, capabilities: join.capabilities, cookie: UInt64.random(in: 1 ... .max), token: join.token,
             workerIndex: index, limits: limits, nowNanoseconds: now)
         let joined = ControlMessage(sequence: sequence, body: .joined(ControlMessage.Joined(
             cookie: session.cookie, ssrc: session.ssrc, identity: session.identity, room: session.room,

@@ -10,14 +10,20 @@ public struct Room: Sendable {
         public var identity: String
         public var ssrc: UInt32
         public var canPublish: Bool
+        /// What the member can receive (its join said), passed on in the roster.
+        public var capabilities: ControlMessage.Capabilities
         /// False until the member proves its address with `ready`.
         public var isActive: Bool
 
-        public init(sessionID: UInt64, identity: String, ssrc: UInt32, canPublish: Bool, isActive: Bool = false) {
+        public init(
+            sessionID: UInt64, identity: String, ssrc: UInt32, canPublish: Bool, capabilities: ControlMessage.Capabilities = [],
+            isActive: Bool = false
+        ) {
             self.sessionID = sessionID
             self.identity = identity
             self.ssrc = ssrc
             self.canPublish = canPublish
+            self.capabilities = capabilities
             self.isActive = isActive
         }
     }
@@ -83,7 +89,9 @@ public struct Room: Sendable {
 
     /// The active members, as the roster tells them.
     public var roster: [ControlMessage.Roster.Member] {
-        members.filter(\.isActive).map { ControlMessage.Roster.Member(ssrc: $0.ssrc, identity: $0.identity, canPublish: $0.canPublish) }
+        members.filter(\.isActive).map {
+            ControlMessage.Roster.Member(ssrc: $0.ssrc, identity: $0.identity, canPublish: $0.canPublish, capabilities: $0.capabilities)
+        }
     }
 
     public var activeCount: Int { members.reduce(0) { $0 + ($1.isActive ? 1 : 0) } }

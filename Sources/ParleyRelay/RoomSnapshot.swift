@@ -11,6 +11,9 @@ final class RoomSnapshot: Sendable {
         let sessionID: UInt64
         let destination: DatagramAddress
         let protector: PacketProtector
+        /// The member's SSRC, and where its listeners' loss reports about that stream go.
+        let ssrc: UInt32
+        let listenerLoss: ListenerLossBoard
     }
 
     let version: UInt32

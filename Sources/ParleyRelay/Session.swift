@@ -23,6 +23,8 @@ final class Session: @unchecked Sendable {
     let identity: String
     let ssrc: UInt32
     let canPublish: Bool
+    /// What the member can receive, from its join; the roster tells the others.
+    let capabilities: ControlMessage.Capabilities
     let cookie: UInt64
     /// The token the session joined with, to recognise a retransmitted join.
     let token: String
@@ -57,10 +59,13 @@ final class Session: @unchecked Sendable {
     var nextReceiverReportNanoseconds: UInt64 = 0
     /// Per-stream gauges, registered when the member becomes active, removed when it leaves.
     var gauges: StreamGauges?
+    /// What the listeners of this member's stream report losing of it.
+    let listenerLoss = ListenerLossBoard()
 
     init(
         id: UInt64, address: DatagramAddress, peer: PeerAddress, room: String, identity: String, ssrc: UInt32,
-        canPublish: Bool, cookie: UInt64, token: String, workerIndex: Int, limits: RelayLimits, nowNanoseconds: UInt64
+        canPublish: Bool, capabilities: ControlMessage.Capabilities = [], cookie: UInt64, token: String, workerIndex: Int,
+        limits: RelayLimits, nowNanoseconds: UInt64
     ) {
         self.id = id
         self.address = address
@@ -69,6 +74,7 @@ final class Session: @unchecked Sendable {
         self.identity = identity
         self.ssrc = ssrc
         self.canPublish = canPublish
+        self.capabilities = capabilities
         self.cookie = cookie
         self.token = token
         self.workerIndex = workerIndex
@@ -91,7 +97,7 @@ final class Session: @unchecked Sendable {
     }
 
     var receiver: RoomSnapshot.Receiver {
-        RoomSnapshot.Receiver(sessionID: id, destination: address, protector: protector)
+        RoomSnapshot.Receiver(sessionID: id, destination: address, protector: protector, ssrc: ssrc, listenerLoss: listenerLoss)
     }
 
     var logDescription: String { "\(identity)@\(room) from \(peer) ssrc \(ssrc)" }

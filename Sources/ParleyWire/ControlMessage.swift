@@ -21,6 +21,12 @@
 ///
 /// Strings are UTF-8 after a one-byte length (`string8`) or two-byte length (`string16`).
 ///
+/// A client says what it can receive beyond plain Opus (``Capabilities``) in a byte after
+/// its join's software name, where older clients left zeros (padding, which older relays
+/// ignore); the relay passes each member's on in the roster's member flags (bits 1–7),
+/// which older clients ignore. So a sender uses what every listener in the roster can read,
+/// and a client or relay that predates a capability simply never advertises it.
+///
 /// The exchange:
 ///
 /// ```
@@ -85,6 +91,19 @@ public struct ControlMessage: Sendable, Hashable {
         case join = 1, joined, ready, roster, leave, ping, pong, ack, error, goodbye
     }
 
+    /// What a member can receive beyond plain Opus, as its join says and the roster repeats.
+    public struct Capabilities: OptionSet, Sendable, Hashable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+        /// RFC 2198 redundant audio around Opus (``REDPayload``, ``RTPHeader/redPayloadType``).
+        public static let redundantAudio = Capabilities(rawValue: 1 << 0)
+        /// What this build can receive.
+        public static let supported: Capabilities = [.redundantAudio]
+        /// The most the roster's member flags carry (7 bits).
+        static let rosterMask: UInt8 = 0x7F
+    }
+
     // MARK: Bodies
 
     /// Client → relay: asks to join the room its token names, publishing `ssrc`.
@@ -97,12 +116,15 @@ public struct ControlMessage: Sendable, Hashable {
         public var token: String
         /// The client software, e.g. "parley/0.1.0", for the relay's logs.
         public var software: String
+        /// What the client can receive; empty from clients that predate the field.
+        public var capabilities: Capabilities
 
-        public init(ssrc: UInt32, room: String, token: String, software: String) {
+        public init(ssrc: UInt32, room: String, token: String, software: String, capabilities: Capabilities = []) {
             self.ssrc = ssrc
             self.room = room
             self.token = token
             self.software = software
+            self.capabilities = capabilities
         }
     }
 
@@ -147,11 +169,14 @@ public struct ControlMessage: Sendable, Hashable {
             public var ssrc: UInt32
             public var identity: String
             public var canPublish: Bool
+            /// What the member can receive (7 bits of it travel).
+            public var capabilities: Capabilities
 
-            public init(ssrc: UInt32, identity: String, canPublish: Bool) {
+            public init(ssrc: UInt32, identity: String, canPublish: Bool, capabilities: Capabilities = []) {
                 self.ssrc = ssrc
                 self.identity = identity
                 self.canPublish = canPublish
+                self.capabilities = Capabilities(rawValue: capabilities.rawValue & Capabilities.rosterMask)
             }
 
             var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count }
@@ -310,8 +335,9 @@ extension ControlMessage {
             let room = try reader.readString8()
             let token = try reader.readString16()
             let software = try reader.readString8()
-            // The rest is padding; its content is ignored.
-            body = .join(Join(ssrc: ssrc, room: room, token: token, software: software))
+            // Then the capabilities (zero padding from older clients); the rest is padding.
+            let capabilities = Capabilities(rawValue: reader.isAtEnd ? 0 : try reader.readUInt8())
+            body = .join(Join(ssrc: ssrc, room: room, token: token, software: software, capabilities: capabilities))
         case .joined:
             let cookie = try reader.readUInt64()
             let ssrc = try reader.readUInt32()
@@ -341,7 +367,8 @@ extension ControlMessage {
                 let ssrc = try reader.readUInt32()
                 let flags = try reader.readUInt8()
                 let identity = try reader.readString8()
-                members.append(Roster.Member(ssrc: ssrc, identity: identity, canPublish: flags & 0x01 != 0))
+                members.append(Roster.Member(
+                    ssrc: ssrc, identity: identity, canPublish: flags & 0x01 != 0, capabilities: Capabilities(rawValue: flags >> 1)))
             }
             body = .roster(Roster(version: version, pageIndex: pageIndex, pageCount: pageCount, members: members))
         case .leave:
@@ -384,7 +411,7 @@ extension ControlMessage {
         let bodySize: Int
         switch body {
         case let .join(join):
-            let natural = 4 + 1 + join.room.utf8.count + 2 + join.token.utf8.count + 1 + join.software.utf8.count
+            let natural = 4 + 1 + join.room.utf8.count + 2 + join.token.utf8.count + 1 + join.software.utf8.count + 1
             return max(Self.minimumJoinSize, Self.headerSize + natural)
         case let .joined(joined):
             bodySize = 8 + 4 + 1 + joined.identity.utf8.count + 1 + joined.room.utf8.count + 1 + 4 + 4
@@ -417,6 +444,7 @@ extension ControlMessage {
             try writer.writeString8(join.room, element: .controlMessage)
             try writer.writeString16(join.token, element: .controlMessage)
             try writer.writeString8(join.software, element: .controlMessage)
+            try writer.write(join.capabilities.rawValue)
             try writer.writeZeros(max(0, Self.minimumJoinSize - (writer.offset - start)))
         case let .joined(joined):
             try writer.write(joined.cookie)
@@ -441,7 +469,7 @@ extension ControlMessage {
             try writer.write(UInt8(roster.members.count))
             for member in roster.members {
                 try writer.write(member.ssrc)
-                try writer.write(UInt8(member.canPublish ? 0x01 : 0x00))
+                try writer.write(UInt8(member.canPublish ? 0x01 : 0x00) | (member.capabilities.rawValue & Capabilities.rosterMask) << 1)
                 try writer.writeString8(member.identity, element: .controlMessage)
             }
         case .leave:

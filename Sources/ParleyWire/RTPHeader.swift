@@ -23,7 +23,7 @@ public struct RTPHeader: Sendable, Hashable {
     public static let fixedSize = 12
 
     public var marker: Bool
-    /// 7 bits. Parley's Opus uses ``opusPayloadType``.
+    /// 7 bits. Parley's Opus uses ``opusPayloadType``, its redundant audio ``redPayloadType``.
     public var payloadType: UInt8
     public var sequenceNumber: UInt16
     public var timestamp: UInt32
@@ -34,6 +34,9 @@ public struct RTPHeader: Sendable, Hashable {
 
     /// The dynamic payload type Parley uses for Opus (RFC 7587 leaves the number to signalling).
     public static let opusPayloadType: UInt8 = 111
+    /// The dynamic payload type Parley uses for RFC 2198 redundant audio (``REDPayload``)
+    /// whose blocks are Opus: the number WebRTC gives "red" for Opus.
+    public static let redPayloadType: UInt8 = 63
 
     public init(
         marker: Bool = false,

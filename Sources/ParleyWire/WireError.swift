@@ -13,6 +13,7 @@ public enum WireElement: String, Sendable, Hashable {
     case rtcpGoodbye = "RTCP goodbye"
     case rtcpFeedback = "RTCP feedback"
     case opusPacket = "Opus packet"
+    case redPayload = "RED payload"
     case controlMessage = "Parley control message"
     case secureMessage = "Parley secure transport message"
     case inviteURL = "invite URL"

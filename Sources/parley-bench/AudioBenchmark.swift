@@ -208,6 +208,16 @@ struct AudioBenchmark: ParsableCommand {
 
     /// alsa-utils' recorded voices, one after another, repeated to `seconds`.
     static func speech(seconds: Int) throws -> [Float] {
+        let voice = try recordedVoices()
+        var result = [Float]()
+        let total = seconds * AudioClock.sampleRate
+        while result.count < total { result += voice }
+        return Array(result.prefix(total))
+    }
+
+    /// alsa-utils' recorded human voices (not its noise), at 48 kHz, each followed by `gap`
+    /// milliseconds of silence.
+    static func recordedVoices(gapMilliseconds: Int = 0) throws -> [Float] {
         let directory = "/usr/share/sounds/alsa"
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory))?.filter { $0.hasSuffix(".wav") && $0 != "Noise.wav" }.sorted() ?? []
         guard !names.isEmpty else { throw ValidationError("no recorded speech in \(directory); run Scripts/bootstrap (alsa-utils)") }
@@ -215,11 +225,9 @@ struct AudioBenchmark: ParsableCommand {
         for name in names {
             let audio = try WAVAudio(contentsOf: "\(directory)/\(name)")
             voice += try Resampler.resample(audio.mono, from: audio.sampleRate, to: AudioClock.sampleRate)
+            voice += [Float](repeating: 0, count: AudioClock.samples(milliseconds: gapMilliseconds))
         }
-        var result = [Float]()
-        let total = seconds * AudioClock.sampleRate
-        while result.count < total { result += voice }
-        return Array(result.prefix(total))
+        return voice
     }
 
     /// A simple echo: 40 ms bulk delay, a decaying tap train, −6 dB.

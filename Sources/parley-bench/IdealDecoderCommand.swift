@@ -12,7 +12,8 @@ import ParleyClient
 ///   (`IdealDecoder`): the best sender and receiver together could do on that path.
 /// - `--ceiling-out`: the same reference encoding with nothing lost.
 /// - `--sent-ideal-out`: the packets the talker really sent, decoded the same way with the
-///   listener's fates: the best any receiver could do with this sender.
+///   listener's fates (and the redundant copies of lost frames that came in later packets):
+///   the best any receiver could do with this sender.
 /// - `--sent-out`: the talker's packets with nothing lost: what this sender delivers.
 ///
 /// The fates come from the two `--packet-trace`s (`PacketFates`).
@@ -70,6 +71,7 @@ struct IdealDecoderCommand: ParsableCommand {
         var concealedPercent: Double
         /// And of the talker's own packets. Their FEC is what the talker's encoder put in: a
         /// frame counted as rebuilt whose next packet carries none was concealed by libopus.
+        var sentRedundancyPercent: Double
         var sentFECPercent: Double
         var sentConcealedPercent: Double
         /// The longest run of consecutive lost frames.
@@ -111,7 +113,7 @@ struct IdealDecoderCommand: ParsableCommand {
             (0..<signal.count).map { $0 + lookahead < audio.count ? audio[$0 + lookahead] : 0 }
         }
         let padded = fates.payloads + [nil]  // the look-ahead's worth past the end
-        let sentIdeal = try IdealDecoder.decode(packets: padded, arrived: fates.arrived, frameSamples: frameSamples)
+        let sentIdeal = try IdealDecoder.decode(packets: padded, arrived: fates.arrived, copies: fates.copies, frameSamples: frameSamples)
         if sentIdealOut != nil { try write(inStep(sentIdeal.audio), to: sentIdealOut) }
         if sentOut != nil { try write(inStep(IdealDecoder.decode(packets: padded, arrived: [], frameSamples: frameSamples).audio), to: sentOut) }
 
@@ -120,6 +122,7 @@ struct IdealDecoderCommand: ParsableCommand {
             frames: ideal.repairs.count, sentFrames: fates.sentFrames, lostFrames: fates.lostFrames,
             lossPercent: percent(fates.lostFrames), fecFrames: ideal.count(.fec), fecPercent: percent(ideal.count(.fec)),
             concealedFrames: ideal.count(.conceal), concealedPercent: percent(ideal.count(.conceal)),
+            sentRedundancyPercent: percent(sentIdeal.count(.redundancy)),
             sentFECPercent: percent(sentIdeal.count(.fec)), sentConcealedPercent: percent(sentIdeal.count(.conceal)),
             longestLossRun: fates.longestLossRun)
         if json {

@@ -14,6 +14,7 @@ struct ParleyBench: ParsableCommand {
             NetsimBenchmark.self,
             AudioBenchmark.self,
             CallQualityBenchmark.self,
+            SenderProtectionBenchmark.self,
             IdealDecoderCommand.self,
             ReplayCommand.self,
             RelayMemoryBenchmark.self,

@@ -63,6 +63,7 @@ struct ReplayCommand: ParsableCommand {
         var playbackStartedAtNanoseconds: UInt64
         var seconds: Double
         var decodedFrames: Int
+        var redundancyRecoveredFrames: Int
         var fecRecoveredFrames: Int
         var concealedFrames: Int
         var fecRecoveredPercent: Double
@@ -114,8 +115,15 @@ struct ReplayCommand: ParsableCommand {
         while now <= end {
             while next < packets.count, packets[next].nanoseconds <= now {
                 let packet = packets[next]
-                buffer.insert(payload: packet.payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
-                              arrival: seconds(packet.nanoseconds))
+                packet.payload.withUnsafeBytes { payload in
+                    IncomingFrames.forEach(
+                        payloadType: packet.payloadType, payload: payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp
+                    ) { frame in
+                        buffer.insert(
+                            payload: frame.payload, sequenceNumber: frame.sequenceNumber, timestamp: frame.timestamp,
+                            arrival: seconds(packet.nanoseconds), isRedundant: frame.isRedundant)
+                    }
+                }
                 next += 1
             }
             let playing = period.withUnsafeMutableBufferPointer { buffer.read(into: $0, now: seconds(now)) }
@@ -137,20 +145,21 @@ struct ReplayCommand: ParsableCommand {
         }
 
         let statistics = buffer.currentStatistics
-        let frames = Double(statistics.decodedFrames + statistics.fecRecovered + statistics.concealedFrames)
+        let frames = Double(statistics.decodedFrames + statistics.redundancyRecovered + statistics.fecRecovered + statistics.concealedFrames)
         func percent(_ count: Int) -> Double { frames > 0 ? 100 * Double(count) / frames : 0 }
         let report = Report(
             ssrc: talker, packets: packets.count, playbackStartedAtNanoseconds: start,
             seconds: Double(output.count) / Double(AudioClock.sampleRate),
-            decodedFrames: statistics.decodedFrames, fecRecoveredFrames: statistics.fecRecovered,
+            decodedFrames: statistics.decodedFrames, redundancyRecoveredFrames: statistics.redundancyRecovered,
+            fecRecoveredFrames: statistics.fecRecovered,
             concealedFrames: statistics.concealedFrames, fecRecoveredPercent: percent(statistics.fecRecovered),
             concealedPercent: percent(statistics.concealedFrames), underruns: statistics.underruns,
             latePackets: statistics.late, finalTargetDelayMilliseconds: statistics.targetDelayMilliseconds)
         if json {
             try printJSON(report)
         } else {
-            print(String(format: "%d packets of SSRC %u replayed over %.1f s: %d frames decoded, %d rebuilt from FEC (%.1f %%), %d concealed (%.1f %%), %d underruns, %d late",
-                         report.packets, talker, report.seconds, report.decodedFrames, report.fecRecoveredFrames,
+            print(String(format: "%d packets of SSRC %u replayed over %.1f s: %d frames decoded, %d played from redundant copies, %d rebuilt from FEC (%.1f %%), %d concealed (%.1f %%), %d underruns, %d late",
+                         report.packets, talker, report.seconds, report.decodedFrames, report.redundancyRecoveredFrames, report.fecRecoveredFrames,
                          report.fecRecoveredPercent, report.concealedFrames, report.concealedPercent, report.underruns, report.latePackets))
             print("playback started at \(start) ns (CLOCK_MONOTONIC); wrote \(out)")
         }

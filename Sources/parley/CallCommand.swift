@@ -67,7 +67,9 @@ struct CallCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Noise suppression on what you send.", valueName: "on|off"))
     var denoise: String = "on"
 
-    @Option(help: ArgumentHelp("Highest bitrate in kb/s (6–510); the call uses 3/4 of it on a clean network and all of it when loss needs FEC.", valueName: "kbps"))
+    @Option(help: ArgumentHelp(
+        "Your voice's bitrate in kb/s (6–510), all of it on a clean network. While listeners report loss, each packet also repeats two earlier frames (about 3× the bandwidth), or in-band FEC takes a share of it when a listener's client is too old for that.",
+        valueName: "kbps"))
     var bitrate: Double = 32
 
     @Option(help: ArgumentHelp("Leave after this many seconds.", valueName: "seconds"))

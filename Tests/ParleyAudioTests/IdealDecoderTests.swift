@@ -15,6 +15,16 @@ struct IdealDecoderTests {
         #expect(IdealDecoder.repairs(arrived: arrived, sent: sent, frames: 8) == [.decode, .conceal, .silence, .conceal, .fec, .decode, .decode, .conceal])
     }
 
+    /// With RED, a lost frame whose copy came later is played from the copy; FEC from the
+    /// next frame also comes from a copy of that frame, but only if its packet carried FEC.
+    @Test func aLostFrameWithACopyPlaysTheCopyAndFECCanComeFromACopy() {
+        let arrived = [true, false, false, false, true]
+        let copied = [false, true, false, true, false]
+        #expect(IdealDecoder.repairs(arrived: arrived, copied: copied, frames: 5) == [.decode, .redundancy, .fec, .redundancy, .decode])
+        #expect(IdealDecoder.repairs(arrived: arrived, copied: copied, carriesFEC: [true, true, true, false, true], frames: 5)
+            == [.decode, .redundancy, .conceal, .redundancy, .decode], "frame 3's packet carried no FEC for frame 2")
+    }
+
     static func speech() throws -> [Float] {
         try TestSpeech.recorded("Front_Center") + TestSpeech.recorded("Rear_Right")
     }

@@ -135,6 +135,44 @@ struct JitterBufferTests {
         #expect(identical, "duplicates changed the audio")
     }
 
+    /// Redundant copies (RED) of every packet's two predecessors, arriving with it: they
+    /// fill nothing when nothing is lost, so the audio, the target delay and the counters are
+    /// those of the stream without them; a copy of a packet that arrives after the packet
+    /// itself is dropped quietly, not counted duplicate or late.
+    @Test func copiesOfFramesThatArrivedChangeNothing() throws {
+        let speech = try TestSpeech.recorded()
+        let stream = try EncodedStream(speech)
+        let arrivals = TraceBuilder(count: stream.packets.count, delay: { ($0 * 7) % 5 == 0 ? 0.012 : 0 }).build()
+        let duration = Double(speech.count) / 48_000 + 0.3
+        let plain = try JitterBuffer()
+        let reference = JitterBufferSimulation.output(stream: stream, arrivals: arrivals, buffer: plain, duration: duration)
+        let withCopies = try JitterBuffer()
+        var output: [Float] = []
+        var next = 0
+        var chunk = [Float](repeating: 0, count: JitterBufferSimulation.chunk)
+        for read in 0..<Int(duration / 0.010) {
+            let now = Double(read) * 0.010
+            while next < arrivals.count, arrivals[next].time <= now {
+                let index = arrivals[next].index
+                func insert(_ frame: Int, redundant: Bool) {
+                    withCopies.insert(
+                        payload: stream.packets[frame], sequenceNumber: UInt16(truncatingIfNeeded: frame &+ 40_000),
+                        timestamp: UInt32(truncatingIfNeeded: frame &* 960 &+ 4_000_000_000), arrival: arrivals[next].time, isRedundant: redundant)
+                }
+                insert(index, redundant: false)
+                for back in [1, 2] where index - back >= 0 { insert(index - back, redundant: true) }
+                next += 1
+            }
+            chunk.withUnsafeMutableBufferPointer { _ = withCopies.read(into: $0, now: now) }
+            output += chunk
+        }
+        let statistics = withCopies.currentStatistics
+        #expect(output == reference, "copies of frames that arrived changed the audio")
+        #expect(statistics.targetDelayMilliseconds == plain.currentStatistics.targetDelayMilliseconds, "copies fed the delay statistics")
+        #expect(statistics.duplicates == 0 && statistics.late == 0 && statistics.redundancyRecovered == 0)
+        #expect(statistics.received == stream.packets.count)
+    }
+
     /// The target follows a jitter step up within 2 s and back down within 10 s.
     ///
     /// 0–20 s: jitter uniform in 0–5 ms. 20–40 s: uniform in 0–100 ms (its 97th percentile,

@@ -35,15 +35,18 @@ struct ImpairedNetworkTests {
         Expectation(scenario: "clean", minimumEnvelope: 0.85, minimumMeanEnvelope: 0.90, maximumDroppedPercent: 1, maximumDropouts: 0,
                     maximumMedianDelay: 100, maximumDelayP95: 100,
                     why: "nothing to repair: only the codec changes the voice (measured 0.92–0.98, 55–65 ms)"),
-        Expectation(scenario: "loss-5", minimumEnvelope: 0.60, minimumMeanEnvelope: 0.75, maximumDroppedPercent: 6, maximumDropouts: 4,
+        // With loss reported each packet repeats the frames 1 and 3 back (RED): mean envelope
+        // measured 0.95 (loss-5), 0.73–0.79 (bursty-10) and 0.91 (loss-20) on a quiet machine,
+        // 0.92, 0.78 and 0.77 with other builds running.
+        Expectation(scenario: "loss-5", minimumEnvelope: 0.60, minimumMeanEnvelope: 0.85, maximumDroppedPercent: 6, maximumDropouts: 4,
                     maximumMedianDelay: 150, maximumDelayP95: 250,
-                    why: "about 10% lost end to end, isolated: FEC and PLC bridge it, a syllable now and then sounds smeared"),
-        Expectation(scenario: "bursty-10", minimumEnvelope: 0.25, minimumMeanEnvelope: 0.50, maximumDroppedPercent: 25, maximumDropouts: 8,
+                    why: "about 10% lost end to end, isolated: copies in the next packets rebuild nearly all of it"),
+        Expectation(scenario: "bursty-10", minimumEnvelope: 0.25, minimumMeanEnvelope: 0.60, maximumDroppedPercent: 25, maximumDropouts: 8,
                     maximumMedianDelay: 150, maximumDelayP95: 300,
-                    why: "about 19% lost end to end in bursts of 3: inside a burst PLC fades out, words go missing"),
-        Expectation(scenario: "loss-20", minimumEnvelope: 0.25, minimumMeanEnvelope: 0.55, maximumDroppedPercent: 12, maximumDropouts: 6,
+                    why: "about 19% lost end to end in bursts of 3: copies rebuild bursts of up to three, longer ones lose a word"),
+        Expectation(scenario: "loss-20", minimumEnvelope: 0.25, minimumMeanEnvelope: 0.70, maximumDroppedPercent: 12, maximumDropouts: 6,
                     maximumMedianDelay: 150, maximumDelayP95: 250,
-                    why: "about 36% lost end to end, isolated: rough but followable, FEC rebuilds many single losses"),
+                    why: "about 36% lost end to end, isolated: copies rebuild most of it, a syllable now and then sounds smeared"),
         // The jitter buffer holds the 97th percentile of this path's spread, 240 + 107 ms, plus
         // its 15 ms margin and about 35 ms of codec and devices: about 400 ms. Measured over
         // eight runs: median 314–470 ms, settled p95 up to 507 ms, dropped at most 5 %.

@@ -9,7 +9,7 @@ import Testing
 struct PacketTraceTests {
     static let sent = PacketTrace.Entry(
         direction: .sent, ssrc: 0xCAFE_BABE, sequenceNumber: 65_535, timestamp: 4_294_967_295,
-        nanoseconds: 81_234_567_890_123, size: 31, frameStartSample: 48_000, payload: [0x78, 0x00, 0xFF, 0x0A])
+        nanoseconds: 81_234_567_890_123, size: 31, frameStartSample: 48_000, payloadType: 127, payload: [0x78, 0x00, 0xFF, 0x0A])
     static let received = PacketTrace.Entry(
         direction: .received, ssrc: 7, sequenceNumber: 0, timestamp: 0, nanoseconds: 1, size: 12, payload: [])
 
@@ -44,13 +44,13 @@ struct PacketTraceTests {
     @Test func aFileThatIsNotATraceIsRefusedWithWhatIsWrongAndWhere() {
         #expect(throws: PacketTrace.ReadError.self) { try PacketTrace.parse("hello\n") }
         do {
-            _ = try PacketTrace.parse(PacketTrace.header + "\nsent,1,2,3,4,5,,zz\n", path: "t.csv")
+            _ = try PacketTrace.parse(PacketTrace.header + "\nsent,1,2,3,4,5,,111,zz\n", path: "t.csv")
             Issue.record("a payload of 'zz' was accepted")
         } catch {
             #expect(error.description == "t.csv, line 2: payload is not an even number of hex digits")
         }
         do {
-            _ = try PacketTrace.parse(PacketTrace.header + "\nreceived,1,70000,3,4,5,,\n")
+            _ = try PacketTrace.parse(PacketTrace.header + "\nreceived,1,70000,3,4,5,,111,\n")
             Issue.record("a sequence number of 70000 was accepted")
         } catch {
             #expect(error.line == 2)
@@ -119,6 +119,35 @@ struct PacketTraceTests {
         #expect(fates.payloads.map { $0 != nil } == [true, true, false, false, true, true, true, true, true, true, false, false])
         #expect(fates.lostFrames == 2)
         #expect(fates.longestLossRun == 1)
+    }
+
+    /// A talker sending RED: each packet carries copies of the frames 1 and 3 back. Frames 3
+    /// and 4 were lost; the packets of frames 5 and 6 arrived with copies of them (and of 2,
+    /// 4, 5, which arrived anyway). Frame 7 was lost with the packets that would repeat it.
+    @Test func aLostFrameWhoseCopyCameInALaterPacketHasThatCopy() throws {
+        var sender: [PacketTrace.Entry] = []
+        for frame in 0..<8 {
+            let own: [UInt8] = [0x48, UInt8(frame)]  // a SILK 20 ms TOC and the frame's number
+            let redundant = [3, 1].filter { frame - $0 >= 0 }.map {
+                OwnedREDPayload.Block(payloadType: 111, timestampOffset: UInt16($0 * 960), data: [0x48, UInt8(frame - $0)])
+            }
+            let payload = redundant.isEmpty ? own : try OwnedREDPayload(redundant: redundant, primary: .init(payloadType: 111, timestampOffset: 0, data: own)).serialized()
+            sender.append(PacketTrace.Entry(
+                direction: .sent, ssrc: 9, sequenceNumber: UInt16(frame), timestamp: UInt32(frame * 960), nanoseconds: 0, size: 60,
+                frameStartSample: frame * 960, payloadType: redundant.isEmpty ? 111 : 63, payload: payload))
+        }
+        // Round-trip the trace's text, as the benchmark reads it from a file.
+        let text = ([PacketTrace.header] + sender.map(PacketTrace.line)).joined(separator: "\n")
+        let read = try PacketTrace.parse(text)
+        let receiver = read.filter { ![3, 4, 7].contains(Int($0.sequenceNumber)) }.map { entry in
+            var entry = entry
+            entry.direction = .received
+            return entry
+        }
+        let fates = PacketFates(senderTrace: read, receiverTrace: receiver, frameSamples: 960, frames: 8)
+        #expect(fates.arrived == [true, true, true, false, false, true, true, false])
+        #expect(fates.payloads.map { $0?[1] } == (0..<8).map { UInt8($0) }, "each frame's own Opus, unwrapped from RED")
+        #expect(fates.copies.map { $0?[1] } == [nil, nil, nil, 3, 4, nil, nil, nil])
     }
 
     @Test func framesBeyondTheRecordingAreIgnored() {

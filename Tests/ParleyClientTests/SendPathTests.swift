@@ -1,18 +1,28 @@
+import Foundation
 import Testing
 @testable import ParleyClient
+import ParleyAudio
 import ParleyWire
 
 @Suite("The outgoing stream's packets and reports")
 struct SendPathTests {
+    /// Packs an Opus payload of `payloadSize` bytes as the capture thread does: a DTX frame
+    /// (1–2 bytes) is skipped, anything else sent.
     static func packetize(_ packetizer: inout RTPPacketizer, payloadSize: Int, level: UInt8 = 30) throws -> [UInt8]? {
+        guard !RTPPacketizer.isSilentDTXFrame(payloadCount: payloadSize) else {
+            packetizer.skipSilence(samples: 960)
+            return nil
+        }
         let payload = [UInt8](repeating: 0xAB, count: payloadSize)
         var buffer = [UInt8](repeating: 0, count: RTPPacketizer.maximumPacketSize)
         let size = try payload.withUnsafeBytes { raw in
             try buffer.withUnsafeMutableBytes {
-                try packetizer.packetize(payload: raw, samples: 960, level: AudioLevel(voiceActivity: level < 60, level: level), into: $0)
+                try packetizer.packetize(
+                    payload: raw, payloadType: RTPHeader.opusPayloadType, samples: 960,
+                    level: AudioLevel(voiceActivity: level < 60, level: level), into: $0)
             }
         }
-        return size.map { Array(buffer.prefix($0)) }
+        return Array(buffer.prefix(size))
     }
 
     /// DTX silence is not sent: the timestamp moves on, the sequence number does not, so a
@@ -43,27 +53,49 @@ struct SendPathTests {
         #expect(view.sequenceNumber == 11 && view.timestamp == 1_920 && view.marker)
     }
 
-    /// The relay's loss reports drive FEC and bitrate: up at the first bad report, down only
-    /// when the memory has cleared and clear of the threshold, never above the ceiling.
-    @Test func expectedLossAndBitrateFollowTheReportedLossWithHysteresis() {
-        var configuration = EncoderAdaptation.Configuration()
-        configuration.maximumBitrate = 40_000
-        var adaptation = EncoderAdaptation(configuration)
-        #expect(adaptation.setting == .init(bitrate: 30_000, expectedLossPercent: 2), "a clean start: 3/4 of the ceiling, minimal protection")
-        #expect(adaptation.report(lossFraction: 0) == nil)
-        #expect(adaptation.report(lossFraction: 0.12) == .init(bitrate: 40_000, expectedLossPercent: 12), "heavy loss: all of the ceiling, at once")
-        for _ in 0..<3 { _ = adaptation.report(lossFraction: 0) }
-        #expect(adaptation.setting.expectedLossPercent == 12, "the bad report is remembered for 4 reports")
-        _ = adaptation.report(lossFraction: 0.0)
-        #expect(adaptation.setting == .init(bitrate: 30_000, expectedLossPercent: 2))
-        _ = adaptation.report(lossFraction: 0.04)
-        #expect(adaptation.setting == .init(bitrate: 35_000, expectedLossPercent: 4), "moderate loss: 7/8")
-        for _ in 0..<4 { _ = adaptation.report(lossFraction: 0.02) }
-        #expect(adaptation.setting.bitrate == 35_000, "2% is not clear of the 3% threshold: stay")
-        for _ in 0..<4 { _ = adaptation.report(lossFraction: 0.005) }
-        #expect(adaptation.setting.bitrate == 30_000)
-        _ = adaptation.report(lossFraction: 0.9)
-        #expect(adaptation.setting.expectedLossPercent == 40 && adaptation.setting.bitrate == 40_000, "capped")
+    /// The encode step repeats earlier frames exactly as they were sent, only as far back as
+    /// the stream has gone on without a gap: after a DTX silence or a frame not sent, the
+    /// next packet is plain Opus again, so a receiver can number every copy by its offset.
+    @Test func redundancyRepeatsEarlierPacketsExactlyAndNeverAcrossAGap() throws {
+        var configuration = OpusEncoder.Configuration()
+        configuration.dtx = true
+        let encoder = try VoiceEncoder(
+            encoder: OpusEncoder(configuration), setting: .init(bitrate: 32_000, expectedLossPercent: 0, redundancy: .init(distances: [1, 3])))
+        var frameIndex = 0
+        func encode(silent: Bool = false) throws -> (payloadType: UInt8, payload: [UInt8])? {
+            defer { frameIndex += 1 }
+            let frame = (0..<960).map { silent ? Float(0) : Float(0.3 * sin(Double(frameIndex * 960 + $0) * 2 * .pi * 330 / 48_000)) }
+            var payload = [UInt8](repeating: 0, count: VoiceEncoder.maximumPayloadSize)
+            let output = try frame.withUnsafeBufferPointer { input in try payload.withUnsafeMutableBytes { try encoder.encode(input, into: $0) } }
+            guard case let .payload(payloadType, count) = output else { return nil }
+            return (payloadType, Array(payload.prefix(count)))
+        }
+        var sent: [[UInt8]] = []  // each frame's own Opus packet
+        for expected in [0, 1, 1, 2, 2] {
+            let packet = try #require(try encode())
+            guard expected > 0 else {
+                #expect(packet.payloadType == RTPHeader.opusPayloadType, "nothing to repeat yet: plain Opus")
+                sent.append(packet.payload)
+                continue
+            }
+            #expect(packet.payloadType == RTPHeader.redPayloadType)
+            let red = try OwnedREDPayload(parsing: packet.payload)
+            #expect(red.redundant.count == expected)
+            for block in red.redundant {
+                let back = Int(block.timestampOffset) / 960
+                #expect([1, 3].contains(back) && Int(block.timestampOffset) % 960 == 0)
+                #expect(block.data == sent[sent.count - back], "a copy is the earlier packet's Opus, byte for byte")
+            }
+            #expect(red.redundant.map(\.timestampOffset) == red.redundant.map(\.timestampOffset).sorted(by: >), "oldest first")
+            sent.append(red.primary.data)
+        }
+        var silentFrames = 0
+        while try encode(silent: true) != nil { silentFrames += 1 }
+        #expect(silentFrames < 50, "DTX takes over in silence")
+        #expect(try encode()?.payloadType == RTPHeader.opusPayloadType, "after a silence, nothing from before it is repeated")
+        #expect(try encode()?.payloadType == RTPHeader.redPayloadType)
+        encoder.interrupt()
+        #expect(try encode()?.payloadType == RTPHeader.opusPayloadType, "nor across a frame that was not sent")
     }
 
     /// A sender report while we send (with the RTP time of this instant), a receiver report

@@ -94,6 +94,59 @@ extension RelayOverUDP {
             }
         }
 
+        /// The fraction lost in the relay's receiver reports to `member` since `start`.
+        func reportedLoss(to member: SecureMember, since start: Int) -> [UInt8] {
+            member.media[start...].filter { $0.withUnsafeBytes { PacketKind($0) } == .rtcp }
+                .compactMap { try? RTCPCompoundPacket.parse($0) }.flatMap { $0 }
+                .flatMap { packet -> [RTCPReportBlock] in if case let .receiverReport(report) = packet { report.reportBlocks } else { [] } }
+                .filter { $0.ssrc == member.link.ssrc }.map(\.fractionLost)
+        }
+
+        /// Ada talks for 4 s while `listeners` send receiver reports about her stream every
+        /// 300 ms with the fraction lost each names; returns what the relay's reports to her said.
+        func lossAdaIsTold(_ fixture: RelayFixture, listeners: [(String, UInt8)]) throws -> [UInt8] {
+            let ada = try join(fixture, "ada")
+            let others = try listeners.map { (try join(fixture, $0.0), $0.1) }
+            for member in [ada] + others.map(\.0) { member.pump(timeout: 1) { $0.link.roster.count == listeners.count + 1 } }
+            let start = ada.media.count
+            for tick in 0..<200 {
+                ada.sendMedia()
+                if tick % 15 == 0 {
+                    for (listener, fraction) in others {
+                        let block = RTCPReportBlock(ssrc: ada.link.ssrc, fractionLost: fraction, cumulativeLost: 0, extendedHighestSequence: 1, jitter: 0)
+                        listener.send(try RTCPCompoundPacket.serialized([.receiverReport(RTCPReceiverReport(ssrc: listener.link.ssrc, reportBlocks: [block]))]))
+                    }
+                }
+                ada.pump(timeout: 0.02)
+            }
+            for (listener, _) in others { listener.pump(timeout: 0.01) }
+            return reportedLoss(to: ada, since: start)
+        }
+
+        /// What a listener loses of a stream reaches its sender's encoder through the relay's
+        /// own report (the median listener's, when worse than the sender's leg): in a
+        /// two-person call the one listener's loss is the path's.
+        @Test func aListenersLossReachesTheSenderThroughTheRelaysReport() throws {
+            let fixture = try RelayFixture.startSecure()
+            defer { fixture.relay.shutdown() }
+            let told = try lossAdaIsTold(fixture, listeners: [("bob", 64)])
+            print("bob reports losing 64/256 of ada's stream; the relay told ada \(told)")
+            #expect(told.count >= 2, "the relay reports on ada's stream about once a second")
+            #expect(told.dropFirst().allSatisfy { $0 == 64 }, "the path's loss is bob's")
+        }
+
+        /// Finding 7, report blocks: mallory claims to lose all of ada's stream while bob, the
+        /// other listener, says nothing of loss. One member's word is not the room's: ada's
+        /// encoder is told of no loss.
+        @Test func oneMemberCannotDriveAnothersEncoderWithForgedLoss() throws {
+            let fixture = try RelayFixture.startSecure()
+            defer { fixture.relay.shutdown() }
+            let told = try lossAdaIsTold(fixture, listeners: [("bob", 0), ("mallory", 255)])
+            print("mallory reports losing 255/256 of ada's stream, bob 0; the relay told ada \(told)")
+            #expect(told.count >= 2)
+            #expect(told.allSatisfy { $0 == 0 })
+        }
+
         /// Finding 9: one member sends 200 full-size packets a second (at 49 receivers, 118
         /// Mbit/s). What the relay forwards of it is held to the member's bitrate.
         @Test func oneMembersMediaIsHeldToItsBitrate() throws {

@@ -108,9 +108,10 @@ final class TestClient {
     // MARK: The join exchange
 
     /// Sends join (retransmitting) until joined or error arrives; returns the answer.
-    func join(room: String, token: String, ssrc: UInt32, timeout: Double = 5) -> ControlMessage.Body? {
+    func join(room: String, token: String, ssrc: UInt32, capabilities: ControlMessage.Capabilities = [], timeout: Double = 5) -> ControlMessage.Body? {
         self.ssrc = ssrc
-        let join = ControlMessage(sequence: takeSequence(), body: .join(.init(ssrc: ssrc, room: room, token: token, software: "parley-tests")))
+        let join = ControlMessage(sequence: takeSequence(), body: .join(.init(
+            ssrc: ssrc, room: room, token: token, software: "parley-tests", capabilities: capabilities)))
         let deadline = now() + timeout
         while now() < deadline {
             send(join)
@@ -268,9 +269,11 @@ struct RelayFixture {
     }
 
     /// A client joined and active in `room`, with a random SSRC.
-    func member(_ identity: String, room: String, canPublish: Bool = true) throws -> TestClient {
+    func member(_ identity: String, room: String, canPublish: Bool = true, capabilities: ControlMessage.Capabilities = []) throws -> TestClient {
         let client = TestClient(relayPort: port)
-        let answer = client.join(room: room, token: token(room: room, identity: identity, canPublish: canPublish), ssrc: UInt32.random(in: 1...UInt32.max))
+        let answer = client.join(
+            room: room, token: token(room: room, identity: identity, canPublish: canPublish), ssrc: UInt32.random(in: 1...UInt32.max),
+            capabilities: capabilities)
         guard case .joined = answer else { throw TestFailure("\(identity) could not join \(room): \(String(describing: answer))") }
         guard client.ready() else { throw TestFailure("\(identity) got no roster after ready") }
         return client

@@ -5,6 +5,7 @@ import Testing
 struct ControlMessageTests {
     static let examples: [ControlMessage] = [
         ControlMessage(sequence: 1, body: .join(.init(ssrc: 0xDEAD_BEEF, room: "standup", token: "abc.def.ghi", software: "parley/0.1.0"))),
+        ControlMessage(sequence: 1, body: .join(.init(ssrc: 7, room: "r", token: "t", software: "s", capabilities: .redundantAudio))),
         ControlMessage(sequence: 2, body: .joined(.init(
             cookie: 0x0123_4567_89AB_CDEF, ssrc: 0xDEAD_BEEF, identity: "Zoë", room: "standup", canPublish: true,
             keepaliveIntervalMilliseconds: 5_000, idleTimeoutMilliseconds: 30_000
@@ -13,6 +14,7 @@ struct ControlMessageTests {
         ControlMessage(sequence: 4, isReliable: true, body: .roster(.init(version: 9, members: [
             .init(ssrc: 1, identity: "alice", canPublish: true),
             .init(ssrc: 2, identity: "bob", canPublish: false),
+            .init(ssrc: 3, identity: "cy", canPublish: true, capabilities: .redundantAudio),
         ]))),
         ControlMessage(sequence: 5, isReliable: true, body: .leave(.init())),
         ControlMessage(sequence: 0, body: .ping(.init(timestamp: 123_456_789))),
@@ -46,6 +48,27 @@ struct ControlMessageTests {
         let error = ControlMessage(body: .error(.init(code: .roomFull, message: String(repeating: "e", count: 255))))
         #expect(joined.serializedSize < ControlMessage.minimumJoinSize)
         #expect(error.serializedSize < ControlMessage.minimumJoinSize)
+    }
+
+    /// An older client padded its join with zeros right after the software name, and read
+    /// only bit 0 of a roster member's flags: capabilities live exactly there, so old and
+    /// new clients and relays read each other, and an old one never seems to offer more.
+    @Test func capabilitiesSitWhereOlderPeersHadPaddingAndIgnoredBits() throws {
+        let newJoin = try ControlMessage(body: .join(.init(ssrc: 1, room: "r", token: "t", software: "s", capabilities: .redundantAudio))).serialized()
+        // header, ssrc, "r", "t", "s", then the capability byte where an old client put a zero
+        #expect(Array(newJoin[8..<20]) == hex("00000001 0172 000174 0173 01"))
+        var oldJoin = newJoin
+        oldJoin[19] = 0
+        guard case let .join(old) = try ControlMessage(parsing: oldJoin).body else { Issue.record("not a join"); return }
+        #expect(old.capabilities.isEmpty && old.software == "s")
+
+        let roster = try ControlMessage(body: .roster(.init(version: 1, members: [
+            .init(ssrc: 5, identity: "a", canPublish: false, capabilities: .redundantAudio),
+            .init(ssrc: 6, identity: "b", canPublish: true, capabilities: .redundantAudio),
+        ]))).serialized()
+        // version, page, pages, count, then per member: ssrc, flags, name
+        #expect(Array(roster[8...]) == hex("00000001 00 01 02 00000005 02 0161 00000006 03 0162"))
+        #expect(roster[19] & 0x01 == 0 && roster[26] & 0x01 == 1, "bit 0, all an older client reads, is still publish")
     }
 
     @Test func aLongTokenMakesTheJoinLongerThanTheMinimum() throws {

@@ -107,6 +107,35 @@ struct ParserPropertyTests {
         #expect(accepted > 1_000)
     }
 
+    @Test func redParserNeverTrapsAndItsBlocksLieInsideThePayload() throws {
+        let examples = try [
+            REDPayloadTests.rfcExample,
+            OwnedREDPayload(
+                redundant: [.init(payloadType: 111, timestampOffset: 1_920, data: [UInt8](repeating: 7, count: 40)),
+                            .init(payloadType: 111, timestampOffset: 960, data: [UInt8](repeating: 8, count: 30))],
+                primary: .init(payloadType: 111, timestampOffset: 0, data: [UInt8](repeating: 9, count: 50))).serialized(),
+            [111, 1, 2, 3],
+        ]
+        var accepted = 0
+        for input in Self.inputs(seed: 0x5245_4430, validExamples: examples, plausibleFirstBytes: [0xEF, 0x87, 0x6F, 0x80]) {
+            try input.withUnsafeBytes { raw throws in
+                guard let view = try? REDPayloadView(parsing: raw) else { return }
+                accepted += 1
+                var end = 1 + 4 * view.redundantCount
+                for block in view {
+                    let start = block.data.baseAddress.map { $0 - raw.baseAddress! } ?? end
+                    #expect(start == end && block.data.count <= REDPayload.maximumBlockLength)
+                    #expect(block.timestampOffset <= REDPayload.maximumTimestampOffset && block.payloadType <= 0x7F)
+                    end += block.data.count
+                }
+                #expect(view.primary.data.count == raw.count - end && view.primary.payloadType <= 0x7F)
+                let payload = OwnedREDPayload(view)
+                #expect(try payload.serialized() == input, "input \(input)")
+            }
+        }
+        #expect(accepted > 1_000)
+    }
+
     @Test func controlParserNeverTrapsAndWhatItAcceptsRoundTrips() throws {
         let examples = try ControlMessageTests.examples.map { try $0.serialized() }
         var accepted = 0

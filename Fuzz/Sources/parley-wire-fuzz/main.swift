@@ -22,6 +22,16 @@ public func fuzzWire(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         precondition(packet.frames.allSatisfy { $0.upperBound <= size }, "Opus frame outside the packet")
         precondition(OpusPacket.sampleCount(bytes) == packet.sampleCount, "Opus sample count disagrees")
     }
+    if let red = try? REDPayloadView(parsing: bytes) {
+        var end = 1 + 4 * red.redundantCount
+        for block in red {
+            precondition(block.data.count <= REDPayload.maximumBlockLength, "RED block longer than its 10 bits allow")
+            end += block.data.count
+            _ = block.sequenceNumber(primarySequence: UInt16(truncatingIfNeeded: size), frameSamples: 960)
+        }
+        precondition(end + red.primary.data.count == size, "RED blocks do not tile the payload")
+        precondition(try! OwnedREDPayload(red).serialized() == Array(bytes), "RED payload changed in a round trip")
+    }
     if let message = try? ControlMessage(parsing: bytes) {
         precondition(try! ControlMessage(parsing: message.serialized()) == message, "control message changed in a round trip")
     }

@@ -1,0 +1,188 @@
+import ParleyAudio
+import ParleyWire
+
+/// The sender's encode step: one frame of voice in, the RTP payload that carries it out.
+///
+/// The frame is encoded with Opus at the setting `EncoderAdaptation` decided (bitrate,
+/// in-band FEC and its expected loss). When the setting asks for redundancy, the payload
+/// is RFC 2198 RED instead: the frames sent `distances` packets earlier again, as exact
+/// copies of their Opus packets or as a second, lower-rate encoding, then the current
+/// frame. A receiver that lost a burst rebuilds it from the first packet after it; in-band
+/// FEC alone reaches one frame back.
+///
+/// Only frames sent in consecutive packets with consecutive timestamps are repeated: a
+/// silence (DTX) or a frame not sent clears the history, so a receiver derives each block's
+/// sequence number from its timestamp offset alone. While there is nothing to repeat (a
+/// talkspurt's first packet) the payload is plain Opus.
+///
+/// Owned by the capture thread (or an offline tool); writes into the caller's buffer and
+/// allocates nothing per frame.
+public final class VoiceEncoder {
+    public enum Output: Equatable {
+        /// DTX silence: nothing to send (the packetizer skips the frame).
+        case silence
+        /// `count` bytes of `payloadType` in the caller's buffer.
+        case payload(payloadType: UInt8, count: Int)
+    }
+
+    /// Redundant blocks one payload carries at most.
+    public static let maximumRedundantBlocks = 4
+    /// The farthest back a redundant block reaches, in frames.
+    public static let maximumDistance = 8
+    /// The largest payload `encode` writes: the RED headers, the largest redundant blocks
+    /// and the largest Opus packet.
+    public static let maximumPayloadSize = 1 + maximumRedundantBlocks * (4 + REDPayload.maximumBlockLength) + 1_275 * 3 + 7
+
+    private let encoder: OpusEncoder
+    /// The second, lower-rate encoder, while the setting asks for re-encoded redundancy.
+    private var redundantEncoder: OpusEncoder?
+    public private(set) var setting: EncoderAdaptation.Setting
+
+    // The last `maximumDistance` frames' redundant form (their own Opus packets, or the
+    // second encoding), in one allocation: slot `index` holds `lengths[index]` bytes. One
+    // slot more than the distance, for the frame being encoded.
+    private let slots: UnsafeMutableRawBufferPointer
+    private static let slotSize = 1_275
+    private static let slotCount = maximumDistance + 1
+    private var lengths = [Int](repeating: 0, count: slotCount)
+    private var newest = 0
+    /// How many of the latest frames are in the history, consecutive (reset by a gap).
+    private var consecutive = 0
+    private let primary: UnsafeMutableRawBufferPointer
+    private var blocks: [REDPayload.Block] = []
+
+    public init(encoder: OpusEncoder, setting: EncoderAdaptation.Setting) throws(OpusError) {
+        self.encoder = encoder
+        self.setting = setting
+        slots = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.slotCount * Self.slotSize, alignment: 1)
+        primary = UnsafeMutableRawBufferPointer.allocate(byteCount: OpusEncoder.maximumPacketSize, alignment: 1)
+        blocks.reserveCapacity(Self.maximumRedundantBlocks)
+        try configure(setting, previous: nil)
+    }
+
+    deinit {
+        slots.deallocate()
+        primary.deallocate()
+    }
+
+    /// Samples per frame (per channel).
+    public var frameSamples: Int { encoder.frameSamples }
+
+    /// Takes a new setting; it applies from the next frame.
+    public func apply(_ next: EncoderAdaptation.Setting) throws(OpusError) {
+        guard next != setting else { return }
+        let previous = setting
+        setting = next
+        try configure(next, previous: previous)
+    }
+
+    private func configure(_ next: EncoderAdaptation.Setting, previous: EncoderAdaptation.Setting?) throws(OpusError) {
+        try encoder.setBitrate(next.bitrate)
+        try encoder.setInbandFEC(next.expectedLossPercent > 0)
+        try encoder.setExpectedLossPercent(next.expectedLossPercent)
+        if next.redundancy.bitrate != previous?.redundancy.bitrate {
+            // The history holds the other kind of block now: start it afresh.
+            consecutive = 0
+        }
+        if let bitrate = next.redundancy.bitrate, !next.redundancy.distances.isEmpty {
+            if redundantEncoder == nil {
+                var configuration = OpusEncoder.Configuration()
+                configuration.frameDuration = encoder.frameDuration
+                configuration.channels = encoder.channels
+                configuration.inbandFEC = false
+                configuration.expectedLossPercent = 0
+                configuration.bitrate = bitrate
+                redundantEncoder = try OpusEncoder(configuration)
+            }
+            try redundantEncoder?.setBitrate(bitrate)
+        } else {
+            redundantEncoder = nil
+        }
+    }
+
+    /// The next frame is not the one after the last encoded (a frame was not sent): nothing
+    /// before it may be repeated after it.
+    public func interrupt() { consecutive = 0 }
+
+    /// Encodes one frame (`frameSamples × channels` samples) into `payload`, which must
+    /// hold `maximumPayloadSize` bytes.
+    public func encode(_ frame: UnsafeBufferPointer<Float>, into payload: UnsafeMutableRawBufferPointer) throws(VoiceEncoderError) -> Output {
+        let primaryCount: Int
+        do {
+            primaryCount = try encoder.encode(frame, into: primary)
+        } catch {
+            throw .opus(error)
+        }
+        let redundantCount: Int?
+        if let redundantEncoder {
+            let slot = slot(newest + 1)
+            do { redundantCount = try redundantEncoder.encode(frame, into: slot) } catch { throw .opus(error) }
+        } else {
+            redundantCount = nil
+        }
+        if RTPPacketizer.isSilentDTXFrame(payloadCount: primaryCount) {
+            consecutive = 0
+            return .silence
+        }
+
+        blocks.removeAll(keepingCapacity: true)
+        // Oldest first, as RFC 2198's example orders them.
+        for distance in setting.redundancy.distances.reversed() where distance >= 1 && distance <= consecutive && blocks.count < Self.maximumRedundantBlocks {
+            // A block can say at most 16,383 samples back (long frames reach it sooner).
+            guard distance * encoder.frameSamples <= Int(REDPayload.maximumTimestampOffset) else { continue }
+            let index = (newest - distance + 1 + Self.slotCount) % Self.slotCount
+            let length = lengths[index]
+            guard length > 0, length <= REDPayload.maximumBlockLength else { continue }
+            blocks.append(REDPayload.Block(
+                payloadType: RTPHeader.opusPayloadType, timestampOffset: UInt16(distance * encoder.frameSamples),
+                data: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(slot(index))[0..<length])))
+        }
+
+        let bytes = UnsafeRawBufferPointer(rebasing: primary[0..<primaryCount])
+        let output: Output
+        do {
+            var writer = ByteWriter(payload)
+            if blocks.isEmpty {
+                try writer.write(bytes)
+                output = .payload(payloadType: RTPHeader.opusPayloadType, count: writer.offset)
+            } else {
+                try REDPayload.write(
+                    redundant: blocks, primary: REDPayload.Block(payloadType: RTPHeader.opusPayloadType, timestampOffset: 0, data: bytes),
+                    to: &writer)
+                output = .payload(payloadType: RTPHeader.redPayloadType, count: writer.offset)
+            }
+        } catch {
+            throw .payload(error)
+        }
+        // Remember this frame's redundant form for the packets after it.
+        newest = (newest + 1) % Self.slotCount
+        if let redundantCount {
+            lengths[newest] = redundantCount
+        } else if primaryCount <= Self.slotSize {
+            slot(newest).copyMemory(from: bytes)
+            lengths[newest] = primaryCount
+        } else {
+            lengths[newest] = 0
+        }
+        consecutive = min(consecutive + 1, Self.maximumDistance)
+        return output
+    }
+
+    private func slot(_ index: Int) -> UnsafeMutableRawBufferPointer {
+        let wrapped = index % Self.slotCount
+        return UnsafeMutableRawBufferPointer(rebasing: slots[wrapped * Self.slotSize..<(wrapped + 1) * Self.slotSize])
+    }
+}
+
+/// Why a frame could not be encoded: libopus refused, or the payload did not fit.
+public enum VoiceEncoderError: Error, Sendable, CustomStringConvertible {
+    case opus(OpusError)
+    case payload(WireError)
+
+    public var description: String {
+        switch self {
+        case let .opus(error): return "\(error)"
+        case let .payload(error): return "the payload could not be built: \(error)"
+        }
+    }
+}
