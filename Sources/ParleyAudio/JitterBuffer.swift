@@ -335,7 +335,9 @@ public final class JitterBuffer {
         } else if dryUnderrun == 0, !senderSilent, let delay = delays.delay(ofMediaTime: Double(position) / sampleRate, at: now) {
             // Only the talker's own audio has a delay; while the buffer conceals or plays
             // the comfort noise of a silence, the figure stays at the last audio's.
-            statistics.currentDelayMilliseconds = delay * 1_000
+            // A sender's timestamps can run ahead of its packets (a hostile one's, say): the
+            // figure says how long audio waits, which is never less than nothing.
+            statistics.currentDelayMilliseconds = max(0, delay) * 1_000
         }
         // Playback speed: media played per sample output, smoothed over about 2 s. The
         // jumps of media time at a silence are not speed; stretching and waiting are.
