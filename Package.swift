@@ -2,7 +2,7 @@
 //
 // Parley: a voice-chat audio relay for Linux.
 //
-// The graph below is the architecture (see ../shared/DESIGN.md, "Modules"):
+// The graph below is the architecture (docs/ARCHITECTURE.md, "Modules"):
 // the relay side (`ParleyRelay`, `parley-relay`) never reaches an audio library,
 // and `Scripts/check-relay-deps` fails the test run if that ever changes.
 
