@@ -1,3 +1,4 @@
+import ParleyBasics
 import Foundation
 import ParleyAudio
 import Testing
@@ -28,7 +29,7 @@ struct CallRecordingTests {
     /// a 160 ms hole as one dropout.
     /// Syllable-like bursts of noise with gaps.
     static func syllables(seconds: Int, seed: UInt64) -> [Float] {
-        var generator = SplitMix(seed: seed)
+        var generator = SplitMix64(seed: seed)
         var sent = [Float](repeating: 0, count: seconds * 48_000)
         var position = 4_800
         while position < sent.count - 20_000 {
