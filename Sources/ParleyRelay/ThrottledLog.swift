@@ -8,7 +8,7 @@ import Logging
 struct ThrottledLog {
     private let logger: Logger
     private let what: String
-    private var budget: RateLimiter
+    private var budget: TokenBucket
     private var suppressed = 0
     private var suppressedSince: UInt64 = 0
     /// How often the count of lines left out is reported while lines are being left out.
@@ -19,7 +19,7 @@ struct ThrottledLog {
     init(_ logger: Logger, what: String, perSecond: Int, burst: Int, nowNanoseconds: UInt64) {
         self.logger = logger
         self.what = what
-        budget = RateLimiter(ratePerSecond: perSecond, burst: burst, nowNanoseconds: nowNanoseconds)
+        budget = TokenBucket(ratePerSecond: perSecond, burst: burst, nowNanoseconds: nowNanoseconds)
     }
 
     /// Logs the line if the budget allows; counts it otherwise.
