@@ -84,6 +84,9 @@ let package = Package(
             dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyAudio", "ParleyDevices", nioCore, nioPosix, logging]
         ),
 
+        // MARK: Judging a call: what a listener got of a talker. For the benchmarks and tests, not shipped in the client.
+        .target(name: "ParleyEvaluation", dependencies: ["ParleyAudio"]),
+
         // MARK: Command lines.
         .executableTarget(
             name: "parley",
@@ -97,7 +100,7 @@ let package = Package(
         .executableTarget(
             name: "parley-bench",
             dependencies: [
-                "ParleyWire", "ParleyBasics", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "CParleyNet",
+                "ParleyWire", "ParleyBasics", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleyEvaluation", "CParleyNet",
                 argumentParser, nioCore, nioPosix, logging,
             ]
         ),
@@ -110,11 +113,12 @@ let package = Package(
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyBasics", "ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyBasics", "ParleyAudio", "ParleyWire"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleyWire", "ParleySecurity", "ParleyAudio"]),
+        .testTarget(name: "ParleyEvaluationTests", dependencies: ["ParleyEvaluation", "ParleyAudio", "ParleyBasics"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyBasics", "ParleyDevices", "ParleyAudio", "CALSA"]),
         // End to end: relay, impairment proxy and calls in one process, over real UDP on 127.0.0.1.
         .testTarget(
             name: "ParleyCallTests",
-            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
+            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyEvaluation", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
         ),
         // Deploy/: installs into a temporary root, runs a call through the installed relay.
         .testTarget(name: "DeployTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleySecurity", "ParleyWire", "ParleyAudio"]),
