@@ -24,7 +24,7 @@ final class RelayConnection: @unchecked Sendable {
     /// Everything the call does with what arrives; this class is only its socket and timer.
     private let receiver: CallReceiver
     /// The link's sealer, which the capture thread uses; the link itself stays on the loop.
-    private let protector: MediaProtector
+    private let protector: LinkProtector
     private var scheduled: Scheduled<Void>?
     private var scheduledFor: UInt64?
     /// Datagrams from addresses other than the relay's.

@@ -82,7 +82,7 @@ public struct RelayLink {
 
     public let configuration: Configuration
     /// Seals outbound media with the current session; shared with the capture thread.
-    public let protector = MediaProtector()
+    public let protector = LinkProtector()
     public private(set) var phase: Phase = .idle
     /// The SSRC this member sends from: the configured one, until the relay says another
     /// member holds it (then a fresh random one, and the join starts over).
@@ -229,12 +229,8 @@ public struct RelayLink {
         case .handshake:
             handleHandshake(datagram, now: now, output: &output)
         case .sealed:
-            guard let session = protector.session else { droppedDatagrams += 1; return output }
             var plaintext = [UInt8](repeating: 0, count: datagram.count)
-            let count: Int
-            do {
-                count = try plaintext.withUnsafeMutableBytes { try session.open(datagram, into: $0) }
-            } catch {
+            guard let count = plaintext.withUnsafeMutableBytes({ protector.open(datagram, into: $0) }) else {
                 droppedDatagrams += 1
                 return output
             }

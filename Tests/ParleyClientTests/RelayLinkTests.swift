@@ -423,7 +423,7 @@ struct RelayLinkTests {
     }
 }
 
-extension MediaProtector {
+extension LinkProtector {
     /// Seals `bytes` as the capture thread would, for tests that need one of our packets.
     func protectBytes(_ bytes: [UInt8]) -> [UInt8]? {
         bytes.withUnsafeBytes { protect($0, nowNanoseconds: 0) }
