@@ -2,7 +2,7 @@ import Logging
 
 /// Log lines of one kind (a member joined, a join was refused) at most at a steady rate,
 /// with a count of those left out: a flood of joins or refusals must not become a flood of
-/// lines, or it fills the disk (a churning token holder once made 21,000 lines in 14 s).
+/// lines, or it fills the disk (a member rejoining in a loop can cause thousands a second).
 ///
 /// One per event loop, so no lock; time is passed in.
 struct ThrottledLog {
