@@ -1,5 +1,6 @@
 import Foundation
 import ParleyClient
+import ParleyEvaluation
 import ParleyNetSim
 import Testing
 

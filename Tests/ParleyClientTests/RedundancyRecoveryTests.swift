@@ -1,3 +1,4 @@
+import ParleyBasics
 import Foundation
 import ParleyAudio
 @testable import ParleyClient
@@ -130,7 +131,7 @@ struct RedundancyRecoveryTests {
 @Suite("Hostile redundant audio")
 struct HostileRedundancyTests {
     @Test func anyRedPayloadIsUnwrappedOrRejectedWithoutATrap() throws {
-        var random = SplitMix(seed: 0x5245_4448_4F53)
+        var random = SplitMix64(seed: 0x5245_4448_4F53)
         let speaker = try RemoteSpeaker(ssrc: 7, identity: nil, configuration: JitterBuffer.Configuration(), now: 0)
         var chunk = [Float](repeating: 0, count: 480)
         var unwrapped = 0
