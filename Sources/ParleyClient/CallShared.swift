@@ -1,7 +1,7 @@
 import Synchronization
 
 /// What the call's threads tell each other, behind one small lock: whether media may be
-/// sent, the encoder setting the network loop decided, what the capture thread has sent
+/// sent (joined, and not muted), the encoder setting the network loop decided, what the capture thread has sent
 /// (for the sender report), and the figures the status line shows.
 final class CallShared: Sendable {
     struct State: Sendable {
@@ -9,6 +9,8 @@ final class CallShared: Sendable {
         var mediaGate = false
         /// Bumped on every (re)join, so the capture thread starts a new talkspurt.
         var joinGeneration = 0
+        /// Mute, deafen, push-to-talk: whether the person lets the microphone out.
+        var controls = ControlState()
         /// The SSRC the link joined with (a new one if another member held ours); nil before joining.
         var ssrc: UInt32?
         var encoder: EncoderAdaptation.Setting

@@ -48,6 +48,12 @@ public struct CallStatistics: Sendable, Codable, Equatable {
         /// parts of pauses), and added to raise it or to wait for a late packet, ms.
         public var acceleratedMilliseconds: Double? = nil
         public var stretchedMilliseconds: Double? = nil
+        /// Their loudness in this client's mix as set here (`parley ctl volume`), percent.
+        public var volumePercent: Int? = nil
+        /// Their level as it arrives, dBFS (smoothed: falls 20 dB a second), and whether they
+        /// are speaking now: the roster's meter.
+        public var levelDecibels: Double? = nil
+        public var speakingNow: Bool? = nil
     }
 
     /// This client's label (`--name`, else the identity).
@@ -90,11 +96,13 @@ public struct CallStatistics: Sendable, Codable, Equatable {
     public var captureStartedAtNanoseconds: UInt64?
     public var playbackStartedAtNanoseconds: UInt64?
     public var speakers: [Speaker]
+    /// Muted, deafened, push-to-talk, as this member set them.
+    public var controls: ControlState? = nil
 
-    /// The JSON written by `--stats-json`.
-    public func json() throws -> Data {
+    /// The JSON written by `--stats-json` (pretty) and answered to `parley ctl status` (one line).
+    public func json(pretty: Bool = true) throws -> Data {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.outputFormatting = pretty ? [.prettyPrinted, .sortedKeys] : [.sortedKeys]
         return try encoder.encode(self)
     }
 }

@@ -136,7 +136,9 @@ final class CapturePipeline {
     private func encodeAndSend(
         frame: [Float], voice: Bool, capturedAt: UInt64, startSample: Int, encoded: inout [UInt8], packet: inout [UInt8]
     ) throws(CallError) {
-        let (gate, generation, wanted, ssrc) = shared.update { ($0.mediaGate, $0.joinGeneration, $0.encoder, $0.ssrc) }
+        let (gate, transmits, generation, wanted, ssrc) = shared.update {
+            ($0.mediaGate, $0.controls.transmits, $0.joinGeneration, $0.encoder, $0.ssrc)
+        }
         if wanted != setting {
             // The path's loss changed: protect against it as the adaptation decided.
             do { try encoder.apply(wanted) } catch { throw .unexpected("the encoder refused a setting: \(error)") }
@@ -156,10 +158,11 @@ final class CapturePipeline {
             packetizer.startTalkspurt()
             if let ssrc, ssrc != packetizer.ssrc { packetizer.switchSource(to: ssrc) }
         }
-        guard gate else {
-            // Not joined (yet, or while reconnecting): nothing is sent, but the stream's
-            // clock runs on, so a receiver sees a pause, not a jump back in time; and no
-            // frame from before the pause is repeated after it.
+        guard gate, transmits else {
+            // Not joined (yet, or while reconnecting), or muted: nothing is sent, but the
+            // stream's clock runs on, so a receiver sees a pause, not a jump back in time, and
+            // the first packet after it carries the marker; no frame from before the pause is
+            // repeated after it.
             packetizer.skip(samples: frame.count)
             encoder.interrupt()
             return

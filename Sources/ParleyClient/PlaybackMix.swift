@@ -20,6 +20,12 @@ public final class PlaybackMix: @unchecked Sendable {
     private let recorder: PlaybackRecorder?
     /// Samples mixed since the start: the playback timeline every recording follows.
     private var samplesMixed = 0
+    /// Each person's volume as set here, percent, by identity: kept for people not (yet)
+    /// speaking, and applied to every stream of theirs (a rejoin brings a new SSRC).
+    private var volumes: [String: Int] = [:]
+    /// Deafened: the speakers are still read (their jitter buffers keep time) but nothing
+    /// is played.
+    private var deafened = false
 
     /// - Parameter recordingDirectory: where `--record-received` writes one WAV per speaker.
     public init(recordingDirectory: String?) {
@@ -39,6 +45,7 @@ public final class PlaybackMix: @unchecked Sendable {
             } else {
                 mixer.add(ssrc, source: source)
             }
+            if let identity { applyVolume(ssrc: ssrc, identity: identity) }
         }
     }
 
@@ -56,7 +63,34 @@ public final class PlaybackMix: @unchecked Sendable {
             guard mixer.contains(ssrc) else { return }
             identities[ssrc] = identity
             if let recorder, let tap = taps[ssrc] { tap.track = recorder.track(for: identity) }
+            applyVolume(ssrc: ssrc, identity: identity)
         }
+    }
+
+    // MARK: Controls (any thread but the playback thread)
+
+    /// Sets how loud `identity` is in this mix, 0–200 % of what they send (0 silences them
+    /// here only). Holds for their later streams too. The gain changes in place: the playback
+    /// thread allocates nothing for it.
+    public func setVolume(identity: String, percent: Int) {
+        lock.withLock { _ in
+            volumes[identity] = percent == 100 ? nil : percent
+            for (ssrc, name) in identities where name == identity { applyVolume(ssrc: ssrc, identity: identity) }
+        }
+    }
+
+    /// `identity`'s volume here, percent.
+    public func volume(of identity: String) -> Int { lock.withLock { _ in volumes[identity] ?? 100 } }
+
+    /// Every volume set away from 100 %, by identity.
+    public var volumesSet: [String: Int] { lock.withLock { _ in volumes } }
+
+    /// Deafened: the mix plays silence (and the echo canceller's reference is silence too).
+    public func setDeafened(_ deafened: Bool) { lock.withLock { _ in self.deafened = deafened } }
+
+    private func applyVolume(ssrc: UInt32, identity: String) {
+        let percent = volumes[identity] ?? 100
+        mixer.setGain(ssrc, decibels: percent == 0 ? -.infinity : 20 * log10(Double(percent) / 100))
     }
 
     // MARK: Playback thread
@@ -67,6 +101,9 @@ public final class PlaybackMix: @unchecked Sendable {
         lock.withLock { _ in
             recorder?.position = samplesMixed
             mixer.mix(into: output, now: now)
+            if deafened {
+                for index in output.indices { output[index] = 0 }
+            }
             samplesMixed += output.count
         }
     }
@@ -84,6 +121,23 @@ public final class PlaybackMix: @unchecked Sendable {
     public func speaking(now: Double) -> [String] {
         lock.withLock { _ in
             mixer.speaking(now: now).map { identities[$0] ?? String(format: "%08x", $0) }.sorted()
+        }
+    }
+
+    /// Each speaker heard now, by identity (or hex SSRC): their level before this mix's
+    /// volume, dBFS, and whether they are speaking at `now`.
+    public func levels(now: Double) -> [String: (decibels: Double, speaking: Bool)] {
+        lock.withLock { _ in
+            let speaking = Set(mixer.speaking(now: now))
+            var levels: [String: (decibels: Double, speaking: Bool)] = [:]
+            for ssrc in mixer.speakers {
+                let name = identities[ssrc] ?? String(format: "%08x", ssrc)
+                let level = (mixer.level(of: ssrc) ?? -120, speaking.contains(ssrc))
+                // A rejoin can leave two streams of one person for a moment: show the louder.
+                if let known = levels[name], known.decibels >= level.0 { continue }
+                levels[name] = level
+            }
+            return levels
         }
     }
 

@@ -1,0 +1,99 @@
+/// One thing a person (a key, `parley ctl`, a script) asks of a running call, and its words
+/// on the control socket: `mute`, `unmute`, `deafen`, `undeafen`, `ptt on|off` (push-to-talk
+/// mode), `ptt press`, `ptt release`, `volume PERSON PERCENT`, `leave`, `status`.
+///
+/// The words are the wire format of the control socket, one request a line, so the parser
+/// takes any bytes a local program may send and refuses what it cannot read with a message
+/// that says what would have been right.
+public enum CallControl: Equatable, Sendable {
+    case mute
+    case unmute
+    /// Deafened: nothing is played and nothing is sent.
+    case deafen
+    case undeafen
+    /// Push-to-talk mode on or off: while on, the microphone is sent only while pressed.
+    case pushToTalkMode(Bool)
+    case pushToTalkPress
+    case pushToTalkRelease
+    /// One member's loudness in this client's mix, 0–200 % (0 mutes them here only).
+    case volume(person: String, percent: Int)
+    case leave
+    case status
+
+    /// The longest request line the socket accepts, newline excluded.
+    public static let maximumLineBytes = 512
+    public static let maximumVolumePercent = 200
+
+    /// What `parley ctl --help` and an error list.
+    public static let usage = "mute | unmute | deafen | undeafen | ptt on|off|press|release | volume PERSON PERCENT | leave | status"
+
+    /// Reads one request (without its newline).
+    public init(parsing line: String) throws(CallControlError) {
+        let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        guard let verb = words.first?.lowercased() else { throw .malformed("the request is empty; send one of: \(Self.usage)") }
+        let arguments = Array(words.dropFirst())
+        func noArguments(_ control: CallControl) throws(CallControlError) -> CallControl {
+            guard arguments.isEmpty else { throw .malformed("'\(verb)' takes nothing after it") }
+            return control
+        }
+        switch verb {
+        case "mute": self = try noArguments(.mute)
+        case "unmute": self = try noArguments(.unmute)
+        case "deafen": self = try noArguments(.deafen)
+        case "undeafen": self = try noArguments(.undeafen)
+        case "leave": self = try noArguments(.leave)
+        case "status": self = try noArguments(.status)
+        case "ptt":
+            guard arguments.count == 1 else { throw .malformed("'ptt' takes one of on, off, press, release") }
+            switch arguments[0].lowercased() {
+            case "on": self = .pushToTalkMode(true)
+            case "off": self = .pushToTalkMode(false)
+            case "press": self = .pushToTalkPress
+            case "release": self = .pushToTalkRelease
+            default: throw .malformed("'ptt \(arguments[0])': use ptt on, off, press or release")
+            }
+        case "volume":
+            guard arguments.count == 2 else { throw .malformed("'volume' takes a person and a percentage, like: volume bob 50") }
+            let person = arguments[0]
+            var digits = Substring(arguments[1])
+            if digits.hasSuffix("%") { digits = digits.dropLast() }
+            guard let percent = Int(digits), (0...Self.maximumVolumePercent).contains(percent) else {
+                throw .malformed("'volume \(person) \(arguments[1])': the volume is a whole percentage from 0 (silent) to \(Self.maximumVolumePercent)")
+            }
+            self = .volume(person: person, percent: percent)
+        default:
+            throw .malformed("'\(verb.prefix(40))' is not a request; send one of: \(Self.usage)")
+        }
+    }
+
+    /// The request as the socket carries it.
+    public var line: String {
+        switch self {
+        case .mute: "mute"
+        case .unmute: "unmute"
+        case .deafen: "deafen"
+        case .undeafen: "undeafen"
+        case let .pushToTalkMode(on): on ? "ptt on" : "ptt off"
+        case .pushToTalkPress: "ptt press"
+        case .pushToTalkRelease: "ptt release"
+        case let .volume(person, percent): "volume \(person) \(percent)"
+        case .leave: "leave"
+        case .status: "status"
+        }
+    }
+}
+
+public enum CallControlError: Error, Equatable, CustomStringConvertible, Sendable {
+    /// The request cannot be read.
+    case malformed(String)
+    /// The request names someone who is not in the call.
+    case unknownPerson(String, members: [String])
+
+    public var description: String {
+        switch self {
+        case let .malformed(reason): reason
+        case let .unknownPerson(person, members):
+            "nobody called '\(person)' is in the call" + (members.isEmpty ? "" : "; in it: " + members.joined(separator: ", "))
+        }
+    }
+}
