@@ -50,6 +50,8 @@ public struct CallConfiguration: Sendable {
     public var denoise = true
     /// The encoder's bitrate ceiling, bits per second; see `EncoderAdaptation`.
     public var maximumBitrate = 32_000
+    /// Where the call listens for `parley ctl` (see `ControlSocketPath`); nil: no control socket.
+    public var controlSocketPath: String?
     /// The call ends after this many seconds of audio (nil: until stopped, or a WAV input ends).
     public var durationSeconds: Double?
 

@@ -39,6 +39,7 @@ public final class CallSession: @unchecked Sendable {
     private let audioDone = DispatchGroup()
     private let lifecycle = Mutex(Lifecycle())
     private let notice: @Sendable (String) -> Void
+    private let controlServer = Mutex<ControlServer?>(nil)
 
     private struct Lifecycle {
         var joinedAt: UInt64?
@@ -131,6 +132,22 @@ public final class CallSession: @unchecked Sendable {
         } catch {
             throw .relayUnreachable("cannot open a socket to the relay at \(configuration.relay): \(error)")
         }
+        startControls()
+    }
+
+    /// Opens the control socket. Without it the call still works (the keys do too), so a
+    /// failure is a notice, not an end.
+    private func startControls() {
+        guard let path = configuration.controlSocketPath else { return }
+        do {
+            try ControlSocketPath(directory: (path as NSString).deletingLastPathComponent).prepare()
+            let server = try ControlServer.start(path: path) { [weak self] control in
+                self?.perform(control) ?? .refused("the call has ended")
+            }
+            controlServer.withLock { $0 = server }
+        } catch {
+            notice("no control socket, so `parley ctl` cannot reach this call: \(error)")
+        }
     }
 
     /// Starts the call and waits for it to end.
@@ -174,6 +191,33 @@ public final class CallSession: @unchecked Sendable {
         }
         return finish()
     }
+
+    /// Does what a key or `parley ctl` asks, at once, from any thread; the reply says what
+    /// changed (`muted`, `bob at 50%`) or why nothing did, and for `.status` carries the figures.
+    public func perform(_ control: CallControl) -> ControlReply {
+        switch control {
+        case .mute, .unmute, .deafen, .undeafen, .pushToTalkMode, .pushToTalkPress, .pushToTalkRelease:
+            let (summary, deafened) = shared.update { state in (state.controls.apply(control) ?? "", state.controls.deafened) }
+            mix.setDeafened(deafened)
+            return .done(summary)
+        case let .volume(person, percent):
+            let state = shared.snapshot
+            let heard = Set(mix.levels(now: 0).keys)
+            guard state.members.contains(person) || heard.contains(person) else {
+                return .refused(CallControlError.unknownPerson(person, members: state.members.filter { $0 != state.identity }).description)
+            }
+            mix.setVolume(identity: person, percent: percent)
+            return .done("\(person) at \(percent)%")
+        case .leave:
+            stop()
+            return .done("leaving")
+        case .status:
+            return ControlReply(ok: true, message: shared.snapshot.controls.summary, status: statistics())
+        }
+    }
+
+    /// Muted, deafened, push-to-talk, now.
+    public var controls: ControlState { shared.snapshot.controls }
 
     /// Figures for the status line, now.
     public func statistics() -> CallStatistics {
@@ -243,6 +287,10 @@ public final class CallSession: @unchecked Sendable {
     /// Leaves, stops the threads, closes the files; then the figures.
     private func finish() -> Result<CallStatistics, CallError> {
         shared.update { if $0.phase != .ended { $0.phase = .leaving } }
+        controlServer.withLock { server in
+            server?.close()
+            server = nil
+        }
         connection.leave()
         stopAudio.raise()
         if audioDone.wait(timeout: .now() + .seconds(3)) == .timedOut {
@@ -277,10 +325,18 @@ public final class CallSession: @unchecked Sendable {
         let state = shared.snapshot
         let connection = self.connection!
         let network = connection.submit { (connection.speakerSnapshots(), connection.lossDown()) }
-        let speakers = network?.0 ?? lifecycle.withLock { $0.finalStatistics?.speakers } ?? []
+        var speakers = network?.0 ?? lifecycle.withLock { $0.finalStatistics?.speakers } ?? []
         let now = MonotonicClock.now()
         let joinedAt = lifecycle.withLock { $0.joinedAt }
         let timeline = Double(Int64(bitPattern: now &- epoch)) / 1e9
+        let levels = mix.levels(now: timeline)
+        let volumes = mix.volumesSet
+        for index in speakers.indices {
+            let identity = speakers[index].identity
+            speakers[index].volumePercent = volumes[identity] ?? 100
+            speakers[index].levelDecibels = levels[identity]?.decibels
+            speakers[index].speakingNow = levels[identity]?.speaking ?? false
+        }
         let frames = speakers.map(\.audioFrames).reduce(0, +)
         let concealed = frames > 0 ? speakers.map { $0.concealedPercent * $0.audioFrames }.reduce(0, +) / frames : nil
         return CallStatistics(
@@ -307,7 +363,8 @@ public final class CallSession: @unchecked Sendable {
             bytesSent: state.bytesSent,
             captureStartedAtNanoseconds: state.captureStartedAt,
             playbackStartedAtNanoseconds: state.playbackStartedAt,
-            speakers: speakers)
+            speakers: speakers,
+            controls: state.controls)
     }
 }
 

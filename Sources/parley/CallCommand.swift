@@ -258,6 +258,7 @@ struct CallCommand: ParsableCommand {
         configuration.denoise = denoise == "on"
         configuration.maximumBitrate = Int((bitrate * 1_000).rounded())
         configuration.durationSeconds = duration
+        configuration.controlSocketPath = ControlSocketPath().socket(forCall: name ?? roomName)
         configuration.recordRawPath = recordRaw
         configuration.recordSentPath = recordSent
         configuration.recordReceivedDirectory = recordReceived

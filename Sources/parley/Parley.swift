@@ -21,6 +21,7 @@ struct Parley: ParsableCommand {
         version: ParleyVersion.string,
         subcommands: [
             CallCommand.self,
+            CtlCommand.self,
             ProcessCommand.self,
             DevicesCommand.self,
             NetsimCommand.self,

@@ -1,0 +1,68 @@
+import ArgumentParser
+import Foundation
+import ParleyClient
+
+/// `parley ctl`: drive a running call from a script or a desktop hotkey.
+struct CtlCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ctl",
+        abstract: "Control a running call: mute, push-to-talk, volumes, leave, status.",
+        discussion: """
+            Talks to a `parley call` on this machine through its control socket \
+            ($XDG_RUNTIME_DIR/parley/NAME.sock, else /tmp/parley-UID/NAME.sock; NAME is the \
+            call's --name, else its room). With one call running, --call may be left out.
+
+            Requests:
+              mute, unmute              stop or resume sending your microphone
+              deafen, undeafen          hear nothing and send nothing, or back as you were
+              ptt press, ptt release    push-to-talk: send only between press and release
+              ptt on, ptt off           push-to-talk mode on (silent until pressed) or off
+              volume PERSON PERCENT     PERSON's loudness here, 0 (silent) to 200
+              leave                     leave the call
+              status                    the call as JSON: members, speaking, muted, per-speaker loss, jitter buffer, concealment, rtt, bitrate, xruns
+
+            Examples:
+              parley ctl mute
+              parley ctl --call standup volume bob 50
+              parley ctl ptt press; sleep 2; parley ctl ptt release
+              parley ctl status | jq '.speakers[] | {identity, lossPercent}'
+
+            Exit status: 0 done; 1 no call answers, or it answered wrongly; 2 the request was \
+            refused (a bad request, or a person not in the call).
+            """)
+
+    @Option(help: ArgumentHelp("The call to control, by its --name (needed when several run).", valueName: "name"))
+    var call: String?
+
+    @Argument(help: ArgumentHelp("The request and its values.", valueName: "request"))
+    var request: [String] = []
+
+    func validate() throws {
+        do {
+            _ = try CallControl(parsing: request.joined(separator: " "))
+        } catch {
+            throw ValidationError("\(error)")
+        }
+    }
+
+    func run() throws {
+        let control = try CallControl(parsing: request.joined(separator: " "))
+        let reply: ControlReply
+        do {
+            let path = try ControlSocketPath().resolve(call: call)
+            reply = try ControlClient.send(control, to: path)
+        } catch {
+            FileHandle.standardError.write(Data("parley ctl: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        guard reply.ok else {
+            FileHandle.standardError.write(Data("parley ctl: \(reply.error ?? "refused")\n".utf8))
+            throw ExitCode(2)
+        }
+        if let status = reply.status {
+            print(String(decoding: try status.json(), as: UTF8.self))
+        } else if let message = reply.message {
+            print(message)
+        }
+    }
+}

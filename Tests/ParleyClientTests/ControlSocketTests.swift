@@ -1,0 +1,113 @@
+import Foundation
+@testable import ParleyClient
+import Synchronization
+import Testing
+
+/// The control socket as `parley ctl` and scripts meet it: a real Unix socket, one request a
+/// line, one JSON answer a line; anything else gets a clear refusal and loses nothing.
+@Suite("The control socket")
+struct ControlSocketTests {
+    /// A private folder of sockets, removed after the test.
+    final class Folder {
+        let paths: ControlSocketPath
+        init() throws {
+            let directory = "/tmp/parley-ctl-test-\(UUID().uuidString.prefix(8))"
+            paths = ControlSocketPath(directory: directory)
+            try paths.prepare()
+        }
+        deinit { try? FileManager.default.removeItem(atPath: paths.directory) }
+    }
+
+    final class SharedState: Sendable {
+        let state = Mutex(ControlState())
+        func withLock<T>(_ body: (inout ControlState) -> T) -> T { state.withLock { body(&$0) } }
+    }
+
+    /// A server whose actions set a `ControlState`, as a call's do.
+    static func server(at path: String, state: SharedState = SharedState()) throws -> ControlServer {
+        try ControlServer.start(path: path) { control in
+            if case .volume(let person, _) = control, person != "bob" { return .refused("nobody called '\(person)' is in the call") }
+            return .done(state.withLock { $0.apply(control) } ?? control.line)
+        }
+    }
+
+    /// Sends raw bytes and returns what came back until the server hung up or `timeout`.
+    static func raw(_ bytes: [UInt8], to path: String) throws -> String {
+        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in for (index, byte) in path.utf8.enumerated() { buffer[index] = byte } }
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        try #require(connected == 0)
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        _ = bytes.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var reply = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 4_096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            reply += chunk[0..<count]
+        }
+        return String(decoding: reply, as: UTF8.self)
+    }
+
+    @Test func requestsChangeTheCallAndEachGetsAnAnswer() throws {
+        let folder = try Folder()
+        let state = SharedState()
+        let server = try Self.server(at: folder.paths.socket(forCall: "standup"), state: state)
+        defer { server.close() }
+        let path = try folder.paths.resolve(call: nil)
+        #expect(try ControlClient.send(.mute, to: path) == .done("muted"))
+        #expect(state.withLock { !$0.transmits })
+        #expect(try ControlClient.send(.pushToTalkPress, to: path).ok)
+        #expect(try ControlClient.send(.volume(person: "carol", percent: 50), to: path) == .refused("nobody called 'carol' is in the call"))
+        let mode = try FileManager.default.attributesOfItem(atPath: folder.paths.directory)[.posixPermissions] as? Int
+        #expect(mode == 0o700, "only the owner can reach the call's controls")
+    }
+
+    @Test func anOverlongOrGarbledRequestIsRefusedInWordsAndTheSocketServesTheNextClient() throws {
+        let folder = try Folder()
+        let state = SharedState()
+        let path = folder.paths.socket(forCall: "standup")
+        let server = try Self.server(at: path, state: state)
+        defer { server.close() }
+        let long = try Self.raw([UInt8](repeating: 0x61, count: 100_000), to: path)
+        #expect(long.contains("at most 512 bytes"), "\(long.prefix(200))")
+        let garbled = try Self.raw([0xFF, 0xFE, 0x00, 0x0A], to: path)
+        #expect(garbled.contains("UTF-8"), "\(garbled)")
+        let unknown = try Self.raw(Array("shout\nmute\n".utf8), to: path)
+        #expect(unknown.contains("'shout' is not a request") && unknown.contains("\"message\":\"muted\""), "each line answered in order: \(unknown)")
+        #expect(try ControlClient.send(.unmute, to: path) == .done("live"))
+    }
+
+    @Test func aSocketLeftByADeadCallIsReplacedButALiveCallsNameIsNotTaken() throws {
+        let folder = try Folder()
+        let path = folder.paths.socket(forCall: "standup")
+        let stale = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in for (index, byte) in path.utf8.enumerated() { buffer[index] = byte } }
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(stale, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        close(stale)  // bound, never listening: what a crashed call leaves
+        let server = try Self.server(at: path)
+        defer { server.close() }
+        #expect(try ControlClient.send(.status, to: path).ok)
+        #expect(throws: ControlSocketError.self) { try Self.server(at: path) }
+    }
+
+    @Test func withSeveralCallsRunningCtlMustBeToldWhichAndListsThem() throws {
+        let folder = try Folder()
+        let first = try Self.server(at: folder.paths.socket(forCall: "standup"))
+        let second = try Self.server(at: folder.paths.socket(forCall: "retro"))
+        defer { first.close(); second.close() }
+        #expect(throws: ControlSocketError.noCall("2 calls are running: retro, standup; say which with --call NAME")) {
+            try folder.paths.resolve(call: nil)
+        }
+        #expect(try folder.paths.resolve(call: "retro") == folder.paths.socket(forCall: "retro"))
+        #expect(throws: ControlSocketError.noCall("no call named 'review' is running; running: retro, standup")) {
+            try folder.paths.resolve(call: "review")
+        }
+    }
+}
