@@ -135,14 +135,19 @@ struct CallCommand: ParsableCommand {
         let configuration = try makeConfiguration()
 
         let console = ProxyConsole()
+        let route = NoticeRoute()
         let session: CallSession
         do {
             session = try CallSession(configuration) { message in
-                if !quiet { console.printLine("parley call: \(message)") }
+                guard !quiet else { return }
+                if let terminal = route.terminal { terminal.printLine("parley call: \(message)") } else { console.printLine("parley call: \(message)") }
             }
         } catch {
             Self.fail(error)
         }
+        // On a terminal: keys and the live roster. Otherwise (a log, a pipe) a status line.
+        let terminal = !quiet && CallTerminal.canDraw ? CallTerminal(session: session) : nil
+        route.terminal = terminal
 
         // Ctrl-C or SIGTERM: leave cleanly. A second Ctrl-C quits at once.
         let interrupts = InterruptCounter()
@@ -151,7 +156,7 @@ struct CallCommand: ParsableCommand {
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 if interrupts.increment() > 1 { Foundation.exit(130) }
-                if !quiet { console.printLine("parley call: leaving (Ctrl-C again to quit at once)…") }
+                if !quiet { route.terminal?.printLine("parley call: leaving (Ctrl-C again to quit at once)…") ?? console.printLine("parley call: leaving (Ctrl-C again to quit at once)…") }
                 session.stop()
             }
             source.resume()
@@ -160,16 +165,21 @@ struct CallCommand: ParsableCommand {
         var status: (any DispatchSourceTimer)?
         if !quiet {
             let timer = DispatchSource.makeTimerSource(queue: .global())
-            let interval = DispatchTimeInterval.milliseconds(Int(statusInterval * 1_000))
+            // The roster redraws often enough for its level meters; a status line as asked.
+            let interval = DispatchTimeInterval.milliseconds(terminal != nil ? min(250, Int(statusInterval * 1_000)) : Int(statusInterval * 1_000))
             timer.schedule(deadline: .now() + interval, repeating: interval)
-            timer.setEventHandler { console.showStatus(CallStatusLine.line(session.statistics())) }
+            timer.setEventHandler {
+                if let terminal { terminal.redraw() } else { console.showStatus(CallStatusLine.line(session.statistics())) }
+            }
             timer.resume()
             status = timer
         }
+        terminal?.start()
 
         let result = session.run()
         status?.cancel()
         signals.forEach { $0.cancel() }
+        terminal?.finish()
         console.finish()
         let statistics = session.statistics()
         if let statsJson {
@@ -326,6 +336,12 @@ struct CallCommand: ParsableCommand {
         if case let .malformed(_, reason) = error { return reason }
         return "\(error)"
     }
+}
+
+/// Where notices go: above the roster once there is one, else the console.
+private final class NoticeRoute: @unchecked Sendable {
+    // @unchecked: set once, before the call starts and any notice can come.
+    var terminal: CallTerminal?
 }
 
 /// Counts Ctrl-Cs across the signal handler's invocations.

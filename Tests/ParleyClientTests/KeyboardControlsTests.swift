@@ -1,0 +1,90 @@
+import Foundation
+@testable import ParleyClient
+import Testing
+
+/// The keys of a call on a terminal, and the roster they act on.
+@Suite("Keys and the live roster")
+struct KeyboardControlsTests {
+    @Test func keysAndArrowsAreReadEvenWhenAnEscapeSequenceArrivesInPieces() {
+        var reader = CallKey.Reader()
+        #expect(reader.keys(from: Array("md t+-q?".utf8)) == [.mute, .deafen, .talk, .pushToTalkMode, .louder, .quieter, .leave, .help])
+        #expect(reader.keys(from: [0x1B, 0x5B]) == [], "half an arrow")
+        #expect(reader.keys(from: [0x41, 0x1B, 0x5B, 0x42]) == [.up, .down])
+        #expect(reader.keys(from: [0x1B, 0x5B, 0x31, 0x3B, 0x35, 0x43, 0x6D]) == [.mute], "an unknown sequence is skipped whole")
+        #expect(reader.keys(from: Array("xyz\r\n".utf8)) == [], "other keys do nothing")
+    }
+
+    @Test func mDTogglesMuteAndDeafenAndSpaceLatchesPushToTalk() {
+        var keys = KeyboardControls()
+        var state = ControlState()
+        func press(_ key: CallKey) {
+            for request in keys.requests(for: key, state: state, others: [], volume: { _ in 100 }) { _ = state.apply(request) }
+        }
+        press(.mute)
+        #expect(state.muted)
+        press(.mute)
+        #expect(!state.muted)
+        press(.deafen)
+        #expect(state.deafened && !state.transmits)
+        press(.deafen)
+        press(.talk)
+        #expect(state.pushToTalk && !state.transmits, "space first turns push-to-talk on")
+        press(.talk)
+        #expect(state.transmits, "then talks")
+        press(.talk)
+        #expect(!state.transmits, "and again stops")
+        press(.pushToTalkMode)
+        #expect(!state.pushToTalk && state.transmits)
+    }
+
+    @Test func arrowsChooseAPersonAndPlusMinusStepTheirVolumeWithinZeroToTwoHundred() {
+        var keys = KeyboardControls()
+        var volumes = ["bob": 100, "carol": 10]
+        func press(_ key: CallKey) -> [CallControl] {
+            let requests = keys.requests(for: key, state: ControlState(), others: ["bob", "carol"], volume: { volumes[$0] ?? 100 })
+            for case let .volume(person, percent) in requests { volumes[person] = percent }
+            return requests
+        }
+        #expect(press(.louder) == [.volume(person: "bob", percent: 110)], "the first person is chosen to begin with")
+        _ = press(.down)
+        #expect(keys.selected == "carol")
+        _ = press(.quieter)
+        #expect(press(.quieter) == [.volume(person: "carol", percent: 0)], "never below 0")
+        _ = press(.down)
+        #expect(keys.selected == "bob", "the choice wraps around")
+        for _ in 0..<20 { _ = press(.louder) }
+        #expect(volumes["bob"] == 200, "never above 200")
+        #expect(keys.requests(for: .leave, state: ControlState(), others: [], volume: { _ in 100 }) == [.leave])
+    }
+
+    static func statistics() -> CallStatistics {
+        func speaker(_ identity: String, level: Double, speaking: Bool, volume: Int) -> CallStatistics.Speaker {
+            CallStatistics.Speaker(
+                identity: identity, ssrc: 1, packetsReceived: 100, packetsLost: 2, lossPercent: 2, fecRecoveredFrames: 0, fecRecoveredPercent: 0,
+                concealedFrames: 1, concealedPercent: 0.5, underruns: 0, latePackets: 0, duplicatePackets: 0, jitterBufferDelayMilliseconds: 62,
+                jitterBufferTargetMilliseconds: 60, networkJitterMilliseconds: 3, restarts: 0, audioFrames: 200, receiving: true,
+                volumePercent: volume, levelDecibels: level, speakingNow: speaking)
+        }
+        var controls = ControlState()
+        _ = controls.apply(.mute)
+        return CallStatistics(
+            name: "alice", identity: "alice", room: "standup", phase: .inCall, elapsedSeconds: 83, members: ["alice", "bob", "carol", "dave"],
+            speaking: ["bob"], roundTripMilliseconds: 12, lossUpPercent: 0, lossUpTotalPercent: 0, lossDownPercent: 1, jitterBufferDelayMilliseconds: 62,
+            concealedPercent: 0.5, bitrate: 32_000, expectedLossPercent: 0, captureXruns: 0, playbackXruns: 1, rejoins: 0, packetsSent: 10, bytesSent: 1_000,
+            speakers: [speaker("bob", level: -12, speaking: true, volume: 50), speaker("carol", level: -70, speaking: false, volume: 0)],
+            controls: controls)
+    }
+
+    @Test func theRosterShowsEachPersonsMeterVolumeAndFiguresAndYourOwnState() {
+        let lines = RosterView.lines(Self.statistics(), selected: "carol", showHelp: false, width: 200)
+        #expect(lines[0] == "alice · 1:23 in standup · you: MUTED · rtt 12 ms · loss up 0.0% · 32 kb/s · xruns 1")
+        #expect(lines[1] == "    bob    [■■■■■■■■  ]  speaking  vol  50%  loss 2.0%  jb 62 ms  concealed 0.5%")
+        #expect(lines[2] == "  ▸ carol  [          ]  quiet     muted here  loss 2.0%  jb 62 ms  concealed 0.5%")
+        #expect(lines[3] == "    dave   [          ]  silent    vol 100%", "a member not heard yet")
+        #expect(lines[4] == "? keys")
+        #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: true, width: 200).last == CallKey.helpLine)
+        let narrow = RosterView.lines(Self.statistics(), selected: nil, showHelp: true, width: 60)
+        #expect(narrow.suffix(2) == ["m mute · d deafen · t push-to-talk on/off · space talk/stop", "↑↓ choose a person · +/- their volume · q leave · ? help"], "the keys wrap, none is cut")
+        #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: false, width: 30).allSatisfy { $0.count <= 30 })
+    }
+}
