@@ -27,6 +27,15 @@ struct CallCommand: ParsableCommand {
             Ctrl-C leaves the room cleanly (the others see it at once) and prints a summary; \
             --stats-json writes the same figures as JSON.
 
+            During a call, on a terminal, a live roster replaces the status line and keys act \
+            at once: m mute, d deafen, t push-to-talk on/off, space talk/stop in push-to-talk, \
+            up/down choose a person, +/- their volume, q leave, ? the keys. From a script or a \
+            desktop hotkey, `parley ctl` reaches the call by its --name (else its room):
+              parley ctl mute
+              parley ctl ptt press; parley ctl ptt release
+              parley ctl --call standup volume bob 50
+              parley ctl status
+
             Exit status: 0 the call ended normally; 1 unexpected failure; 2 a bad flag or value; \
             3 the relay is unreachable; 4 the relay's key or handshake is wrong; 5 the token \
             was refused; 6 the room is full or the relay has too many rooms; 7 the relay \

@@ -49,4 +49,19 @@ struct CallCommandLineTests {
         #expect(family.status == 2)
         #expect(family.output.contains("use 127.0.0.1, the relay's address family"))
     }
+
+    @Test func helpShowsTheKeysOfACallAndHowToDriveItWithCtl() throws {
+        let help = try Self.call(["--help"])
+        #expect(help.output.contains("m mute, d deafen, t push-to-talk") && help.output.contains("parley ctl --call standup volume bob 50"))
+        let process = Process()
+        process.executableURL = Self.parley
+        process.arguments = ["ctl", "--help"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let ctl = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(ctl.contains("ptt press, ptt release") && ctl.contains("parley ctl status"), "\(ctl)")
+    }
 }
