@@ -20,3 +20,10 @@ func unixSeconds() -> Int64 {
     clock_gettime(CLOCK_REALTIME, &now)
     return Int64(now.tv_sec)
 }
+
+/// Sleeps the calling thread for at least `nanoseconds`, resuming after signals.
+func sleepNanoseconds(_ nanoseconds: UInt64) {
+    var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 { request = remaining }
+}
