@@ -57,14 +57,9 @@ extension RelayWorker {
         return session
     }
 
-    enum Admission {
-        case admitted
-        case refused(ControlMessage.ErrorCode, String)
-    }
-
     /// Puts `session` in its room (limits, SSRC, identity), ending `existing` — a session from
     /// the same address — and any session of the same identity elsewhere.
-    func admit(_ session: Session, replacing existing: Session?, software: String, now: UInt64) -> Admission {
+    func admit(_ session: Session, replacing existing: Session?, software: String, now: UInt64) -> RoomAdmission {
         if let existing {
             // The same address joins afresh (a new SSRC, token or handshake): the old session
             // ends quietly, since the client that would hear its goodbye is the one joining.
@@ -85,7 +80,7 @@ extension RelayWorker {
             if let replaced {
                 membershipLogs.log(.info, "member replaced by a new session", metadata: ["member": "\(replaced.logDescription)"], now: now)
             }
-            return .admitted
+            return .admitted(replaced: replaced)
         }
     }
 
