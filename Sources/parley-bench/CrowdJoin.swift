@@ -39,12 +39,22 @@ struct CrowdJoin {
         }
         socket.flush()
         var active = 0
+        var lastProgress = start
         while active < links.count {
             let now = monotonicNanoseconds()
+            if now &- lastProgress >= 5_000_000_000 {
+                lastProgress = now
+                var phases: [String: Int] = [:]
+                for link in links { phases["\(link.phase)", default: 0] += 1 }
+                log("  joining: \(active) of \(links.count) members in; \(phases.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
+            }
             exchange(&links, members: members, now: now)
             active = 0
             for index in links.indices {
-                if let deadline = links[index].nextDeadline, deadline <= now {
+                // A member that is in is left alone: its link's pings, and its reconnecting
+                // when a relay busy with thousands of joins answers them late, would hold the
+                // others back; once in, a member sends media only.
+                if links[index].phase != .active, let deadline = links[index].nextDeadline, deadline <= now {
                     for datagram in links[index].tick(now: now).datagrams { socket.queue(datagram, from: members[index].address) }
                 }
                 switch links[index].phase {
