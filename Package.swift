@@ -2,7 +2,7 @@
 //
 // Parley: a voice-chat audio relay for Linux.
 //
-// The graph below is the architecture (see ../shared/DESIGN.md, "Modules"):
+// The graph below is the architecture (docs/ARCHITECTURE.md, "Modules"):
 // the relay side (`ParleyRelay`, `parley-relay`) never reaches an audio library,
 // and `Scripts/check-relay-deps` fails the test run if that ever changes.
 
@@ -52,67 +52,75 @@ let package = Package(
         // relay's loops and the benchmarks, naming and pinning threads.
         .target(name: "CParleyNet"),
 
-        // MARK: The wire: pure Swift, no dependencies, shared by every other target.
-        .target(name: "ParleyWire"),
+        // MARK: The helpers every side needs (clocks, seeded random, base64url, durations and
+        // whitespace as people write them), written once, with no dependencies.
+        .target(name: "ParleyBasics"),
+
+        // MARK: The wire: pure Swift, shared by every other target.
+        .target(name: "ParleyWire", dependencies: ["ParleyBasics"]),
 
         // MARK: Secure transport: Noise NK handshake, sealed packets, replay window, address cookies.
-        .target(name: "ParleySecurity", dependencies: ["ParleyWire", "CParleyAEAD", crypto]),
+        .target(name: "ParleySecurity", dependencies: ["ParleyWire", "ParleyBasics", "CParleyAEAD", crypto]),
         // The per-packet ChaCha20-Poly1305, straight on the BoringSSL that swift-crypto builds in.
         .target(name: "CParleyAEAD"),
 
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         .target(
             name: "ParleyRelay",
-            dependencies: ["ParleyWire", "ParleySecurity", "CParleyNet", nioCore, nioPosix, nioHTTP1, crypto, logging, metrics, prometheus, atomics]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "CParleyNet", nioCore, nioPosix, nioHTTP1, crypto, logging, metrics, prometheus, atomics]
         ),
 
         // MARK: Network impairment models and the UDP impairment proxy.
-        .target(name: "ParleyNetSim", dependencies: ["ParleyWire", nioCore, nioPosix, logging, histogram]),
+        .target(name: "ParleyNetSim", dependencies: ["ParleyWire", "ParleyBasics", nioCore, nioPosix, logging, histogram]),
 
         // MARK: The client's audio: Opus, echo cancellation, jitter buffer, mixer, WAV.
         .target(name: "ParleyAudio", dependencies: ["ParleyWire", "COpus", "CSpeexDSP"]),
         // ALSA capture and playback, file devices, real-time pacing.
-        .target(name: "ParleyDevices", dependencies: ["ParleyAudio", "CALSA"]),
+        .target(name: "ParleyDevices", dependencies: ["ParleyAudio", "ParleyBasics", "CALSA"]),
 
         // MARK: The call: the link to the relay, the send and receive pipelines, statistics.
         .target(
             name: "ParleyClient",
-            dependencies: ["ParleyWire", "ParleySecurity", "ParleyAudio", "ParleyDevices", nioCore, nioPosix, logging]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyAudio", "ParleyDevices", nioCore, nioPosix, logging]
         ),
+
+        // MARK: Judging a call: what a listener got of a talker. For the benchmarks and tests, not shipped in the client.
+        .target(name: "ParleyEvaluation", dependencies: ["ParleyAudio"]),
 
         // MARK: Command lines.
         .executableTarget(
             name: "parley",
-            dependencies: ["ParleyWire", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleySecurity", argumentParser, logging, nioCore]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleySecurity", argumentParser, logging, nioCore]
         ),
         .executableTarget(
             name: "parley-relay",
-            dependencies: ["ParleyWire", "ParleyRelay", argumentParser, logging]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleyRelay", argumentParser, logging]
         ),
         // Benchmarks kept in the repo; each reports against a baseline measured in the same run.
         .executableTarget(
             name: "parley-bench",
             dependencies: [
-                "ParleyWire", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "CParleyNet",
+                "ParleyWire", "ParleyBasics", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleyEvaluation", "CParleyNet",
                 argumentParser, nioCore, nioPosix, logging,
             ]
         ),
 
         // MARK: Tests, one target per module.
-        .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire"]),
+        .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire", "ParleyBasics"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
-        .testTarget(name: "ParleySecurityTests", dependencies: ["ParleySecurity", "ParleyWire"]),
-        .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyRelay", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]),
-        .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
-        .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyAudio", "ParleyWire"]),
-        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyWire", "ParleySecurity", "ParleyAudio"]),
-        .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyDevices", "ParleyAudio", "CALSA"]),
+        .testTarget(name: "ParleySecurityTests", dependencies: ["ParleyBasics", "ParleySecurity", "ParleyWire"]),
+        .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyBasics", "ParleyRelay", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]),
+        .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyBasics", "ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
+        .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyBasics", "ParleyAudio", "ParleyWire"]),
+        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleyWire", "ParleySecurity", "ParleyAudio"]),
+        .testTarget(name: "ParleyEvaluationTests", dependencies: ["ParleyEvaluation", "ParleyAudio", "ParleyBasics"]),
+        .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyBasics", "ParleyDevices", "ParleyAudio", "CALSA"]),
         // End to end: relay, impairment proxy and calls in one process, over real UDP on 127.0.0.1.
         .testTarget(
             name: "ParleyCallTests",
-            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyWire", "ParleySecurity", nioCore, nioPosix, logging]
+            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyEvaluation", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
         ),
         // Deploy/: installs into a temporary root, runs a call through the installed relay.
-        .testTarget(name: "DeployTests", dependencies: ["ParleyClient", "ParleySecurity", "ParleyWire", "ParleyAudio"]),
+        .testTarget(name: "DeployTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleySecurity", "ParleyWire", "ParleyAudio"]),
     ]
 )

@@ -67,9 +67,13 @@ public struct DelayManager: Sendable {
         unclampedTarget = configuration.initialSeconds
     }
 
-    /// The target with `extra` seconds added (a frame of room for FEC), clamped.
+    /// The target with `extra` seconds of room for repairs (FEC's next packet, redundant
+    /// copies), clamped. Room the target already holds above the jitter to ride recurring
+    /// spikes serves repairs too (between spikes the packets that carry them come long
+    /// before they are needed), so only what it lacks is added.
     public func target(adding extra: Double) -> Double {
-        min(configuration.maximumSeconds, max(configuration.minimumSeconds, unclampedTarget + extra))
+        let spikeRoom = max(0, recurringSpikeSeconds - jitterSeconds)
+        return min(configuration.maximumSeconds, max(configuration.minimumSeconds, unclampedTarget + max(0, extra - spikeRoom)))
     }
 
     /// Records a packet with media time `mediaSeconds` that arrived at `arrival`; returns its

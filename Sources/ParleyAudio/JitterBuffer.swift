@@ -84,6 +84,14 @@ public final class JitterBuffer {
     var lastTimeStretch = -Double.infinity
     var lastLossTime = -Double.infinity
     var lastRedundantCopy = -Double.infinity
+    /// The newest packet's own sequence number, against which copies' distances are measured;
+    /// how far back the sender's copies reach (needed or not), and when one last came.
+    var newestPrimary: Int64?
+    var redundancyDepth = 0
+    var lastRedundancySeen = -Double.infinity
+    /// Copies from farther back than this many frames give no room: waiting that long would
+    /// cost more than the frames are worth.
+    static let maximumRedundancyDepth = 4
     var lastReadTime = 0.0
     var lastTargetUpdate = -Double.infinity
     /// The relative delay of the packet that arrived last, seconds.
@@ -123,8 +131,8 @@ public final class JitterBuffer {
     }
 
     /// The delay the buffer aims for, in seconds: how long after its earliest possible
-    /// arrival a frame is taken (the arrival-delay target, plus a frame while the stream
-    /// is losing packets that carry FEC), plus the few milliseconds kept for cross-fades.
+    /// arrival a frame is taken (the arrival-delay target, plus room for repairs: see
+    /// `repairRoom`), plus the few milliseconds kept for cross-fades.
     public var targetDelay: Double { targetLead + configuration.decisions.reserveSeconds }
 
     /// Packets are being lost, and what comes later can repair them (in-band FEC, or
@@ -135,11 +143,21 @@ public final class JitterBuffer {
         return repairable && lastReadTime - lastLossTime <= configuration.lossMemorySeconds
     }
 
+    /// Frames of delay kept, while packets are being lost, so that what repairs a lost frame
+    /// arrives before it is due: as many frames as the sender's redundant copies reach back
+    /// (RFC 2198), so a burst that long is rebuilt whole; else one, for the next packet's
+    /// in-band FEC.
+    var repairFrames: Int {
+        guard losing else { return 0 }
+        let copiesFlowing = lastReadTime - lastRedundancySeen <= configuration.lossMemorySeconds
+        return copiesFlowing ? max(1, redundancyDepth) : 1
+    }
+
     var targetLead: Double {
         // The played delay is the lead plus up to a period (reads come a period apart) and
         // the reserve: the lead's ceiling keeps that under the configured maximum.
         let ceiling = configuration.delay.maximumSeconds - configuration.decisions.reserveSeconds - configuration.decisions.periodSeconds
-        return min(ceiling, delays.target(adding: losing ? Double(lastFrameSamples) / sampleRate : 0))
+        return min(ceiling, delays.target(adding: Double(repairFrames * lastFrameSamples) / sampleRate))
     }
 
     // MARK: Network side
@@ -166,6 +184,7 @@ public final class JitterBuffer {
             statistics.restarts += 1
         }
         let mediaSeconds = Double(extendedTimestamp) / sampleRate
+        noteRedundancy(sequence: sequence, isRedundant: isRedundant)
         if let highest = highestPlayed, sequence <= highest {
             guard !isRedundant else { return }
             if playedRecently[Int(sequence & 1_023)] == sequence {
@@ -200,6 +219,21 @@ public final class JitterBuffer {
             if carriesFEC { lastFECCarried = arrival }
             latestDelay = delays.record(arrival: arrival, mediaSeconds: mediaSeconds)
         }
+    }
+
+    /// Learns how far back the sender's copies reach. Copies come right after their packet's
+    /// own frame (`IncomingFrames` hands the primary first).
+    private func noteRedundancy(sequence: Int64, isRedundant: Bool) {
+        guard isRedundant else {
+            if newestPrimary.map({ sequence > $0 }) ?? true { newestPrimary = sequence }
+            return
+        }
+        guard let newest = newestPrimary else { return }
+        let distance = newest &- sequence
+        guard distance >= 1, distance <= Int64(Self.maximumRedundancyDepth) else { return }
+        if lastReadTime - lastRedundancySeen > configuration.lossMemorySeconds { redundancyDepth = 0 }
+        redundancyDepth = max(redundancyDepth, Int(distance))
+        lastRedundancySeen = lastReadTime
     }
 
     public func insert(payload: [UInt8], sequenceNumber: UInt16, timestamp: UInt32, arrival: Double, isRedundant: Bool = false) {
@@ -301,7 +335,9 @@ public final class JitterBuffer {
         } else if dryUnderrun == 0, !senderSilent, let delay = delays.delay(ofMediaTime: Double(position) / sampleRate, at: now) {
             // Only the talker's own audio has a delay; while the buffer conceals or plays
             // the comfort noise of a silence, the figure stays at the last audio's.
-            statistics.currentDelayMilliseconds = delay * 1_000
+            // A sender's timestamps can run ahead of its packets (a hostile one's, say): the
+            // figure says how long audio waits, which is never less than nothing.
+            statistics.currentDelayMilliseconds = max(0, delay) * 1_000
         }
         // Playback speed: media played per sample output, smoothed over about 2 s. The
         // jumps of media time at a silence are not speed; stretching and waiting are.
@@ -328,6 +364,8 @@ public final class JitterBuffer {
         nextSequence = nil
         expectedTimestamp = nil
         highestPlayed = nil
+        newestPrimary = nil
+        redundancyDepth = 0
         playing = false
         dryConcealed = 0
         coveredInTime = 0

@@ -34,6 +34,8 @@ public final class Mixer<Speaker: Hashable & Sendable> {
 
     public func remove(_ speaker: Speaker) { channels[speaker] = nil }
 
+    public func contains(_ speaker: Speaker) -> Bool { channels[speaker] != nil }
+
     public var speakers: [Speaker] { Array(channels.keys) }
 
     /// Sets a speaker's gain (0 dB leaves them as they are; −120 or less mutes).

@@ -144,41 +144,20 @@ public struct WAVAudio: Equatable, Sendable {
 
     // MARK: Writing
 
-    /// The file's bytes: a canonical 44-byte header (`fmt ` of 16 bytes, then `data`).
+    /// The file's bytes, in memory: the header ``WAVFileWriter`` writes, then the samples.
     public func serialized() -> [UInt8] {
-        let dataSize = samples.count * encoding.bytesPerSample
-        var out = [UInt8]()
-        out.reserveCapacity(44 + dataSize)
-        func append32(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { out.append(contentsOf: $0) } }
-        func append16(_ value: UInt16) { withUnsafeBytes(of: value.littleEndian) { out.append(contentsOf: $0) } }
-        out.append(contentsOf: Array("RIFF".utf8))
-        append32(UInt32(36 + dataSize))
-        out.append(contentsOf: Array("WAVEfmt ".utf8))
-        append32(16)
-        append16(encoding.formatTag)
-        append16(UInt16(channels))
-        append32(UInt32(sampleRate))
-        append32(UInt32(sampleRate * channels * encoding.bytesPerSample))
-        append16(UInt16(channels * encoding.bytesPerSample))
-        append16(UInt16(encoding.bytesPerSample * 8))
-        out.append(contentsOf: Array("data".utf8))
-        append32(UInt32(dataSize))
-        switch encoding {
-        case .pcm16:
-            for sample in samples { append16(UInt16(bitPattern: SampleConversion.int16(sample))) }
-        case .float32:
-            for sample in samples { append32(sample.bitPattern) }
-        }
+        let dataBytes = samples.count * encoding.bytesPerSample
+        var out = WAVFileWriter.header(sampleRate: sampleRate, channels: channels, encoding: encoding, dataBytes: dataBytes)
+        out.reserveCapacity(out.count + dataBytes)
+        samples.withUnsafeBufferPointer { WAVFileWriter.encode($0, as: encoding, into: &out) }
         return out
     }
 
-    /// Writes the file, replacing any file at `path`.
+    /// Writes the file through ``WAVFileWriter``, replacing any file at `path`.
     public func write(to path: String) throws(WAVError) {
-        do {
-            try Data(serialized()).write(to: URL(fileURLWithPath: path), options: .atomic)
-        } catch {
-            throw .cannotWrite(path: path, reason: "\(error.localizedDescription)")
-        }
+        let writer = try WAVFileWriter(path: path, sampleRate: sampleRate, channels: channels, encoding: encoding)
+        try writer.append(samples)
+        try writer.close()
     }
 
     // MARK: Little-endian reads (callers check bounds first)

@@ -37,10 +37,7 @@ enum CallDevices {
         case let .device(device):
             return device
         case let .wav(path):
-            // Fail now, not after the call, if the file cannot be written.
-            guard FileManager.default.createFile(atPath: path, contents: Data(WAVFileWriter.header(sampleRate: AudioClock.sampleRate, dataBytes: 0))) else {
-                throw .cannotWriteOutput("--output \(path): cannot write it (\(WAVFileWriter.reason(for: path)))")
-            }
+            // The file is created now, so a path that cannot be written fails before the call.
             do {
                 return try WAVFileOutput(path: path, sampleRate: AudioClock.sampleRate, channels: 1, pacing: .realTime)
             } catch {

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import ParleyAudio
+import ParleyBasics
 import ParleyDevices
 import Synchronization
 

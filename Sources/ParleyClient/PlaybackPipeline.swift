@@ -1,4 +1,5 @@
 import ParleyAudio
+import ParleyBasics
 import ParleyDevices
 import Synchronization
 

@@ -1,3 +1,4 @@
+import ParleyBasics
 import ParleyWire
 
 /// The client's RTCP (RFC 3550 §6): when to report, and what.
@@ -33,14 +34,14 @@ public struct RTCPReporter: Sendable {
     public let meanIntervalNanoseconds: UInt64
     private var nextReport: UInt64?
     private var packetsAtLastReport: UInt32?
-    private var random = SplitMix(seed: 0)
+    private var random = SplitMix64(seed: 0)
 
     public init(ssrc: UInt32, cname: String, name: String? = nil, meanIntervalNanoseconds: UInt64 = 1_000_000_000) {
         self.ssrc = ssrc
         self.cname = cname
         self.name = name
         self.meanIntervalNanoseconds = meanIntervalNanoseconds
-        random = SplitMix(seed: UInt64(ssrc))
+        random = SplitMix64(seed: UInt64(ssrc))
     }
 
     /// When the next report is due (the first one half an interval after `start`).
@@ -83,18 +84,5 @@ public struct RTCPReporter: Sendable {
         }
         packets.append(.sourceDescription(RTCPSourceDescription(chunks: [.init(source: ssrc, items: items)])))
         return try RTCPCompoundPacket.serialized(packets)
-    }
-}
-
-/// SplitMix64: a tiny seeded generator for the report interval's jitter.
-struct SplitMix: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

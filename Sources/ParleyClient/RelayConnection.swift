@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import ParleyAudio
+import ParleyBasics
 import ParleyWire
 import Synchronization
 
@@ -23,7 +24,7 @@ final class RelayConnection: @unchecked Sendable {
     /// Everything the call does with what arrives; this class is only its socket and timer.
     private let receiver: CallReceiver
     /// The link's sealer, which the capture thread uses; the link itself stays on the loop.
-    private let protector: MediaProtector
+    private let protector: LinkProtector
     private var scheduled: Scheduled<Void>?
     private var scheduledFor: UInt64?
     /// Datagrams from addresses other than the relay's.
@@ -39,7 +40,7 @@ final class RelayConnection: @unchecked Sendable {
         self.configuration = configuration
         self.shared = shared
         self.trace = trace
-        let wallClockOffset = Self.unixNanoseconds() &- MonotonicClock.now()
+        let wallClockOffset = WallClock.nanoseconds() &- MonotonicClock.now()
         receiver = CallReceiver(configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation,
                                 wallClockOffset: wallClockOffset, onEvent: onEvent)
         protector = receiver.link.protector
@@ -172,12 +173,6 @@ final class RelayConnection: @unchecked Sendable {
     func speakerSnapshots() -> [CallStatistics.Speaker] { receiver.speakerSnapshots(now: MonotonicClock.now()) }
 
     func lossDown() -> Double? { receiver.lossDown() }
-
-    static func unixNanoseconds() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-    }
 
     /// Reads the relay's datagrams into the connection.
     private final class Handler: ChannelInboundHandler {

@@ -18,6 +18,11 @@ import ParleyWire
 ///                                                                                       │ lost, goodbye,
 ///     failed ◀── refused, key mismatch, unreachable            reconnecting ◀───────────┘ not joined
 /// ```
+///
+/// One file, over 400 lines, on purpose: it is one state machine whose transitions (joining,
+/// control, errors, reconnecting) read and write the same private fields; split into
+/// extension files, those fields would have to be open to the whole module. Its helpers
+/// that stand alone are files of their own (``RosterAssembler``, ``RecentSequenceSet``).
 public struct RelayLink {
     public enum Security: Sendable {
         /// Noise NK handshake against this pinned relay key; every packet sealed.
@@ -82,7 +87,7 @@ public struct RelayLink {
 
     public let configuration: Configuration
     /// Seals outbound media with the current session; shared with the capture thread.
-    public let protector = MediaProtector()
+    public let protector = LinkProtector()
     public private(set) var phase: Phase = .idle
     /// The SSRC this member sends from: the configured one, until the relay says another
     /// member holds it (then a fresh random one, and the join starts over).
@@ -229,12 +234,8 @@ public struct RelayLink {
         case .handshake:
             handleHandshake(datagram, now: now, output: &output)
         case .sealed:
-            guard let session = protector.session else { droppedDatagrams += 1; return output }
             var plaintext = [UInt8](repeating: 0, count: datagram.count)
-            let count: Int
-            do {
-                count = try plaintext.withUnsafeMutableBytes { try session.open(datagram, into: $0) }
-            } catch {
+            guard let count = plaintext.withUnsafeMutableBytes({ protector.open(datagram, into: $0) }) else {
                 droppedDatagrams += 1
                 return output
             }
@@ -526,41 +527,4 @@ public struct RelayLink {
         protector.set(nil)
         output.events.append(.failed(failure))
     }
-}
-
-/// The last 64 reliable sequence numbers seen, so a retransmitted message is acknowledged
-/// again but acted on once.
-struct RecentSequenceSet {
-    private var recent: [UInt32] = []
-
-    /// Returns false when `sequence` was already seen.
-    mutating func insert(_ sequence: UInt32) -> Bool {
-        if recent.contains(sequence) { return false }
-        recent.append(sequence)
-        if recent.count > 64 { recent.removeFirst() }
-        return true
-    }
-}
-
-/// Puts roster pages back together; a newer version replaces an unfinished older one.
-struct RosterAssembler {
-    private var version: UInt32?
-    private var pages: [UInt8: [ControlMessage.Roster.Member]] = [:]
-    private var completedVersion: UInt32?
-
-    /// Returns the whole roster once every page of the newest version is in.
-    mutating func add(_ page: ControlMessage.Roster) -> [ControlMessage.Roster.Member]? {
-        if let completedVersion, !isNewer(page.version, than: completedVersion) { return nil }
-        if version != page.version {
-            if let version, !isNewer(page.version, than: version) { return nil }
-            version = page.version
-            pages = [:]
-        }
-        pages[page.pageIndex] = page.members
-        guard pages.count == Int(page.pageCount) else { return nil }
-        completedVersion = page.version
-        return (0..<page.pageCount).flatMap { pages[$0] ?? [] }
-    }
-
-    private func isNewer(_ a: UInt32, than b: UInt32) -> Bool { Int32(bitPattern: a &- b) > 0 }
 }

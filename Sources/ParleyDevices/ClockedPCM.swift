@@ -1,4 +1,5 @@
 import CALSA
+import ParleyBasics
 import Foundation
 
 /// An ALSA PCM that lives in this process and runs on its own clock, like a sound card
@@ -67,11 +68,7 @@ enum ClockedPCM {
 
         deinit { close(timer) }
 
-        static func now() -> UInt64 {
-            var time = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &time)
-            return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-        }
+        static func now() -> UInt64 { MonotonicClock.now() }
 
         /// Frames the "hardware" has moved since it started.
         var elapsedFrames: Int {

@@ -1,3 +1,4 @@
+import ParleyBasics
 /// A recorded path, replayed packet by packet: what happened to the 1st, 2nd, 3rd… packet.
 ///
 /// The format is plain text, one packet per line:
@@ -39,7 +40,7 @@ public struct DelayTrace: Sendable, Equatable {
         var lineNumber = 0
         for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
             lineNumber += 1
-            let content = rawLine.prefix { $0 != "#" }.trimmingWhitespace()
+            let content = rawLine.prefix { $0 != "#" }.trimmingWhitespace
             guard !content.isEmpty else { continue }
             if content.lowercased() == "loss" {
                 entries.append(.loss)
@@ -113,13 +114,5 @@ struct TraceReplay: Sendable {
         case .loss: return nil
         case .delay(let delay): return delay.nanoseconds
         }
-    }
-}
-
-extension Substring {
-    func trimmingWhitespace() -> Substring {
-        let start = firstIndex { !$0.isWhitespace } ?? endIndex
-        let end = lastIndex { !$0.isWhitespace }.map(index(after:)) ?? start
-        return self[start..<end]
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ParleyBasics
 
 /// Impairment settings as written on the command line, and how they combine into the
 /// ``Impairment`` of each direction.
@@ -28,7 +29,7 @@ public struct ImpairmentOptions: Sendable, Equatable {
         origin = .list(flag: flag)
         for item in list.split(separator: ",") {
             let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = parts[0].trimmed.lowercased()
+            let name = parts[0].trimmingWhitespace.lowercased()
             guard let setting = ImpairmentSetting(rawValue: name) else {
                 let known = ImpairmentSetting.allCases.map(\.rawValue).joined(separator: ", ")
                 throw ImpairmentOptionError(

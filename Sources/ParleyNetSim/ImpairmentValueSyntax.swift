@@ -1,3 +1,4 @@
+import ParleyBasics
 /// How impairment values are written on the command line, and what each written form means.
 ///
 /// | kind | written as | examples |
@@ -13,9 +14,9 @@
 /// depend on the syntax live in ``Impairment/validate()``.
 public enum ImpairmentValueSyntax {
     public static func fraction(_ text: String) throws(ImpairmentSyntaxError) -> Double {
-        let trimmed = text.trimmed
+        let trimmed = text.trimmingWhitespace
         if trimmed.hasSuffix("%") {
-            guard let percent = Double(trimmed.dropLast().trimmed), percent.isFinite else {
+            guard let percent = Double(trimmed.dropLast().trimmingWhitespace), percent.isFinite else {
                 throw ImpairmentSyntaxError("'\(text)' is not a percentage; write it like 5% or 0.5%")
             }
             return percent / 100
@@ -31,33 +32,26 @@ public enum ImpairmentValueSyntax {
     }
 
     public static func duration(_ text: String) throws(ImpairmentSyntaxError) -> Duration {
-        let trimmed = text.trimmed.lowercased()
-        let units: [(suffix: String, nanoseconds: Double)] = [
-            ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9),
-        ]
-        for unit in units where trimmed.hasSuffix(unit.suffix) {
-            let number = trimmed.dropLast(unit.suffix.count).trimmed
-            // "ms" also ends in "s": only accept a suffix when what is before it is a number.
-            guard let value = Double(number), value.isFinite else { continue }
-            let nanoseconds = value * unit.nanoseconds
-            guard abs(nanoseconds) < 1e18 else {
+        let trimmed = text.trimmingWhitespace
+        if let nanoseconds = DurationText.nanoseconds(trimmed) {
+            guard abs(nanoseconds) < 1_000_000_000_000_000_000 else {
                 throw ImpairmentSyntaxError("'\(text)' is longer than anything a network does; give a duration like 40ms or 1s")
             }
-            return .nanoseconds(Int64(nanoseconds.rounded()))
+            return .nanoseconds(nanoseconds)
         }
-        if let value = Double(trimmed), value == 0 { return .zero }
-        if Double(trimmed) != nil {
+        if let value = Double(trimmed) {
+            if value == 0 { return .zero }
             throw ImpairmentSyntaxError("'\(text)' needs a unit; write it like \(trimmed)ms or \(trimmed)s")
         }
         throw ImpairmentSyntaxError("'\(text)' is not a duration; write it like 40ms, 1.5s or 250us")
     }
 
     public static func bitRate(_ text: String) throws(ImpairmentSyntaxError) -> Int {
-        let trimmed = text.trimmed.lowercased()
+        let trimmed = text.trimmingWhitespace.lowercased()
         let bare = trimmed.hasSuffix("/s") ? String(trimmed.dropLast(2)) : trimmed
         let units: [(suffix: String, bits: Double)] = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1)]
         for unit in units where bare.hasSuffix(unit.suffix) {
-            guard let value = Double(bare.dropLast(unit.suffix.count).trimmed), value.isFinite else { break }
+            guard let value = Double(bare.dropLast(unit.suffix.count).trimmingWhitespace), value.isFinite else { break }
             guard value > 0 else {
                 throw ImpairmentSyntaxError("a rate must be more than zero, like 64kbit or 1mbit")
             }
@@ -82,8 +76,8 @@ public enum ImpairmentValueSyntax {
     }
 
     public static func partsPerMillion(_ text: String) throws(ImpairmentSyntaxError) -> Double {
-        var trimmed = text.trimmed.lowercased()
-        if trimmed.hasSuffix("ppm") { trimmed = String(trimmed.dropLast(3)).trimmed }
+        var trimmed = text.trimmingWhitespace.lowercased()
+        if trimmed.hasSuffix("ppm") { trimmed = String(trimmed.dropLast(3)).trimmingWhitespace }
         guard let value = Double(trimmed), value.isFinite else {
             throw ImpairmentSyntaxError("'\(text)' is not a drift; write parts per million like 300ppm or -300ppm")
         }
@@ -91,14 +85,14 @@ public enum ImpairmentValueSyntax {
     }
 
     public static func packets(_ text: String) throws(ImpairmentSyntaxError) -> Double {
-        guard let value = Double(text.trimmed), value.isFinite else {
+        guard let value = Double(text.trimmingWhitespace), value.isFinite else {
             throw ImpairmentSyntaxError("'\(text)' is not a number of packets; write a mean burst length like 3")
         }
         return value
     }
 
     public static func boolean(_ text: String) throws(ImpairmentSyntaxError) -> Bool {
-        switch text.trimmed.lowercased() {
+        switch text.trimmingWhitespace.lowercased() {
         case "", "yes", "true", "on", "1": return true
         case "no", "false", "off", "0": return false
         default: throw ImpairmentSyntaxError("'\(text)' is not yes or no")
@@ -106,7 +100,7 @@ public enum ImpairmentValueSyntax {
     }
 
     public static func distribution(_ text: String) throws(ImpairmentSyntaxError) -> JitterDistribution {
-        guard let distribution = JitterDistribution(rawValue: text.trimmed.lowercased()) else {
+        guard let distribution = JitterDistribution(rawValue: text.trimmingWhitespace.lowercased()) else {
             let names = JitterDistribution.allCases.map(\.rawValue).joined(separator: " or ")
             throw ImpairmentSyntaxError("'\(text)' is not a jitter distribution; choose \(names)")
         }
@@ -119,8 +113,4 @@ public struct ImpairmentSyntaxError: Error, Sendable, Equatable, CustomStringCon
     public let reason: String
     public init(_ reason: String) { self.reason = reason }
     public var description: String { reason }
-}
-
-extension StringProtocol {
-    var trimmed: String { String(Substring(self).trimmingWhitespace()) }
 }

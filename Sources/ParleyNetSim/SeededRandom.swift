@@ -1,4 +1,5 @@
 import Foundation
+import ParleyBasics
 
 /// A small, fast, seeded random generator: xoshiro256** (Blackman and Vigna, 2018), seeded
 /// through SplitMix64 as its authors recommend, so that nearby seeds (1, 2, 3…) still give
@@ -17,10 +18,10 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
 
     public init(seed: UInt64) {
         var mixer = seed
-        s0 = Self.splitMix64(&mixer)
-        s1 = Self.splitMix64(&mixer)
-        s2 = Self.splitMix64(&mixer)
-        s3 = Self.splitMix64(&mixer)
+        s0 = SplitMix64.next(&mixer)
+        s1 = SplitMix64.next(&mixer)
+        s2 = SplitMix64.next(&mixer)
+        s3 = SplitMix64.next(&mixer)
     }
 
     public mutating func next() -> UInt64 {
@@ -69,20 +70,12 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
     /// base seed alone and no two labelled streams coincide.
     public static func derivedSeed(_ base: UInt64, _ labels: UInt64...) -> UInt64 {
         var mixer = base
-        var seed = splitMix64(&mixer)
+        var seed = SplitMix64.next(&mixer)
         for label in labels {
             mixer = seed ^ (label &* 0x9E37_79B9_7F4A_7C15)
-            seed = splitMix64(&mixer)
+            seed = SplitMix64.next(&mixer)
         }
         return seed
-    }
-
-    private static func splitMix64(_ state: inout UInt64) -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 
     private func rotateLeft(_ x: UInt64, _ k: UInt64) -> UInt64 {

@@ -1,4 +1,5 @@
 import Crypto
+import ParleyBasics
 import ParleyWire
 
 #if canImport(FoundationEssentials)

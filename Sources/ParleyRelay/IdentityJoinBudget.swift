@@ -15,7 +15,7 @@ struct IdentityJoinBudget: Sendable {
     }
 
     private struct Entry: Sendable {
-        var limiter: RateLimiter
+        var limiter: TokenBucket
         var lastJoinNanoseconds: UInt64
     }
 
@@ -39,7 +39,7 @@ struct IdentityJoinBudget: Sendable {
         if entries[key] == nil {
             if entries.count >= capacity { forgetRefilled(now: now) }
             // Tokens per second below one: count in joins per minute, a minute a "second".
-            entries[key] = Entry(limiter: RateLimiter(ratePerSecond: perMinute, burst: burst, nowNanoseconds: now / 60), lastJoinNanoseconds: now)
+            entries[key] = Entry(limiter: TokenBucket(ratePerSecond: perMinute, burst: burst, nowNanoseconds: now / 60), lastJoinNanoseconds: now)
         }
         entries[key]!.lastJoinNanoseconds = now
         return entries[key]!.limiter.allow(nowNanoseconds: now / 60)

@@ -1,3 +1,4 @@
+import ParleyBasics
 /// The text format of the relay's secret file and config file: one `key = value` per line,
 /// `#` starts a comment line, blank lines are ignored. A person can read and edit it, and
 /// `parley-relay keygen` can add a `relay-private-key = …` line later without a new format.
@@ -25,13 +26,13 @@ public struct KeyValueFile: Sendable, Hashable {
         var seen: [String: Int] = [:]
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let lineNumber = index + 1
-            let line = rawLine.trimmingSpaces
+            let line = rawLine.trimmingWhitespace
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard let equals = line.firstIndex(of: "=") else {
                 throw ConfigurationError("\(source):\(lineNumber): expected `key = value`, found \"\(line.prefix(60))\"")
             }
-            let key = String(line[..<equals]).trimmingSpaces
-            let value = String(line[line.index(after: equals)...]).trimmingSpaces
+            let key = String(line[..<equals]).trimmingWhitespace
+            let value = String(line[line.index(after: equals)...]).trimmingWhitespace
             guard !key.isEmpty else { throw ConfigurationError("\(source):\(lineNumber): the line has no key before '='") }
             if let previous = seen[key] {
                 throw ConfigurationError("\(source):\(lineNumber): \(key) is already set on line \(previous); keep one")
@@ -48,14 +49,5 @@ public struct KeyValueFile: Sendable, Hashable {
         for entry in entries where !known.contains(entry.key) {
             throw ConfigurationError("\(source):\(entry.line): unknown setting \"\(entry.key)\"; known settings: \(known.joined(separator: ", "))")
         }
-    }
-}
-
-extension StringProtocol {
-    var trimmingSpaces: String {
-        let scalars = unicodeScalars
-        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
-              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
-        return String(String.UnicodeScalarView(scalars[first...last]))
     }
 }

@@ -1,24 +1,14 @@
-import NIOCore
+import ParleyBasics
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-/// Nanoseconds of the monotonic clock.
+/// Nanoseconds of the monotonic clock (the process's one, ``MonotonicClock``).
 @inline(__always)
 func monotonicNanoseconds() -> UInt64 {
-    NIODeadline.now().uptimeNanoseconds
+    MonotonicClock.now()
 }
 
 /// Seconds since 1970, for token times.
 func unixSeconds() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return Int64(now.tv_sec)
+    WallClock.seconds()
 }
 
 /// Sleeps the calling thread for at least `nanoseconds`, resuming after signals.

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import ParleyBasics
 import ParleyWire
 
 /// Everything `parley-relay serve` can be told, with defaults suited to a small VPS.
@@ -137,7 +138,7 @@ public struct RelayConfiguration: Sendable {
                 continue
             }
             do {
-                try setting.apply(&configuration, value.trimmingSpaces)
+                try setting.apply(&configuration, value.trimmingWhitespace)
             } catch {
                 throw ConfigurationError("\(source) \(error.message)")
             }
@@ -189,7 +190,7 @@ public struct RelayConfiguration: Sendable {
             number = number.dropLast()
             multiplier = factor
         }
-        guard let value = Double(number.trimmingSpaces), value.isFinite, value >= 0, value * Double(multiplier) < 1e15 else {
+        guard let value = Double(number.trimmingWhitespace), value.isFinite, value >= 0, value * Double(multiplier) < 1e15 else {
             throw ConfigurationError("is \"\(text)\"; write a bitrate such as 640k, 2M or 64000 (bits per second)")
         }
         let bits = Int((value * Double(multiplier)).rounded())
@@ -209,7 +210,7 @@ public struct RelayConfiguration: Sendable {
             multiplier = factor
             break
         }
-        guard let value = Int(number.trimmingSpaces), value >= 0, value <= Int.max / multiplier else {
+        guard let value = Int(number.trimmingWhitespace), value >= 0, value <= Int.max / multiplier else {
             throw ConfigurationError("is \"\(text)\"; write a size such as 4MiB, 512KiB or 1048576")
         }
         let bytes = value * multiplier

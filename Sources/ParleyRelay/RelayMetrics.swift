@@ -15,7 +15,7 @@ public final class RelayMetrics: Sendable {
 
     static let latencyLabel = "parley_relay_forwarding_latency_seconds"
 
-    let packetsReceived: [CoreMetrics.Counter]  // by ReceivedKind
+    let packetsReceived: [CoreMetrics.Counter]  // by PacketKind.index
     let bytesReceived: CoreMetrics.Counter
     let packetsSent: [CoreMetrics.Counter]  // by SentKind
     let bytesSent: CoreMetrics.Counter
@@ -42,7 +42,7 @@ public final class RelayMetrics: Sendable {
             .milliseconds(25), .milliseconds(100),
         ]
         self.factory = factory
-        packetsReceived = ReceivedKind.allCases.map {
+        packetsReceived = PacketKind.allCases.map {
             CoreMetrics.Counter(label: "parley_relay_packets_received_total", dimensions: [("kind", $0.label)], factory: factory)
         }
         bytesReceived = CoreMetrics.Counter(label: "parley_relay_bytes_received_total", factory: factory)

@@ -2,13 +2,13 @@ import Logging
 
 /// Log lines of one kind (a member joined, a join was refused) at most at a steady rate,
 /// with a count of those left out: a flood of joins or refusals must not become a flood of
-/// lines, or it fills the disk (a churning token holder once made 21,000 lines in 14 s).
+/// lines, or it fills the disk (a member rejoining in a loop can cause thousands a second).
 ///
 /// One per event loop, so no lock; time is passed in.
 struct ThrottledLog {
     private let logger: Logger
     private let what: String
-    private var budget: RateLimiter
+    private var budget: TokenBucket
     private var suppressed = 0
     private var suppressedSince: UInt64 = 0
     /// How often the count of lines left out is reported while lines are being left out.
@@ -19,7 +19,7 @@ struct ThrottledLog {
     init(_ logger: Logger, what: String, perSecond: Int, burst: Int, nowNanoseconds: UInt64) {
         self.logger = logger
         self.what = what
-        budget = RateLimiter(ratePerSecond: perSecond, burst: burst, nowNanoseconds: nowNanoseconds)
+        budget = TokenBucket(ratePerSecond: perSecond, burst: burst, nowNanoseconds: nowNanoseconds)
     }
 
     /// Logs the line if the budget allows; counts it otherwise.

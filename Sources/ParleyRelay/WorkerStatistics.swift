@@ -1,28 +1,21 @@
 import ParleyWire
 
-/// What arrived, by RFC 7983 demultiplexing.
-enum ReceivedKind: Int, CaseIterable {
-    case rtp, rtcp, control, handshake, sealed, unknown
+/// The relay counts what arrives by its ``PacketKind``. `ReceivedKind` is the name the
+/// forwarding loop's files used before; it goes once they say `PacketKind`.
+typealias ReceivedKind = PacketKind
 
-    init(_ kind: PacketKind) {
-        switch kind {
-        case .rtp: self = .rtp
-        case .rtcp: self = .rtcp
-        case .control: self = .control
-        case .handshake: self = .handshake
-        case .sealed: self = .sealed
-        case .unknown: self = .unknown
-        }
-    }
+extension PacketKind {
+    init(_ kind: PacketKind) { self = kind }
 
-    var label: String {
+    /// The kind's slot in ``WorkerStatistics/receivedPackets`` and the metrics' counters.
+    @inline(__always) var index: Int {
         switch self {
-        case .rtp: return "rtp"
-        case .rtcp: return "rtcp"
-        case .control: return "control"
-        case .handshake: return "handshake"
-        case .sealed: return "sealed"
-        case .unknown: return "unknown"
+        case .rtp: return 0
+        case .rtcp: return 1
+        case .control: return 2
+        case .handshake: return 3
+        case .sealed: return 4
+        case .unknown: return 5
         }
     }
 }
@@ -47,14 +40,14 @@ enum SentKind: Int, CaseIterable {
 /// One event loop's counts since its last flush: plain integers, no atomics, because only
 /// that loop writes them.
 struct WorkerStatistics {
-    var receivedPackets = [Int](repeating: 0, count: ReceivedKind.allCases.count)
+    var receivedPackets = [Int](repeating: 0, count: PacketKind.allCases.count)
     var receivedBytes = 0
     var sentPackets = [Int](repeating: 0, count: SentKind.allCases.count)
     var sentBytes = 0
     var drops = [Int](repeating: 0, count: DropReason.allCases.count)
 
-    @inline(__always) mutating func received(_ kind: ReceivedKind, bytes: Int) {
-        receivedPackets[kind.rawValue] &+= 1
+    @inline(__always) mutating func received(_ kind: PacketKind, bytes: Int) {
+        receivedPackets[kind.index] &+= 1
         receivedBytes &+= bytes
     }
 

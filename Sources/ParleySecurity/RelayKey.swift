@@ -1,4 +1,5 @@
 import Crypto
+import ParleyBasics
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -16,7 +17,7 @@ public struct RelayKey: Sendable {
 
     /// Reads the private key as written by ``privateKeyBase64``.
     public init(privateKeyBase64 text: String) throws(SecurityError) {
-        guard let data = Data(base64Encoded: Self.trimmingSpaces(text)), data.count == 32,
+        guard let data = Data(base64Encoded: text.trimmingWhitespace), data.count == 32,
               let key = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: data) else {
             throw .badKey("the relay private key must be 32 bytes in base64")
         }
@@ -38,36 +39,15 @@ public struct RelayKey: Sendable {
     }
 
     public static func text(of publicKey: Curve25519.KeyAgreement.PublicKey) -> String {
-        String(publicKey.rawRepresentation.base64EncodedString().compactMap { character -> Character? in
-            switch character {
-            case "+": return "-"
-            case "/": return "_"
-            case "=": return nil
-            default: return character
-            }
-        })
+        Base64URL.encode(publicKey.rawRepresentation)
     }
 
     /// Reads a public key in invite form (base64url, padding optional).
     public static func publicKey(fromText text: String) throws(SecurityError) -> Curve25519.KeyAgreement.PublicKey {
-        var base64 = String(trimmingSpaces(text).map { character -> Character in
-            switch character {
-            case "-": return "+"
-            case "_": return "/"
-            default: return character
-            }
-        })
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64), data.count == 32,
+        guard let data = Base64URL.decode(text.trimmingWhitespace, allowingPadding: true), data.count == 32,
               let key = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: data) else {
             throw .badKey("a relay public key is 43 characters of base64url (from the invite's key=…)")
         }
         return key
-    }
-
-    /// `text` without the spaces and tabs around it (what a config file or a paste adds).
-    static func trimmingSpaces(_ text: String) -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        return String(text.drop(while: isSpace).reversed().drop(while: isSpace).reversed())
     }
 }

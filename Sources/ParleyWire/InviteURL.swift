@@ -1,3 +1,5 @@
+import ParleyBasics
+
 /// An invite: everything a client needs to join a room, as one URL a person can paste.
 ///
 /// ```
@@ -195,11 +197,3 @@ private func hexValue(_ byte: UInt8) -> UInt8? {
     }
 }
 
-extension String {
-    var trimmingWhitespace: String {
-        let scalars = unicodeScalars
-        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
-              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
-        return String(scalars[first...last])
-    }
-}

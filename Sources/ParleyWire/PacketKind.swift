@@ -18,7 +18,7 @@
 /// RTP and RTCP share the range and are told apart by the second byte (rtcp-mux,
 /// RFC 5761 §4): with the marker bit included, RTCP packet types 192–223 cannot
 /// collide with RTP payload types, because RFC 5761 forbids RTP payload types 64–95.
-public enum PacketKind: Sendable, Hashable {
+public enum PacketKind: Sendable, Hashable, CaseIterable {
     case rtp
     case rtcp
     /// A plaintext control message (``ControlMessage``), used only in insecure mode.
@@ -53,5 +53,19 @@ public enum PacketKind: Sendable, Hashable {
     public init(_ bytes: UnsafeRawBufferPointer) {
         guard let first = bytes.first else { self = .unknown; return }
         self.init(firstByte: first, secondByte: bytes.count > 1 ? bytes[1] : nil)
+    }
+}
+
+extension PacketKind {
+    /// A short lowercase name, for metrics labels and logs.
+    public var label: String {
+        switch self {
+        case .rtp: return "rtp"
+        case .rtcp: return "rtcp"
+        case .control: return "control"
+        case .handshake: return "handshake"
+        case .sealed: return "sealed"
+        case .unknown: return "unknown"
+        }
     }
 }

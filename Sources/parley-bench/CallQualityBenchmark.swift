@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import ParleyAudio
 import ParleyClient
+import ParleyEvaluation
 
 /// `parley-bench call-quality`: what one listener got of one talker in a call, measured
 /// from files: the talker's input, the listener's `--record-received` recording of them,

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ParleyBasics
 import ParleyRelay
 import ParleyWire
 
@@ -93,8 +94,4 @@ struct TokenCommand: ParsableCommand {
     }
 }
 
-func unixNow() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return Int64(now.tv_sec)
-}
+func unixNow() -> Int64 { WallClock.seconds() }

@@ -57,6 +57,24 @@ struct DelayManagerTests {
         #expect(forgotten - 30 <= 12, "a pattern 5 s apart is forgotten within twice that after it stops")
     }
 
+    /// Room for repairs (a frame for FEC, three for redundant copies) comes on top of the
+    /// jitter, but not on top of the room kept for recurring spikes: between spikes the
+    /// packets that carry the repairs come long before they are needed.
+    @Test func roomForRepairsIsNotAddedOnTopOfRoomForSpikes() {
+        var manager = DelayManager()
+        _ = Self.run(&manager, from: 0, to: 5, delay: Self.quiet)
+        let repair = 0.060
+        let quietTarget = manager.target(adding: 0)
+        #expect(abs(manager.target(adding: repair) - (quietTarget + repair)) < 1e-9, "on a quiet path the repairs' room is added whole")
+        _ = Self.run(&manager, from: 5, to: 16) { sent in
+            Self.quiet(sent) + (sent >= 5 && sent.truncatingRemainder(dividingBy: 5) < 0.3 ? 0.250 : 0)
+        }
+        let spikeTarget = manager.target(adding: 0)
+        print("target with recurring 250 ms spikes \(spikeTarget * 1_000) ms, with 60 ms of repair room \(manager.target(adding: repair) * 1_000) ms")
+        #expect(spikeTarget >= 0.250)
+        #expect(manager.target(adding: repair) == spikeTarget)
+    }
+
     /// A path whose delay grows for good (a route change) is not a spike: within a second
     /// or two the target covers it.
     @Test func aLastingRiseInJitterIsFollowedNotIgnored() {

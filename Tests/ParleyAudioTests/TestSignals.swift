@@ -1,20 +1,13 @@
 import Foundation
 import ParleyAudio
+import ParleyBasics
 import Synchronization
 import Testing
 
-/// A small, seeded generator (SplitMix64) so every synthetic signal is the same on every run.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+/// Seeded, so every synthetic signal is the same on every run.
+typealias SeededGenerator = SplitMix64
 
+extension SplitMix64 {
     /// A standard normal deviate (Box–Muller).
     mutating func gaussian() -> Float {
         let u1 = max(Double.random(in: 0..<1, using: &self), 1e-12)

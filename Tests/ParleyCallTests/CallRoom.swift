@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import ParleyAudio
 import ParleyClient
+import ParleyEvaluation
 import ParleyNetSim
 import ParleyRelay
 import ParleySecurity

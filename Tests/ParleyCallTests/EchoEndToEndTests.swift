@@ -1,6 +1,7 @@
 import Foundation
 import ParleyAudio
 import ParleyClient
+import ParleyEvaluation
 import Testing
 
 /// Acceptance 4: the echo of what a client plays, picked up by its own microphone, does

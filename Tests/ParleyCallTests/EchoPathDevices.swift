@@ -1,5 +1,6 @@
 import Foundation
 import ParleyAudio
+import ParleyBasics
 import ParleyClient
 import ParleyDevices
 import ParleyNetSim

@@ -1,5 +1,6 @@
 import Foundation
 import ParleyClient
+import ParleyEvaluation
 
 /// What one listener got of one talker, measured from the listener's recording.
 struct Reception: Sendable, CustomStringConvertible {

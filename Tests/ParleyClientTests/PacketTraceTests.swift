@@ -1,3 +1,4 @@
+import ParleyBasics
 import Foundation
 import ParleyWire
 import Testing
@@ -61,7 +62,7 @@ struct PacketTraceTests {
     /// Any bytes give entries or a `ReadError`, never a trap: random text, every truncation
     /// of a valid line, and valid lines with characters replaced.
     @Test func anyTextIsReadOrRefusedWithoutATrap() throws {
-        var random = SplitMix(seed: 0x7472_6163_6500)
+        var random = SplitMix64(seed: 0x7472_6163_6500)
         let valid = PacketTrace.line(Self.sent)
         let alphabet = Array("0123456789abcdefxyz,-+ \n\t\u{00}é".unicodeScalars)
         var inputs: [String] = []

@@ -1,3 +1,4 @@
+import ParleyBasics
 import Foundation
 import ParleyAudio
 @testable import ParleyClient
@@ -65,7 +66,7 @@ struct ReceivePathPropertyTests {
     }
 
     @Test func tenThousandRandomTruncatedAndBitFlippedScriptsFromAJoinedPeerAreSurvived() throws {
-        var random = SplitMix(seed: 0x5EED_0014)
+        var random = SplitMix64(seed: 0x5EED_0014)
         var scripts = 0
         // A fresh session every 25 scripts; in between the state carries over, as it does in a call.
         while scripts < 10_000 {
@@ -123,7 +124,7 @@ struct ScriptWriter {
     }
 
     /// One step of what a relay or a member could send, well-formed more often than not.
-    mutating func randomStep(_ random: inout SplitMix, frames: [[UInt8]]) {
+    mutating func randomStep(_ random: inout SplitMix64, frames: [[UInt8]]) {
         func any<T>(_ values: [T]) -> T { values[Int.random(in: 0..<values.count, using: &random)] }
         func junk(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255, using: &random) } }
         let ssrcs: [UInt32] = [JoinedPeer.peerSSRC, JoinedPeer.ownSSRC, 0xC0C0_C0C0, UInt32.random(in: 0...UInt32.max, using: &random)]

@@ -5,7 +5,8 @@ import ParleySecurity
 import ParleyWire
 
 /// The relay's half of the protocol, scripted: the real `RelayHandshake` and `SecureSession`
-/// from ParleySecurity, answering as DESIGN.md and `ControlMessage` specify. It lets the
+/// from ParleySecurity, answering as `ControlMessage` and `SecureMessage` specify
+/// (docs/ARCHITECTURE.md, "The wire"). It lets the
 /// link's state machine be driven step by step with the clock in the test's hands.
 final class ScriptedRelay {
     let handshake = RelayHandshake(key: RelayKey())
@@ -422,7 +423,7 @@ struct RelayLinkTests {
     }
 }
 
-extension MediaProtector {
+extension LinkProtector {
     /// Seals `bytes` as the capture thread would, for tests that need one of our packets.
     func protectBytes(_ bytes: [UInt8]) -> [UInt8]? {
         bytes.withUnsafeBytes { protect($0, nowNanoseconds: 0) }

@@ -24,3 +24,77 @@ struct RemoteSpeakerTests {
         #expect(speaker.isReceiving(now: now))
     }
 }
+
+/// What a listener hears of one remote talker through `RemoteSpeaker` and its jitter
+/// buffer: packets arrive every 20 ms at times the test gives, playback reads 10 ms at a time.
+@Suite("What a listener hears of one remote talker")
+struct RemoteSpeakerListeningTests {
+    struct Listening {
+        var heard: [Float] = []
+        var firstPacketSample = 0
+    }
+
+    /// Two seconds of a 440 Hz talker, arriving every 20 ms (none of the packets in `lost`),
+    /// read by playback every 10 ms; returns what playback heard.
+    static func listen(to speaker: RemoteSpeaker, talker: inout ToneTalker, packets: Int = 100, lost: Set<Int> = [],
+                       payloadType: UInt8 = RTPHeader.opusPayloadType) throws -> [Float] {
+        var heard: [Float] = []
+        var period = [Float](repeating: 0, count: 480)
+        for tick in 0..<(packets * 2 + 20) {
+            let now = UInt64(tick) * 10_000_000
+            if tick % 2 == 0, tick / 2 < packets {
+                let packet = try talker.nextPacket(payloadType: payloadType)
+                if !lost.contains(tick / 2) {
+                    try packet.withUnsafeBytes { speaker.receive(try RTPPacketView(parsing: $0), now: now, seconds: Double(now) / 1e9) }
+                }
+            }
+            _ = period.withUnsafeMutableBufferPointer { speaker.buffer.read(into: $0, now: Double(now) / 1e9) }
+            heard += period
+        }
+        return heard
+    }
+
+    @Test func aSteadyTalkerIsHeardAtTheirLevelSoonAfterTheFirstPacket() throws {
+        var talker = try ToneTalker(ssrc: 7, frequency: 440)
+        let speaker = try RemoteSpeaker(ssrc: 7, identity: "alice", configuration: JitterBuffer.Configuration(), now: 0)
+        let heard = try Self.listen(to: speaker, talker: &talker)
+        let firstSound = try #require(heard.firstIndex { abs($0) > 0.01 })
+        #expect(firstSound < 48_000 / 5, "heard within 200 ms of the first packet (after \(firstSound / 48) ms)")
+        let steady = heard[48_000..<96_000]
+        let level = toneAmplitude(steady, frequency: 440)
+        #expect(abs(level - 0.3) < 0.06, "the tone arrives at its level (0.3): \(level)")
+        let dropouts = stride(from: 48_000, to: 96_000, by: 480).filter { rms(heard[$0..<$0 + 480]) < 0.05 }
+        #expect(dropouts.isEmpty, "no 10 ms of the steady part is silent: \(dropouts.map { $0 / 48 }) ms")
+    }
+
+    @Test func aLostPacketIsConcealedRatherThanHeardAsAGapAndCountedAsLoss() throws {
+        var talker = try ToneTalker(ssrc: 7, frequency: 440)
+        let speaker = try RemoteSpeaker(ssrc: 7, identity: "alice", configuration: JitterBuffer.Configuration(), now: 0)
+        let heard = try Self.listen(to: speaker, talker: &talker, lost: [60])
+        let quietest = stride(from: 48_000, to: 96_000, by: 480).map { rms(heard[$0..<$0 + 480]) }.min() ?? 0
+        // Concealment fades a long loss out; one lost frame is still filled with the voice.
+        #expect(quietest > 0.02, "the lost 20 ms is filled, not silent (quietest 10 ms: \(quietest), the tone 0.21)")
+        let figures = speaker.snapshot(now: 2_000_000_000)
+        #expect(figures.packetsLost == 1)
+        #expect(abs(figures.lossPercent - 1) < 0.2, "one packet in a hundred: \(figures.lossPercent) %")
+        #expect(figures.concealedFrames + figures.fecRecoveredFrames >= 1)
+    }
+
+    @Test func packetsOfAnUnknownPayloadTypeAreRejectedAndNothingIsHeard() throws {
+        var talker = try ToneTalker(ssrc: 7, frequency: 440)
+        let speaker = try RemoteSpeaker(ssrc: 7, identity: "alice", configuration: JitterBuffer.Configuration(), now: 0)
+        let heard = try Self.listen(to: speaker, talker: &talker, packets: 20, payloadType: 0)
+        #expect(heard.allSatisfy { abs($0) < 0.001 }, "nothing is played")
+        #expect(speaker.rejected == 20)
+        #expect(speaker.reception == nil, "and nothing counted as received")
+        #expect(!speaker.isReceiving(now: 500_000_000))
+    }
+
+    @Test func aTalkerUnheardForASecondIsNoLongerReceiving() throws {
+        var talker = try ToneTalker(ssrc: 7, frequency: 440)
+        let speaker = try RemoteSpeaker(ssrc: 7, identity: "alice", configuration: JitterBuffer.Configuration(), now: 0)
+        _ = try Self.listen(to: speaker, talker: &talker, packets: 10)
+        #expect(speaker.isReceiving(now: 1_000_000_000), "the last packet came at 180 ms")
+        #expect(!speaker.isReceiving(now: 1_200_000_000))
+    }
+}

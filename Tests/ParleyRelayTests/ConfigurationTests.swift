@@ -1,4 +1,5 @@
 @testable import ParleyRelay
+import ParleyBasics
 import Testing
 
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import ParleyBasics
 import ParleyRelay
 import ParleyWire
 import Testing
@@ -226,17 +227,10 @@ func metricSum(_ text: String, _ name: String) -> Double {
     metricLines(text, name).compactMap { Double($0.split(separator: " ").last ?? "") }.reduce(0, +)
 }
 
-/// A small, fast, seedable generator (SplitMix64) so hostile input is reproducible.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+/// Seeded, so hostile input is reproducible.
+typealias SeededGenerator = SplitMix64
+
+extension SplitMix64 {
     mutating func bytes(count: Int) -> [UInt8] {
         (0..<count).map { _ in UInt8(truncatingIfNeeded: next()) }
     }

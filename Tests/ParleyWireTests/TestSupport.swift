@@ -1,20 +1,11 @@
+import ParleyBasics
 import ParleyWire
 
-/// A small, fast, seedable generator (SplitMix64) so property tests are reproducible:
-/// a failure message names the seed and the case that failed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
+/// Seeded, so property tests are reproducible: a failure message names the seed and the
+/// case that failed.
+typealias SeededGenerator = SplitMix64
 
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
     mutating func bytes(count: Int) -> [UInt8] {
         (0..<count).map { _ in UInt8.random(in: 0...255, using: &self) }
     }

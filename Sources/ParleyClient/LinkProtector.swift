@@ -2,8 +2,10 @@ import ParleySecurity
 import ParleyWire
 import Synchronization
 
-/// The current secure session, shared between the network loop (which replaces it on each
-/// join) and the capture thread (which seals outgoing media with it).
+/// The client's protection of its hop to the relay: the one object that seals what the
+/// client sends (media from the capture thread; RTCP and control from the network loop) and
+/// opens what the relay sends, with the current ``SecureSession``, which the link replaces
+/// on each join. The relay's side of the same hop is its `PacketProtector`.
 ///
 /// With no session (not joined yet, reconnecting, or `--insecure`), ``protect(_:nowNanoseconds:)``
 /// returns nil and the capture thread sends nothing: media never leaves unprotected by accident.
@@ -11,11 +13,11 @@ import Synchronization
 /// It also remembers the authentication tags of the last packets it sealed, so the link can
 /// tell a relay's plaintext "not joined" that answers one of them (the relay echoes the tag)
 /// from one forged by someone who never saw our packets.
-public final class MediaProtector: Sendable {
+public final class LinkProtector: Sendable {
     private struct State {
         var session: SecureSession?
         /// Tags of the last ``remembered`` packets sealed with `session`, oldest overwritten first.
-        var tags = [[UInt8]](repeating: [], count: MediaProtector.remembered)
+        var tags = [[UInt8]](repeating: [], count: LinkProtector.remembered)
         var nextTag = 0
     }
 
@@ -51,6 +53,13 @@ public final class MediaProtector: Sendable {
             state.nextTag = (state.nextTag + 1) % Self.remembered
         }
         return sealed
+    }
+
+    /// Opens a sealed datagram from the relay into `plaintext`; returns the inner packet's
+    /// length, nil when there is no session or the packet is not authentic (or replayed).
+    func open(_ datagram: UnsafeRawBufferPointer, into plaintext: UnsafeMutableRawBufferPointer) -> Int? {
+        guard let session else { return nil }
+        return try? session.open(datagram, into: plaintext)
     }
 
     /// Whether `tag` is the authentication tag of a packet sealed recently with the current session.

@@ -1,11 +1,14 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
 
-/// CLOCK_MONOTONIC in nanoseconds: the one clock every thread of a call reads, so packet
-/// arrivals (network loop) and playback reads (playback thread) are on the same timeline.
+/// CLOCK_MONOTONIC in nanoseconds: the one clock every thread reads, so that packet
+/// arrivals (network loop) and playback reads (playback thread) are on the same timeline,
+/// and deadlines are not moved when the wall clock is set.
 /// Processes on one machine share it too, which lets the demo and the tests line up one
 /// client's capture with another's playback (`captureStartedAt`, `playbackStartedAt`).
 public enum MonotonicClock {

@@ -2,7 +2,7 @@
 /// one (or `cost`). Time is passed in (nanoseconds of any monotonic clock), so tests need no clock.
 ///
 /// Integer arithmetic in nano-tokens keeps it exact and cheap on the per-packet path.
-public struct RateLimiter: Sendable, Hashable {
+public struct TokenBucket: Sendable, Hashable {
     public let ratePerSecond: Int
     public let burst: Int
     /// Tokens, in units of 1e-9 token.
@@ -13,8 +13,8 @@ public struct RateLimiter: Sendable, Hashable {
     private let refillNanoseconds: UInt64
 
     public init(ratePerSecond: Int, burst: Int, nowNanoseconds: UInt64) {
-        precondition(ratePerSecond > 0 && burst > 0, "a rate limiter needs a positive rate and burst")
-        precondition(burst <= Int(Int64.max / 2_000_000_000), "a rate limiter's burst must fit in nano-tokens")
+        precondition(ratePerSecond > 0 && burst > 0, "a token bucket needs a positive rate and burst")
+        precondition(burst <= Int(Int64.max / 2_000_000_000), "a token bucket's burst must fit in nano-tokens")
         self.ratePerSecond = ratePerSecond
         self.burst = burst
         nanoTokens = Int64(burst) * 1_000_000_000
@@ -41,3 +41,6 @@ public struct RateLimiter: Sendable, Hashable {
         return true
     }
 }
+
+/// The bucket's former name, kept while relay files outside this change still spell it so.
+public typealias RateLimiter = TokenBucket

@@ -1,5 +1,5 @@
 import Testing
-@testable import ParleyClient
+import ParleyAudio
 
 @Suite("The echo canceller's reference tap")
 struct EchoReferenceTapTests {

@@ -1,0 +1,19 @@
+/// SplitMix64 (Steele, Lea and Flood, 2014): a tiny seeded generator whose nearby seeds
+/// (1, 2, 3…) still give unrelated streams. Used where a run must be reproducible from its
+/// seed (test signals, hostile input, report-interval jitter) and to seed larger generators.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 { Self.next(&state) }
+
+    /// One step on a bare state word, for callers that keep the state themselves.
+    public static func next(_ state: inout UInt64) -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
