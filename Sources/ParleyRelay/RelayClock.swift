@@ -11,9 +11,7 @@ func unixSeconds() -> Int64 {
     WallClock.seconds()
 }
 
-/// Sleeps the calling thread for at least `nanoseconds`, resuming after signals.
+/// Sleeps the calling thread for at least `nanoseconds`.
 func sleepNanoseconds(_ nanoseconds: UInt64) {
-    var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
-    var remaining = timespec()
-    while nanosleep(&request, &remaining) != 0 { request = remaining }
+    MonotonicClock.sleep(until: MonotonicClock.now() &+ nanoseconds)
 }

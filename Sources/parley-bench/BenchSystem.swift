@@ -1,22 +1,17 @@
 import CParleyNet
+import ParleyBasics
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-func monotonicNanoseconds() -> UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-}
+/// The process's monotonic clock (``MonotonicClock``), in nanoseconds and in seconds.
+func monotonicNanoseconds() -> UInt64 { MonotonicClock.now() }
 
 func monotonic() -> Double { Double(monotonicNanoseconds()) / 1e9 }
 
-func realtimeNanoseconds() -> UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_REALTIME, &time)
-    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-}
+/// CLOCK_REALTIME, the clock of the kernel's receive timestamps the relay benchmark measures against.
+func realtimeNanoseconds() -> UInt64 { WallClock.nanoseconds() }
 
 func pin(cpu: Int) {
     _ = parley_pin_current_thread(Int32(cpu))
