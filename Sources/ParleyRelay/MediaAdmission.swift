@@ -9,20 +9,20 @@ enum MediaAdmission {
         let ssrc: UInt32
         let canPublish: Bool
         /// Media packets per second.
-        var packetRate: RateLimiter
+        var packetRate: TokenBucket
         /// Media bytes per second: the packet rate alone would let a member send full-size
         /// packets at the whole packet rate.
-        var byteRate: RateLimiter
+        var byteRate: TokenBucket
         /// RFC 3550 A.1/A.3/A.8 statistics of the sender's stream, from its first packet on.
         var reception: RTPReceptionStatistics?
 
         init(ssrc: UInt32, canPublish: Bool, limits: RelayLimits, nowNanoseconds: UInt64) {
             self.ssrc = ssrc
             self.canPublish = canPublish
-            packetRate = RateLimiter(ratePerSecond: limits.packetsPerSecondPerMember, burst: limits.packetBurstPerMember,
+            packetRate = TokenBucket(ratePerSecond: limits.packetsPerSecondPerMember, burst: limits.packetBurstPerMember,
                                      nowNanoseconds: nowNanoseconds)
             let bytesPerSecond = limits.maximumMemberBitsPerSecond / 8
-            byteRate = RateLimiter(ratePerSecond: bytesPerSecond, burst: bytesPerSecond, nowNanoseconds: nowNanoseconds)
+            byteRate = TokenBucket(ratePerSecond: bytesPerSecond, burst: bytesPerSecond, nowNanoseconds: nowNanoseconds)
         }
     }
 

@@ -73,7 +73,7 @@ final class RelayWorker: @unchecked Sendable {
     /// Buffers for opened sealed packets.
     private let allocator = ByteBufferAllocator()
     /// Socket errors are logged at most this often (a firewall rule can refuse thousands of sends a second).
-    private var socketErrorLogs: RateLimiter
+    private var socketErrorLogs: TokenBucket
     /// Read times of packets forwarded since the last flush, for the latency histogram.
     @exclusivity(unchecked) private var forwardedReadTimes: [UInt64] = []
     var isShuttingDown = false
@@ -103,7 +103,7 @@ final class RelayWorker: @unchecked Sendable {
         budgets = AdmissionBudgets(limits: limits, nowNanoseconds: now)
         refusalLogs = ThrottledLog(logger, what: "refused join", perSecond: 5, burst: 20, nowNanoseconds: now)
         membershipLogs = ThrottledLog(logger, what: "membership", perSecond: 20, burst: 100, nowNanoseconds: now)
-        socketErrorLogs = RateLimiter(ratePerSecond: 1, burst: 5, nowNanoseconds: now)
+        socketErrorLogs = TokenBucket(ratePerSecond: 1, burst: 5, nowNanoseconds: now)
         // A datagram longer than max-packet-size arrives cut at its slot, and is dropped.
         receiveBatch = DatagramReceiveBatch(
             capacity: configuration.vectorReadCount, slotSize: limits.maximumPacketSize, allocator: allocator)
@@ -167,7 +167,7 @@ final class RelayWorker: @unchecked Sendable {
                 let packet = receiveBatch.packet(index)
                 if receiveBatch.isTruncated(index) {
                     // Counted at the slot's size: the kernel does not say how long it was.
-                    statistics.received(ReceivedKind(packet.withUnsafeReadableBytes { PacketKind($0) }), bytes: packet.readableBytes)
+                    statistics.received(packet.withUnsafeReadableBytes { PacketKind($0) }, bytes: packet.readableBytes)
                     drop(.oversize)
                     continue
                 }
@@ -184,7 +184,7 @@ final class RelayWorker: @unchecked Sendable {
     func receive(_ buffer: ByteBuffer, from address: DatagramAddress, nowNanoseconds now: UInt64) {
         let size = buffer.readableBytes
         let kind = buffer.withUnsafeReadableBytes { PacketKind($0) }
-        statistics.received(ReceivedKind(kind), bytes: size)
+        statistics.received(kind, bytes: size)
         guard size <= limits.maximumPacketSize else { return drop(.oversize) }
         guard let peer = PeerAddress(address) else { return drop(.malformed) }
 

@@ -52,7 +52,7 @@ final class Session: @unchecked Sendable {
     /// Media rate limits and reception statistics, what ``MediaAdmission`` reads and keeps.
     @exclusivity(unchecked) var media: MediaAdmission.Sender
     /// RTCP and control packets: a budget of their own, so acknowledgements never cost audio.
-    var rtcpAndControlRate: RateLimiter
+    var rtcpAndControlRate: TokenBucket
     /// When the member's next sender report may be forwarded to the others.
     var nextSenderReportForwardNanoseconds: UInt64 = 0
     /// When the relay's next receiver report to this member is due (0: at the next tick).
@@ -81,7 +81,7 @@ final class Session: @unchecked Sendable {
         self.lastHeardNanoseconds = nowNanoseconds
         self.joinedNanoseconds = nowNanoseconds
         self.media = MediaAdmission.Sender(ssrc: ssrc, canPublish: canPublish, limits: limits, nowNanoseconds: nowNanoseconds)
-        self.rtcpAndControlRate = RateLimiter(ratePerSecond: limits.controlPacketsPerSecondPerMember, burst: limits.controlPacketsPerSecondPerMember,
+        self.rtcpAndControlRate = TokenBucket(ratePerSecond: limits.controlPacketsPerSecondPerMember, burst: limits.controlPacketsPerSecondPerMember,
                                        nowNanoseconds: nowNanoseconds)
     }
 
