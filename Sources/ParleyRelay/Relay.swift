@@ -21,6 +21,10 @@ public final class Relay: Sendable {
     public let adminAddress: SocketAddress?
 
     let core: RelayCore
+    /// Token secret, handshake and replay cache, shared by the loops.
+    let joins: JoinVerifier
+    /// One per thread, by index; never changes after start.
+    let workers: [RelayWorker]
     /// The admin server's event loop, when it runs (the forwarding loops are ``RelayLoop``s
     /// of their own).
     private let adminGroup: MultiThreadedEventLoopGroup?
@@ -57,18 +61,24 @@ public final class Relay: Sendable {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
-        let core = RelayCore(configuration: configuration, secret: secret, relayKey: relayKey, metrics: metrics, logger: logger,
-                             replayCache: HandshakeReplayCache(capacityPerEpoch: configuration.handshakeReplayCapacity))
+        let core = RelayCore(limits: configuration.limits, metrics: metrics)
+        let joins = JoinVerifier(
+            secret: secret, handshake: configuration.insecure ? nil : relayKey.map { RelayHandshake(key: $0) },
+            replayCache: HandshakeReplayCache(capacityPerEpoch: configuration.handshakeReplayCapacity))
+        let relaySSRC = UInt32.random(in: 1 ... .max)
         if configuration.insecure {
             logger.warning("running WITHOUT encryption (--insecure): anyone on the path can listen to calls and read tokens; use this on trusted networks and for tests only")
         } else if let relayKey {
             logger.info("encrypted transport on; relay public key \(relayKey.publicKeyText)")
         }
         self.core = core
+        self.joins = joins
         let workers = try (0..<configuration.threads).map { index in
-            RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)", logger: logger), core: core)
+            RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)", logger: logger), rooms: core, joins: joins,
+                        relaySSRC: relaySSRC, configuration: configuration, metrics: metrics, logger: logger)
         }
-        core.setWorkers(workers)
+        self.workers = workers
+        core.attach(loops: workers)
 
         // The first socket picks the port (when 0 was asked for); the others join it.
         var address = try configuration.listen.socketAddress()
@@ -94,7 +104,7 @@ public final class Relay: Sendable {
             do {
                 admin = try AdminServer.start(
                     address: try adminAddress.socketAddress(), group: adminGroup,
-                    metrics: { [core, address] in Self.scrape(core: core, port: address.port, on: loop) },
+                    metrics: { [workers, metrics, address] in Self.scrape(workers: workers, metrics: metrics, port: address.port, on: loop) },
                     healthy: { lifecycle.state.withLock { $0 == .running } },
                     logger: logger)
             } catch {
@@ -139,9 +149,8 @@ public final class Relay: Sendable {
 
     /// Every loop adds its counts (a moment's work on each), then the exposition is built on
     /// `loop`, the admin server's, so a scrape never holds up forwarding while it formats.
-    private static func scrape(core: RelayCore, port: Int?, on loop: EventLoop) -> EventLoopFuture<[UInt8]> {
+    private static func scrape(workers: [RelayWorker], metrics: RelayMetrics, port: Int?, on loop: EventLoop) -> EventLoopFuture<[UInt8]> {
         let flushed = loop.makePromise(of: Void.self)
-        let workers = core.allWorkers
         let remaining = Mutex(workers.count)
         for worker in workers {
             worker.loop.execute {
@@ -150,21 +159,21 @@ public final class Relay: Sendable {
             }
         }
         return flushed.futureResult.map {
-            if let port, let drops = KernelSocketDrops.count(port: port) { core.metrics.socketReceiveDrops.record(drops) }
-            return core.metrics.exposition()
+            if let port, let drops = KernelSocketDrops.count(port: port) { metrics.socketReceiveDrops.record(drops) }
+            return metrics.exposition()
         }
     }
 
     /// Counts added by every loop, then the exposition; for tests and tools.
     public func metricsText() throws -> String {
         let loop = adminGroup?.next() ?? MultiThreadedEventLoopGroup.singleton.next()
-        return String(decoding: try Self.scrape(core: core, port: localAddress.port, on: loop).wait(), as: UTF8.self)
+        return String(decoding: try Self.scrape(workers: workers, metrics: metrics, port: localAddress.port, on: loop).wait(), as: UTF8.self)
     }
 
     /// The loop whose socket holds the session of a client at `address`, if any.
     public func loopIndex(of address: SocketAddress) -> Int? {
         guard let peer = PeerAddress(address) else { return nil }
-        for worker in core.allWorkers where worker.loop.submit({ worker.hasSession(at: peer) }) {
+        for worker in workers where worker.loop.submit({ worker.hasSession(at: peer) }) {
             return worker.index
         }
         return nil
@@ -183,7 +192,6 @@ public final class Relay: Sendable {
         }
         guard proceed else { return }
         logger.notice("relay shutting down; telling members goodbye")
-        let workers = core.allWorkers
         let started = monotonicNanoseconds()
         core.beginShutdown()
         for worker in workers { worker.loop.execute { worker.beginShutdown() } }
@@ -192,7 +200,7 @@ public final class Relay: Sendable {
         while monotonicNanoseconds() - started < grace {
             let outstanding = workers.reduce(0) { sum, worker in sum + worker.loop.submit { worker.unacknowledgedGoodbyes } }
             if outstanding == 0 && monotonicNanoseconds() - started > 100_000_000 { break }
-            usleepNanoseconds(50_000_000)
+            sleepNanoseconds(50_000_000)
         }
         for worker in workers { worker.loop.submit { worker.flushStatistics() } }
         lifecycle.state.withLock { $0 = .stopped }
@@ -203,15 +211,3 @@ public final class Relay: Sendable {
         logger.notice("relay stopped")
     }
 }
-
-private func usleepNanoseconds(_ nanoseconds: UInt64) {
-    var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
-    var remaining = timespec()
-    while nanosleep(&request, &remaining) != 0 { request = remaining }
-}
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif

@@ -10,3 +10,8 @@ func monotonicNanoseconds() -> UInt64 {
 func unixSeconds() -> Int64 {
     WallClock.seconds()
 }
+
+/// Sleeps the calling thread for at least `nanoseconds`.
+func sleepNanoseconds(_ nanoseconds: UInt64) {
+    MonotonicClock.sleep(until: MonotonicClock.now() &+ nanoseconds)
+}

@@ -1,10 +1,7 @@
-import Logging
-import NIOCore
-import ParleySecurity
 import ParleyWire
 import Synchronization
 
-/// What the event loops share: configuration, secret, metrics, and the rooms.
+/// The relay's rooms, shared by every event loop.
 ///
 /// Rooms live in one ``RoomDirectory`` behind one lock, taken only when membership changes
 /// (join, ready, leave, timeout), never per packet. A change builds the room's new
@@ -13,17 +10,11 @@ import Synchronization
 /// at once; a room whose membership churns is sent its roster (a reliable message every
 /// member acknowledges) at most every ``RosterSchedule/interval``, the loops' ticks sending
 /// what was held back. Joins are also limited per identity (``IdentityJoinBudget``).
-final class RelayCore: Sendable {
-    let configuration: RelayConfiguration
-    let secret: TokenSecret
+///
+/// The loops reach the core as ``RoomMembership``, and the core reaches them as
+/// ``SessionLoop``: neither knows the other's concrete type.
+final class RelayCore: RoomMembership {
     let metrics: RelayMetrics
-    let logger: Logger
-    /// The SSRC of the relay's own receiver reports.
-    let relaySSRC: UInt32
-    /// The relay's side of the encrypted handshake; nil on a relay started `--insecure`.
-    let handshake: RelayHandshake?
-    /// Handshakes admitted in the last two cookie lifetimes, shared by every loop.
-    let replayCache: HandshakeReplayCache
 
     private struct Rooms {
         var directory: RoomDirectory
@@ -36,31 +27,21 @@ final class RelayCore: Sendable {
     }
 
     private let rooms: Mutex<Rooms>
-    private let workers: Mutex<[RelayWorker]>
+    /// By ``Session/workerIndex``; set once, before any loop starts.
+    private let loops: Mutex<[any SessionLoop]>
 
-    init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, metrics: RelayMetrics, logger: Logger,
-         replayCache: HandshakeReplayCache = HandshakeReplayCache()) {
-        self.configuration = configuration
-        self.secret = secret
-        self.handshake = configuration.insecure ? nil : relayKey.map { RelayHandshake(key: $0) }
+    /// Rosters are paged to fit a datagram that crosses any path unfragmented.
+    static let maximumRosterMessageSize = 1200
+
+    init(limits: RelayLimits, metrics: RelayMetrics) {
         self.metrics = metrics
-        self.logger = logger
-        self.replayCache = replayCache
-        self.relaySSRC = UInt32.random(in: 1 ... .max)
-        self.rooms = Mutex(Rooms(directory: RoomDirectory(limits: configuration.limits), joinBudget: IdentityJoinBudget(limits: configuration.limits)))
-        self.workers = Mutex([])
+        self.rooms = Mutex(Rooms(directory: RoomDirectory(limits: limits), joinBudget: IdentityJoinBudget(limits: limits)))
+        self.loops = Mutex([])
     }
 
-    func setWorkers(_ list: [RelayWorker]) {
-        workers.withLock { $0 = list }
+    func attach(loops list: [any SessionLoop]) {
+        loops.withLock { $0 = list }
     }
-
-    /// The workers never change after start, so callers may keep what this returns.
-    func worker(_ index: Int) -> RelayWorker {
-        workers.withLock { $0[index] }
-    }
-
-    var allWorkers: [RelayWorker] { workers.withLock { $0 } }
 
     func makeSessionID() -> UInt64 {
         rooms.withLock { rooms in
@@ -69,14 +50,7 @@ final class RelayCore: Sendable {
         }
     }
 
-    /// Admits a joining session. A session it replaces is out of the room when this returns;
-    /// the caller tells its loop to close it.
-    enum Admission {
-        case admitted(replaced: Session?)
-        case refused(ControlMessage.ErrorCode, String)
-    }
-
-    func admit(_ session: Session, now: UInt64) -> Admission {
+    func admit(_ session: Session, now: UInt64) -> RoomAdmission {
         rooms.withLock { rooms in
             guard rooms.joinBudget.allow(identity: session.identity, room: session.room, now: now) else {
                 return .refused(.rateLimited, "\(session.identity) joined \(session.room) too often in the last minute; try again in a few seconds")
@@ -94,13 +68,13 @@ final class RelayCore: Sendable {
                     replaced = rooms.sessions.removeValue(forKey: replacedMember.sessionID)
                     if replacedMember.isActive { roomChanged(session.room, in: &rooms, now: now) }
                 }
+                if let replaced { loop(replaced.workerIndex).deliverReplacement(replaced) }
                 updateGauges(rooms)
                 return .admitted(replaced: replaced)
             }
         }
     }
 
-    /// Makes a joining session active and tells the room; false if it was not joining.
     func activate(_ session: Session, now: UInt64) -> Bool {
         rooms.withLock { rooms in
             guard rooms.directory.activate(sessionID: session.id, in: session.room) else { return false }
@@ -114,7 +88,6 @@ final class RelayCore: Sendable {
         }
     }
 
-    /// Takes a session out of its room and tells the others.
     func remove(_ session: Session, now: UInt64) {
         rooms.withLock { rooms in
             guard rooms.sessions[session.id] === session else { return }
@@ -127,7 +100,6 @@ final class RelayCore: Sendable {
         }
     }
 
-    /// Sends the rosters held back by ``RosterSchedule`` whose time has come (every loop's tick).
     func publishDueRosters(now: UInt64) {
         rooms.withLock { rooms in
             guard rooms.rosterSchedule.hasPending else { return }
@@ -145,7 +117,6 @@ final class RelayCore: Sendable {
         rooms.withLock { $0.isShuttingDown = true }
     }
 
-    /// Builds the room's snapshot and roster and sends them to each active member's loop.
     /// Who is sent the roster with a room's new forwarding snapshot.
     private enum RosterAudience {
         case everyone
@@ -169,15 +140,16 @@ final class RelayCore: Sendable {
         guard !rooms.isShuttingDown, let room = rooms.directory[roomName] else { return }
         let active = room.members.filter(\.isActive).compactMap { rooms.sessions[$0.sessionID] }
         let snapshot = RoomSnapshot(version: room.version, receivers: active.map(\.receiver))
-        let roster = ControlMessage.Roster.pages(version: room.version, members: room.roster, maximumMessageSize: RelayWorker.maximumRosterMessageSize)
-        let list = workers.withLock { $0 }
+        let roster = ControlMessage.Roster.pages(version: room.version, members: room.roster, maximumMessageSize: Self.maximumRosterMessageSize)
+        let list = loops.withLock { $0 }
         for session in active {
-            let worker = list[session.workerIndex]
-            let pages = audience.includes(session) ? roster : []
-            worker.loop.execute {
-                worker.applyRoomUpdate(session, snapshot: snapshot, roster: pages)
-            }
+            list[session.workerIndex].deliverRoomUpdate(session, snapshot: snapshot, roster: audience.includes(session) ? roster : [])
         }
+    }
+
+    /// The loops never change after start.
+    private func loop(_ index: Int) -> any SessionLoop {
+        loops.withLock { $0[index] }
     }
 
     private func updateGauges(_ rooms: Rooms) {

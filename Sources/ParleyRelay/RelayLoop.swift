@@ -14,10 +14,9 @@ import Musl
 ///
 /// Why not a SwiftNIO event loop: SwiftNIO's datagram channel turns every datagram read into
 /// a `SocketAddress` (with its address printed to a string), an `AddressedEnvelope` and a
-/// pipeline call, which was most of what separated the relay from a bare recvmmsg/sendmmsg
-/// forwarder at one copy per packet. SwiftNIO offers no way to watch a socket and read it
-/// oneself, so the relay's sockets get this small loop; the admin HTTP server stays on
-/// SwiftNIO.
+/// pipeline call, work a bare recvmmsg/sendmmsg forwarder does not do for each packet.
+/// SwiftNIO offers no way to watch a socket and read it oneself, so the relay's sockets get
+/// this small loop; the admin HTTP server stays on SwiftNIO.
 final class RelayLoop: @unchecked Sendable {
     let name: String
     private let logger: Logger

@@ -49,10 +49,10 @@ final class Session: @unchecked Sendable {
     var rosterVersion: UInt32?
     var reliable = ReliableSender()
     private var nextSequence: UInt32 = 1
-    /// Rate limits and reception statistics, what the forwarding decision reads and keeps.
-    @exclusivity(unchecked) var media: Forwarder.Sender
+    /// Media rate limits and reception statistics, what ``MediaAdmission`` reads and keeps.
+    @exclusivity(unchecked) var media: MediaAdmission.Sender
     /// RTCP and control packets: a budget of their own, so acknowledgements never cost audio.
-    var controlRate: RateLimiter
+    var rtcpAndControlRate: TokenBucket
     /// When the member's next sender report may be forwarded to the others.
     var nextSenderReportForwardNanoseconds: UInt64 = 0
     /// When the relay's next receiver report to this member is due (0: at the next tick).
@@ -80,8 +80,8 @@ final class Session: @unchecked Sendable {
         self.workerIndex = workerIndex
         self.lastHeardNanoseconds = nowNanoseconds
         self.joinedNanoseconds = nowNanoseconds
-        self.media = Forwarder.Sender(ssrc: ssrc, canPublish: canPublish, limits: limits, nowNanoseconds: nowNanoseconds)
-        self.controlRate = RateLimiter(ratePerSecond: limits.controlPacketsPerSecondPerMember, burst: limits.controlPacketsPerSecondPerMember,
+        self.media = MediaAdmission.Sender(ssrc: ssrc, canPublish: canPublish, limits: limits, nowNanoseconds: nowNanoseconds)
+        self.rtcpAndControlRate = TokenBucket(ratePerSecond: limits.controlPacketsPerSecondPerMember, burst: limits.controlPacketsPerSecondPerMember,
                                        nowNanoseconds: nowNanoseconds)
     }
 

@@ -6,14 +6,14 @@
 /// whatever hashes there, so memory is fixed and a flood from many addresses still gets
 /// throttled. The hash is seeded per process, so a stranger cannot aim at another's slot.
 struct SourceRateLimiter: Sendable {
-    private var slots: [RateLimiter]
-    private var global: RateLimiter
+    private var slots: [TokenBucket]
+    private var global: TokenBucket
     private let seed: Int
 
     init(perSourcePerSecond: Int, perSourceBurst: Int? = nil, globalPerSecond: Int, slotCount: Int = 4096, nowNanoseconds: UInt64) {
         let burst = perSourceBurst ?? max(1, perSourcePerSecond)
-        slots = Array(repeating: RateLimiter(ratePerSecond: perSourcePerSecond, burst: burst, nowNanoseconds: nowNanoseconds), count: slotCount)
-        global = RateLimiter(ratePerSecond: globalPerSecond, burst: max(1, globalPerSecond / 4), nowNanoseconds: nowNanoseconds)
+        slots = Array(repeating: TokenBucket(ratePerSecond: perSourcePerSecond, burst: burst, nowNanoseconds: nowNanoseconds), count: slotCount)
+        global = TokenBucket(ratePerSecond: globalPerSecond, burst: max(1, globalPerSecond / 4), nowNanoseconds: nowNanoseconds)
         seed = Int.random(in: .min ... .max)
     }
 

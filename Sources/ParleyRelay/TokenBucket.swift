@@ -41,6 +41,3 @@ public struct TokenBucket: Sendable, Hashable {
         return true
     }
 }
-
-/// The bucket's former name, kept while relay files outside this change still spell it so.
-public typealias RateLimiter = TokenBucket

@@ -1,12 +1,7 @@
 import ParleyWire
 
-/// The relay counts what arrives by its ``PacketKind``. `ReceivedKind` is the name the
-/// forwarding loop's files used before; it goes once they say `PacketKind`.
-typealias ReceivedKind = PacketKind
-
+/// The relay counts what arrives by its ``PacketKind``.
 extension PacketKind {
-    init(_ kind: PacketKind) { self = kind }
-
     /// The kind's slot in ``WorkerStatistics/receivedPackets`` and the metrics' counters.
     @inline(__always) var index: Int {
         switch self {

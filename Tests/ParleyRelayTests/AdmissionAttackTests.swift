@@ -96,10 +96,10 @@ extension RelayOverUDP {
             }
             let metrics = try fixture.relay.metricsText()
             let limited = metricValue(metrics, #"parley_relay_packets_dropped_total{reason="join_rate_limited"}"#) ?? 0
-            print("one host, \(armed.count) ports with cookies: \(sent) valid token-less inits; \(Int(limited)) over its join budget; replay cache holds \(fixture.relay.core.replayCache.count); joins took \(times.map { String(format: "%.2f s", $0) })")
+            print("one host, \(armed.count) ports with cookies: \(sent) valid token-less inits; \(Int(limited)) over its join budget; replay cache holds \(fixture.relay.joins.replayCache.count); joins took \(times.map { String(format: "%.2f s", $0) })")
             #expect(armed.count >= 30, "the host got its cookies")
             #expect(sent > 1_000)
-            #expect(fixture.relay.core.replayCache.count == times.filter(\.isFinite).count, "only the verified joins are remembered")
+            #expect(fixture.relay.joins.replayCache.count == times.filter(\.isFinite).count, "only the verified joins are remembered")
             #expect(limited > Double(sent) / 2, "its many ports are one source")
             #expect(!times.isEmpty)
             for seconds in times { #expect(seconds < 2) }

@@ -4,7 +4,7 @@ import Testing
 @Suite("Rate limits and reliable control messages")
 struct RateLimiterAndReliableSenderTests {
     @Test func aBucketAllowsItsBurstThenItsRate() {
-        var limiter = RateLimiter(ratePerSecond: 50, burst: 10, nowNanoseconds: 0)
+        var limiter = TokenBucket(ratePerSecond: 50, burst: 10, nowNanoseconds: 0)
         var burst = 0
         for _ in 0..<20 where limiter.allow(nowNanoseconds: 0) { burst += 1 }
         #expect(burst == 10)
@@ -51,7 +51,7 @@ struct RateLimiterAndReliableSenderTests {
     }
 
     @Test func aByteBudgetSpendsTheCostAndNeverOverflowsOnALongSilence() {
-        var bytes = RateLimiter(ratePerSecond: 80_000, burst: 80_000, nowNanoseconds: 0)
+        var bytes = TokenBucket(ratePerSecond: 80_000, burst: 80_000, nowNanoseconds: 0)
         let first = bytes.allow(cost: 60_000, nowNanoseconds: 0)
         let overdrawn = bytes.allow(cost: 30_000, nowNanoseconds: 0)
         let refilled = bytes.allow(cost: 30_000, nowNanoseconds: 125_000_000)
@@ -59,7 +59,7 @@ struct RateLimiterAndReliableSenderTests {
         #expect(refilled, "an eighth of a second refills 10,000")
         // A day of silence refills the burst and no more, with a rate that would overflow
         // nano-tokens if the whole day were counted.
-        var fast = RateLimiter(ratePerSecond: 125_000_000, burst: 125_000_000, nowNanoseconds: 0)
+        var fast = TokenBucket(ratePerSecond: 125_000_000, burst: 125_000_000, nowNanoseconds: 0)
         let all = fast.allow(cost: 125_000_000, nowNanoseconds: 86_400_000_000_000)
         let more = fast.allow(cost: 1, nowNanoseconds: 86_400_000_000_000)
         #expect(all && !more)

@@ -2,10 +2,10 @@
 import ParleyWire
 import Testing
 
-/// The forwarding decision alone, with no socket and no clock: which check a packet fails
+/// The media admission decision alone, with no socket and no clock: which check a packet fails
 /// first, and what passing ones leave in the sender's reception statistics.
-@Suite("Forwarding decisions")
-struct ForwarderTests {
+@Suite("Media admission")
+struct MediaAdmissionTests {
     static let limits: RelayLimits = {
         var limits = RelayLimits()
         limits.packetsPerSecondPerMember = 50
@@ -18,29 +18,29 @@ struct ForwarderTests {
             .serialized(payload: [1, 2, 3])
     }
 
-    func decide(_ bytes: [UInt8], _ sender: inout Forwarder.Sender, active: Bool = true, at now: UInt64 = 0) -> Forwarder.Decision {
-        bytes.withUnsafeBytes { Forwarder.admit($0, from: &sender, isActive: active, nowNanoseconds: now) }
+    func decide(_ bytes: [UInt8], _ sender: inout MediaAdmission.Sender, active: Bool = true, at now: UInt64 = 0) -> MediaAdmission.Decision {
+        bytes.withUnsafeBytes { MediaAdmission.admit($0, from: &sender, isActive: active, nowNanoseconds: now) }
     }
 
     @Test func aValidPacketFromAnActivePublisherIsForwardedAndCounted() {
-        var sender = Forwarder.Sender(ssrc: 42, canPublish: true, limits: Self.limits, nowNanoseconds: 0)
+        var sender = MediaAdmission.Sender(ssrc: 42, canPublish: true, limits: Self.limits, nowNanoseconds: 0)
         for sequence in 0..<3 { #expect(decide(packet(sequence: UInt16(sequence)), &sender, at: UInt64(sequence) * 20_000_000) == .forward) }
         #expect(sender.reception?.ssrc == 42)
         #expect(sender.reception?.isValid == true)
     }
 
     @Test func eachCheckDropsWithItsOwnReason() {
-        var sender = Forwarder.Sender(ssrc: 42, canPublish: true, limits: Self.limits, nowNanoseconds: 0)
+        var sender = MediaAdmission.Sender(ssrc: 42, canPublish: true, limits: Self.limits, nowNanoseconds: 0)
         #expect(decide(packet(sequence: 1), &sender, active: false) == .drop(.notActive))
         #expect(decide(packet(ssrc: 7, sequence: 1), &sender) == .drop(.foreignSSRC))
         #expect(decide([0x80, 111, 0], &sender) == .drop(.malformed))
-        var listener = Forwarder.Sender(ssrc: 42, canPublish: false, limits: Self.limits, nowNanoseconds: 0)
+        var listener = MediaAdmission.Sender(ssrc: 42, canPublish: false, limits: Self.limits, nowNanoseconds: 0)
         #expect(decide(packet(sequence: 1), &listener) == .drop(.publishNotAllowed))
         #expect(sender.reception == nil, "nothing dropped was counted as received")
     }
 
     @Test func aSenderOverItsRateIsDroppedBeforeAnyParsingAndRecovers() {
-        var sender = Forwarder.Sender(ssrc: 42, canPublish: true, limits: Self.limits, nowNanoseconds: 0)
+        var sender = MediaAdmission.Sender(ssrc: 42, canPublish: true, limits: Self.limits, nowNanoseconds: 0)
         let burst = (0..<10).map { decide(packet(sequence: UInt16($0)), &sender, at: 0) }
         #expect(burst.filter { $0 == .forward }.count == 5)
         #expect(burst.last == .drop(.rateLimited))

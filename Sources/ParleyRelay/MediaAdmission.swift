@@ -1,27 +1,28 @@
 import ParleyWire
 
-/// The forwarding decision for one RTP packet from a member, as plain Swift with time passed
+/// Whether one RTP packet from a member may be forwarded, as plain Swift with time passed
 /// in: the checks a packet must pass, in the order it can fail them, and the reception
-/// statistics it updates. `RelayWorker` asks this, then writes one copy per receiver.
-enum Forwarder {
+/// statistics it updates. It only admits; `RelayWorker` then writes one copy per receiver.
+enum MediaAdmission {
     /// What the decision needs to know and keep about one sender; each `Session` holds one.
     struct Sender: Sendable {
         let ssrc: UInt32
         let canPublish: Bool
         /// Media packets per second.
-        var packetRate: RateLimiter
-        /// Media bytes per second (the packet rate alone lets 200 full-size packets a second through).
-        var byteRate: RateLimiter
+        var packetRate: TokenBucket
+        /// Media bytes per second: the packet rate alone would let a member send full-size
+        /// packets at the whole packet rate.
+        var byteRate: TokenBucket
         /// RFC 3550 A.1/A.3/A.8 statistics of the sender's stream, from its first packet on.
         var reception: RTPReceptionStatistics?
 
         init(ssrc: UInt32, canPublish: Bool, limits: RelayLimits, nowNanoseconds: UInt64) {
             self.ssrc = ssrc
             self.canPublish = canPublish
-            packetRate = RateLimiter(ratePerSecond: limits.packetsPerSecondPerMember, burst: limits.packetBurstPerMember,
+            packetRate = TokenBucket(ratePerSecond: limits.packetsPerSecondPerMember, burst: limits.packetBurstPerMember,
                                      nowNanoseconds: nowNanoseconds)
             let bytesPerSecond = limits.maximumMemberBitsPerSecond / 8
-            byteRate = RateLimiter(ratePerSecond: bytesPerSecond, burst: bytesPerSecond, nowNanoseconds: nowNanoseconds)
+            byteRate = TokenBucket(ratePerSecond: bytesPerSecond, burst: bytesPerSecond, nowNanoseconds: nowNanoseconds)
         }
     }
 

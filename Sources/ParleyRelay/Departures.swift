@@ -1,0 +1,75 @@
+import ParleyWire
+
+/// Sessions that ended recently, by address, kept a few seconds so the relay can retransmit
+/// its goodbye until the member acknowledges it, and acknowledge a retransmitted leave whose
+/// first ack was lost (the address was proven, so answering it is safe). Plain state with
+/// time passed in, confined to one loop.
+struct Departures {
+    static let lifetimeNanoseconds: UInt64 = 10_000_000_000
+
+    struct Departure {
+        let sessionID: UInt64
+        var goodbye: ReliableSender
+        let expiresNanoseconds: UInt64
+        let destination: DatagramAddress
+        /// The departed member's keys: its goodbye is sealed, and so is its ack.
+        let protector: PacketProtector
+    }
+
+    /// A goodbye due to a member's address, sealed with its keys.
+    struct Resend {
+        let bytes: [UInt8]
+        let destination: DatagramAddress
+        let protector: PacketProtector
+    }
+
+    private var departures: [PeerAddress: Departure] = [:]
+
+    /// The goodbye `session` is told (nil when `reason` has none or it is not to be told), as
+    /// a reliable message: retransmitted until acknowledged, except to an idle member, who is
+    /// told once since it is probably gone.
+    static func goodbye(to session: Session, reason: RemovalReason, tellMember: Bool, now: UInt64) -> (sender: ReliableSender, bytes: [UInt8]?) {
+        var sender = ReliableSender()
+        guard tellMember, let goodbyeReason = reason.goodbye else { return (sender, nil) }
+        let sequence = session.takeSequence()
+        let message = ControlMessage(sequence: sequence, isReliable: true, body: .goodbye(ControlMessage.Goodbye(reason: goodbyeReason, message: reason.goodbyeText)))
+        guard let bytes = try? message.serialized() else { return (sender, nil) }
+        sender.enqueue(sequence: sequence, kind: .goodbye, bytes: bytes, nowNanoseconds: now,
+                       attempts: reason == .idleTimeout ? 1 : ReliableSender.maximumAttempts)
+        return (sender, bytes)
+    }
+
+    mutating func record(_ session: Session, goodbye: ReliableSender, now: UInt64) {
+        departures[session.peer] = Departure(
+            sessionID: session.id, goodbye: goodbye, expiresNanoseconds: now &+ Self.lifetimeNanoseconds,
+            destination: session.address, protector: session.protector)
+    }
+
+    subscript(peer: PeerAddress) -> Departure? { departures[peer] }
+
+    mutating func acknowledge(_ peer: PeerAddress, sequence: UInt32) {
+        departures[peer]?.goodbye.acknowledge(sequence: sequence)
+    }
+
+    /// Forgets what has expired and returns the goodbyes due for retransmission.
+    mutating func due(now: UInt64) -> [Resend] {
+        var resends: [Resend] = []
+        for (peer, departure) in departures {
+            if now >= departure.expiresNanoseconds {
+                departures[peer] = nil
+                continue
+            }
+            var goodbye = departure.goodbye
+            for bytes in goodbye.due(nowNanoseconds: now) {
+                resends.append(Resend(bytes: bytes, destination: departure.destination, protector: departure.protector))
+            }
+            departures[peer]!.goodbye = goodbye
+        }
+        return resends
+    }
+
+    /// Goodbyes still unacknowledged.
+    var unacknowledgedGoodbyes: Int {
+        departures.values.reduce(0) { $0 + ($1.goodbye.isEmpty ? 0 : 1) }
+    }
+}

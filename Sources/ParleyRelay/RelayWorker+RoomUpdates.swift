@@ -1,0 +1,43 @@
+import ParleyWire
+
+/// News from the rooms: ``RelayCore`` hands it over from whichever thread changed the room,
+/// and it is applied here on the session's own loop, so the forwarding path never reads a
+/// list another thread is writing.
+extension RelayWorker: SessionLoop {
+    func deliverRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster]) {
+        loop.execute { self.applyRoomUpdate(session, snapshot: snapshot, roster: roster) }
+    }
+
+    func deliverReplacement(_ session: Session) {
+        loop.execute { self.closeReplaced(session) }
+    }
+
+    /// A new roster and forwarding snapshot for `session`'s room.
+    /// `roster` is empty when only the forwarding changes now and the roster follows later
+    /// (``RosterSchedule``); each is taken only if newer than what the session has.
+    func applyRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster]) {
+        guard session.state != .closed else { return }
+        if session.forwarding === RoomSnapshot.empty || RoomSnapshot.isNewer(snapshot.version, than: session.forwarding.version) {
+            session.forwarding = snapshot
+        }
+        guard let version = roster.first?.version, session.rosterVersion.map({ RoomSnapshot.isNewer(version, than: $0) }) ?? true else { return }
+        session.rosterVersion = version
+        let now = monotonicNanoseconds()
+        for page in roster {
+            let sequence = session.takeSequence()
+            let message = ControlMessage(sequence: sequence, isReliable: true, body: .roster(page))
+            guard let bytes = try? message.serialized() else { continue }
+            session.reliable.enqueue(sequence: sequence, kind: .roster(version: page.version), bytes: bytes, nowNanoseconds: now)
+            awaitingAcknowledgement[session.peer] = session
+            send(bytes, to: session, kind: .control)
+        }
+        flush()
+    }
+
+    /// Another loop admitted a new session with this one's identity.
+    func closeReplaced(_ session: Session) {
+        guard session.state != .closed else { return }
+        finishClosing(session, reason: .replaced, now: monotonicNanoseconds(), tellMember: true)
+        flush()
+    }
+}

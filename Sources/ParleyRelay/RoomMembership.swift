@@ -1,0 +1,31 @@
+import ParleyWire
+
+/// What a loop asks of the relay's rooms when a member joins, proves its address or leaves.
+/// ``RelayCore`` serves it under its one lock; the loops know it by this and nothing more.
+protocol RoomMembership: AnyObject, Sendable {
+    func makeSessionID() -> UInt64
+    /// Puts a joining session in its room. A session of the same identity that it replaces
+    /// is out of the room when this returns, and its loop has been told to close it.
+    func admit(_ session: Session, now: UInt64) -> RoomAdmission
+    /// Makes a joining session active and tells the room; false if it was not joining.
+    func activate(_ session: Session, now: UInt64) -> Bool
+    /// Takes a session out of its room and tells the others.
+    func remove(_ session: Session, now: UInt64)
+    /// Sends the rosters held back by ``RosterSchedule`` whose time has come (every loop's tick).
+    func publishDueRosters(now: UInt64)
+}
+
+enum RoomAdmission {
+    case admitted(replaced: Session?)
+    case refused(ControlMessage.ErrorCode, String)
+}
+
+/// The loop a session lives on, as the rooms see it: news for the session is handed over
+/// from any thread and applied later on that loop's thread, in the order it was handed over.
+protocol SessionLoop: AnyObject, Sendable {
+    /// `roster` is empty when only the forwarding changes now and the roster follows later
+    /// (``RosterSchedule``).
+    func deliverRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster])
+    /// Another loop admitted a new session with this one's identity.
+    func deliverReplacement(_ session: Session)
+}

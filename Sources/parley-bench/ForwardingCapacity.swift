@@ -1,0 +1,5 @@
+struct ForwardingCapacity: Codable {
+    var maximum: TrialResult
+    var halfLoad: TrialResult
+    var reachedTalkerLimit: Bool
+}

@@ -1,0 +1,24 @@
+struct TrialResult: Codable {
+    var rooms: Int
+    var members: Int
+    var offeredPacketsPerSecond: Double
+    var forwardedPacketsPerSecond: Double
+    var expectedPacketsPerSecond: Double
+    var loss: Double
+    var duplicates: Int
+    var latencyP50Microseconds: Double
+    var latencyP99Microseconds: Double
+    var latencyP999Microseconds: Double
+    /// The forwarder's CPU use, in percent of one core.
+    var forwarderCPUPercent: Double
+    /// The load generator's, to show it was not the bottleneck.
+    var generatorCPUPercent: Double
+    /// How busy the forwarder's CPU was in all (kernel softirq work of loopback delivery
+    /// included, which the process's own counters miss; and anything else running there).
+    var forwarderCoreBusyPercent: Double = 0
+    var forwarderCoreSoftirqPercent: Double = 0
+
+    var line: String {
+        "\(rooms) rooms × \(members): \(Int(forwardedPacketsPerSecond)) forwarded/s of \(Int(expectedPacketsPerSecond)), loss \(percent(loss)), latency p50 \(Int(latencyP50Microseconds)) µs p99 \(Int(latencyP99Microseconds)) µs p99.9 \(Int(latencyP999Microseconds)) µs, CPU \(Int(forwarderCPUPercent)) % (core busy \(Int(forwarderCoreBusyPercent)) %, softirq \(Int(forwarderCoreSoftirqPercent)) %; generator \(Int(generatorCPUPercent)) %)"
+    }
+}
