@@ -194,7 +194,7 @@ public final class CallSession: @unchecked Sendable {
 
     /// Does what a key or `parley ctl` asks, at once, from any thread; the reply says what
     /// changed (`muted`, `bob at 50%`) or why nothing did, and for `.status` carries the figures.
-    public func perform(_ control: CallControl) -> ControlReply {
+    public func perform(_ control: CallControl) -> CallControlReply {
         switch control {
         case .mute, .unmute, .deafen, .undeafen, .pushToTalkMode, .pushToTalkPress, .pushToTalkRelease:
             let (summary, deafened) = shared.update { state in (state.controls.apply(control) ?? "", state.controls.deafened) }
@@ -212,7 +212,7 @@ public final class CallSession: @unchecked Sendable {
             stop()
             return .done("leaving")
         case .status:
-            return ControlReply(ok: true, message: shared.snapshot.controls.summary, status: statistics())
+            return CallControlReply(ok: true, message: shared.snapshot.controls.summary, status: statistics())
         }
     }
 

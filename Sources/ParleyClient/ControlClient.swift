@@ -7,7 +7,7 @@ public enum ControlClient {
     static let maximumReplyBytes = 1 << 20
 
     /// Sends `control` to the call listening at `path` and returns its reply.
-    public static func send(_ control: CallControl, to path: String, timeoutSeconds: Int = 5) throws(ControlSocketError) -> ControlReply {
+    public static func send(_ control: CallControl, to path: String, timeoutSeconds: Int = 5) throws(ControlSocketError) -> CallControlReply {
         let socket = try connect(path: path)
         defer { close(socket) }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
@@ -33,7 +33,7 @@ public enum ControlClient {
         }
         let line = reply.prefix { $0 != 0x0A }
         do {
-            return try ControlReply(line: Data(line))
+            return try CallControlReply(line: Data(line))
         } catch {
             throw .badReply("the call's answer is not the control protocol's JSON: \(String(decoding: line.prefix(200), as: UTF8.self))")
         }

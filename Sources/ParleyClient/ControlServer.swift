@@ -5,7 +5,7 @@ import NIOPosix
 import Synchronization
 
 /// A call's control socket: a Unix stream socket where each line is a `CallControl` request
-/// and each answer one line of JSON (`ControlReply`). `parley ctl`, a desktop hotkey or a
+/// and each answer one line of JSON (`CallControlReply`). `parley ctl`, a desktop hotkey or a
 /// script connects, sends, reads, and goes.
 ///
 /// SwiftNIO, on a loop of its own: NIO already carries the call's network, and gives
@@ -31,7 +31,7 @@ public final class ControlServer: Sendable {
 
     /// Listens at `path`. A socket file left by a call that ended without closing is
     /// replaced; one a running call answers on is not (`.nameTaken`).
-    public static func start(path: String, perform: @escaping @Sendable (CallControl) -> ControlReply) throws(ControlSocketError) -> ControlServer {
+    public static func start(path: String, perform: @escaping @Sendable (CallControl) -> CallControlReply) throws(ControlSocketError) -> ControlServer {
         if FileManager.default.fileExists(atPath: path) {
             if ControlClient.isAnswering(path: path) {
                 throw .nameTaken("another call already listens at \(path); give this one a different --name")
@@ -78,10 +78,10 @@ final class ControlConnectionHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     private let queue: DispatchQueue
-    private let perform: @Sendable (CallControl) -> ControlReply
+    private let perform: @Sendable (CallControl) -> CallControlReply
     private var pending = ByteBuffer()
 
-    init(queue: DispatchQueue, perform: @escaping @Sendable (CallControl) -> ControlReply) {
+    init(queue: DispatchQueue, perform: @escaping @Sendable (CallControl) -> CallControlReply) {
         self.queue = queue
         self.perform = perform
     }
@@ -122,7 +122,7 @@ final class ControlConnectionHandler: ChannelInboundHandler {
         do {
             control = try CallControl(parsing: text)
         } catch {
-            channel.writeAndFlush(ByteBuffer(bytes: ControlReply.refused(error.description).line()), promise: nil)
+            channel.writeAndFlush(ByteBuffer(bytes: CallControlReply.refused(error.description).line()), promise: nil)
             return
         }
         let perform = self.perform
@@ -136,6 +136,6 @@ final class ControlConnectionHandler: ChannelInboundHandler {
     private func refuse(_ reason: String, context: ChannelHandlerContext) {
         pending.clear()
         let channel = context.channel
-        channel.writeAndFlush(ByteBuffer(bytes: ControlReply.refused(reason).line())).whenComplete { _ in channel.close(promise: nil) }
+        channel.writeAndFlush(ByteBuffer(bytes: CallControlReply.refused(reason).line())).whenComplete { _ in channel.close(promise: nil) }
     }
 }

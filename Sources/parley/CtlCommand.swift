@@ -47,7 +47,7 @@ struct CtlCommand: ParsableCommand {
 
     func run() throws {
         let control = try CallControl(parsing: request.joined(separator: " "))
-        let reply: ControlReply
+        let reply: CallControlReply
         do {
             let path = try ControlSocketPath().resolve(call: call)
             reply = try ControlClient.send(control, to: path)

@@ -3,7 +3,7 @@ import Foundation
 /// The control socket's answer to one request, one line of JSON:
 /// `{"ok":true,"message":"muted"}`, `{"ok":false,"error":"nobody called 'bob' is in the call"}`,
 /// or for `status` the call's figures under `"status"` (the keys of `--stats-json`).
-public struct ControlReply: Codable, Equatable, Sendable {
+public struct CallControlReply: Codable, Equatable, Sendable {
     public var ok: Bool
     /// What changed, in words (`muted`, `bob at 50%`, `leaving`).
     public var message: String?
