@@ -17,16 +17,18 @@ public final class ControlServer: Sendable {
     public let path: String
     private let group: MultiThreadedEventLoopGroup
     private let channel: any Channel
+    private let queue: DispatchQueue
 
     /// The most clients connected at once; more are turned away at once.
     static let maximumConnections = 16
     /// A client that says nothing for this long is disconnected.
     static let idleSeconds: Int64 = 30
 
-    private init(path: String, group: MultiThreadedEventLoopGroup, channel: any Channel) {
+    private init(path: String, group: MultiThreadedEventLoopGroup, channel: any Channel, queue: DispatchQueue) {
         self.path = path
         self.group = group
         self.channel = channel
+        self.queue = queue
     }
 
     /// Listens at `path`. A socket file left by a call that ended without closing is
@@ -57,16 +59,19 @@ public final class ControlServer: Sendable {
             }
         do {
             let channel = try bootstrap.bind(unixDomainSocketPath: path).wait()
-            return ControlServer(path: path, group: group, channel: channel)
+            return ControlServer(path: path, group: group, channel: channel, queue: queue)
         } catch {
             try? group.syncShutdownGracefully()
             throw .cannotListen("cannot listen at \(path): \(error)")
         }
     }
 
-    /// Stops listening and removes the socket file.
+    /// Stops listening and removes the socket file. Answers already decided are sent first:
+    /// `leave` ends the call, and its client should still hear "leaving".
     public func close() {
         try? channel.close().wait()
+        queue.sync {}
+        try? group.next().submit {}.wait()
         try? group.syncShutdownGracefully()
         unlink(path)
     }

@@ -110,4 +110,25 @@ struct ControlSocketTests {
             try folder.paths.resolve(call: "review")
         }
     }
+
+    @Test func leaveIsAnsweredEvenThoughTheCallClosesItsSocketAtOnce() throws {
+        let folder = try Folder()
+        let path = folder.paths.socket(forCall: "standup")
+        final class Box: @unchecked Sendable { var server: ControlServer? }
+        let box = Box()
+        let ended = DispatchSemaphore(value: 0)
+        box.server = try ControlServer.start(path: path) { control in
+            guard control == .leave else { return .done(control.line) }
+            // As a call does: leaving ends it, and the end closes the control socket.
+            Thread.detachNewThread {
+                box.server?.close()
+                ended.signal()
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+            return .done("leaving")
+        }
+        #expect(try ControlClient.send(.leave, to: path) == .done("leaving"))
+        #expect(ended.wait(timeout: .now() + 5) == .success)
+        #expect(!FileManager.default.fileExists(atPath: path), "the socket file is gone with the call")
+    }
 }
