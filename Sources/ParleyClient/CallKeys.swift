@@ -1,20 +1,46 @@
 /// The keys a person presses during a call on a terminal, read from raw bytes: a byte at a
-/// time, arrows as their escape sequences (which may arrive split across reads).
+/// time, arrows as their escape sequences (which may arrive split across reads), and after
+/// `:` a typed request (`:volume bob 50`, Enter), the words `parley ctl` takes.
 public enum CallKey: Equatable, Sendable {
     case mute, deafen, pushToTalkMode, talk, louder, quieter, up, down, leave, help
+    /// A typed request, as typed (Enter sends it).
+    case command(String)
 
     /// The help line: every key, in the words a person looks for.
-    public static let helpLine = "m mute · d deafen · t push-to-talk on/off · space talk/stop · ↑↓ choose a person · +/- their volume · q leave · ? help"
+    public static let helpLine = "m mute · d deafen · t push-to-talk on/off · space talk/stop · ↑↓ choose a person · +/- their volume · q leave · :request (as parley ctl) · ? help"
 
     /// Splits a stream of terminal bytes into keys; bytes that are no key are dropped.
     public struct Reader: Sendable {
         private var escape: [UInt8] = []
+        private var typed: [UInt8]?
 
         public init() {}
+
+        /// What is being typed after `:`, for the screen to show; nil when no request is.
+        public var typing: String? { typed.map { String(decoding: $0, as: UTF8.self) } }
 
         public mutating func keys(from bytes: some Sequence<UInt8>) -> [CallKey] {
             var keys: [CallKey] = []
             for byte in bytes {
+                if var line = typed {
+                    switch byte {
+                    case 0x0D, 0x0A:
+                        typed = nil
+                        keys.append(.command(String(decoding: line, as: UTF8.self)))
+                    case 0x1B, 0x03: typed = nil  // Escape gives up the request
+                    case 0x7F, 0x08:
+                        if line.isEmpty { typed = nil } else {
+                            // Back over one whole character, however many bytes it took.
+                            while let last = line.popLast(), last & 0xC0 == 0x80 {}
+                            typed = line
+                        }
+                    case 0x20...0x7E, 0x80...0xFF:
+                        if line.count < CallControl.maximumLineBytes { line.append(byte) }
+                        typed = line
+                    default: break
+                    }
+                    continue
+                }
                 if !escape.isEmpty {
                     escape.append(byte)
                     if escape.count == 2 {
@@ -43,6 +69,7 @@ public enum CallKey: Equatable, Sendable {
                 case UInt8(ascii: "j"): keys.append(.down)
                 case UInt8(ascii: "q"), UInt8(ascii: "Q"): keys.append(.leave)
                 case UInt8(ascii: "?"), UInt8(ascii: "h"): keys.append(.help)
+                case UInt8(ascii: ":"): typed = []
                 default: break
                 }
             }

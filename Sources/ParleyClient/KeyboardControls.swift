@@ -33,6 +33,7 @@ public struct KeyboardControls: Sendable {
             return []
         case .leave: return [.leave]
         case .help: return []
+        case let .command(line): return (try? CallControl(parsing: line)).map { [$0] } ?? []
         }
     }
 

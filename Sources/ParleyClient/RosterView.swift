@@ -6,7 +6,8 @@ import Foundation
 /// concealment), and the keys. Plain text from the figures; `CallTerminal` draws it.
 public enum RosterView {
     /// The lines, each at most `width` characters.
-    public static func lines(_ statistics: CallStatistics, selected: String?, showHelp: Bool, width: Int = 100) -> [String] {
+    /// - Parameter typing: a request being typed after `:`, shown as the last line.
+    public static func lines(_ statistics: CallStatistics, selected: String?, showHelp: Bool, typing: String? = nil, width: Int = 100) -> [String] {
         var lines: [String] = []
         let controls = statistics.controls ?? ControlState()
         var head = [statistics.name]
@@ -48,6 +49,7 @@ public enum RosterView {
         }
         let width = max(20, width)
         if showHelp { lines += wrap(CallKey.helpLine, width: width) } else { lines.append("? keys") }
+        if let typing { lines.append(":" + typing) }
         return lines.map { String($0.prefix(width)) }
     }
 

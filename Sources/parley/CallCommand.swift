@@ -29,7 +29,8 @@ struct CallCommand: ParsableCommand {
 
             During a call, on a terminal, a live roster replaces the status line and keys act \
             at once: m mute, d deafen, t push-to-talk on/off, space talk/stop in push-to-talk, \
-            up/down choose a person, +/- their volume, q leave, ? the keys. From a script or a \
+            up/down choose a person, +/- their volume, q leave, ? the keys, and : types \
+            a request as parley ctl takes it (:volume bob 50). From a script or a \
             desktop hotkey, `parley ctl` reaches the call by its --name (else its room):
               parley ctl mute
               parley ctl ptt press; parley ctl ptt release

@@ -6,7 +6,8 @@ import ParleyClient
 /// terminal's settings are put back on every way out: the call ending, an error exit, a
 /// second Ctrl-C (Ctrl-C itself still raises SIGINT: only line editing and echo are off).
 final class CallTerminal: @unchecked Sendable {
-    // @unchecked: `lock` guards the drawing state; the reader thread owns `reader` and `keys`.
+    // @unchecked: `lock` guards the drawing state, `keys` and `reader` (the reader thread
+    // feeds it, the drawing shows what is being typed).
     private let session: CallSession
     private let lock = NSLock()
     private var linesShown = 0
@@ -54,7 +55,9 @@ final class CallTerminal: @unchecked Sendable {
         lock.withLock {
             guard !stopped, let statistics = statistics ?? lastStatistics else { return }
             lastStatistics = statistics
-            let lines = RosterView.lines(statistics, selected: keys.selected ?? RosterView.others(statistics).first, showHelp: showHelp, width: Self.width() - 1)
+            let lines = RosterView.lines(
+                statistics, selected: keys.selected ?? RosterView.others(statistics).first, showHelp: showHelp, typing: reader.typing,
+                width: Self.width() - 1)
             var text = linesShown > 1 ? "\u{1B}[\(linesShown - 1)A" : ""
             text += "\r" + lines.map { $0 + "\u{1B}[K" }.joined(separator: "\r\n") + "\u{1B}[J"
             linesShown = lines.count
@@ -87,12 +90,26 @@ final class CallTerminal: @unchecked Sendable {
             guard poll(&descriptor, 1, 100) > 0 else { continue }
             let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
             guard count > 0 else { return }  // the terminal went away
-            for key in reader.keys(from: buffer[0..<count]) { act(on: key) }
+            let keys = lock.withLock { reader.keys(from: buffer[0..<count]) }
+            for key in keys { act(on: key) }
+            if keys.isEmpty { draw(nil) }  // a request being typed shows as it grows
         }
     }
 
     private func act(on key: CallKey) {
         if key == .help { lock.withLock { showHelp.toggle() } }
+        if case let .command(line) = key {
+            // A typed request answers in words above the roster, as `parley ctl` would print them.
+            let reply: CallControlReply
+            do {
+                reply = session.perform(try CallControl(parsing: line))
+            } catch {
+                reply = .refused(error.description)
+            }
+            if reply.status == nil { printLine(reply.ok ? "parley call: \(reply.message ?? line)" : "parley call: \(reply.error ?? "refused")") }
+            redraw()
+            return
+        }
         let statistics = session.statistics()
         let others = RosterView.others(statistics)
         let volumes = Dictionary(statistics.speakers.map { ($0.identity, $0.volumePercent ?? 100) }, uniquingKeysWith: { $1 })

@@ -14,6 +14,21 @@ struct KeyboardControlsTests {
         #expect(reader.keys(from: Array("xyz\r\n".utf8)) == [], "other keys do nothing")
     }
 
+    @Test func aColonStartsATypedRequestThatEnterSendsAndEscapeAbandons() {
+        var reader = CallKey.Reader()
+        #expect(reader.keys(from: Array(":volume bob 5".utf8)) == [], "letters typed are not keys")
+        #expect(reader.typing == "volume bob 5")
+        #expect(reader.keys(from: Array("0\r".utf8)) == [.command("volume bob 50")])
+        #expect(reader.typing == nil)
+        #expect(reader.keys(from: Array(":mute".utf8) + [0x1B] + Array("m".utf8)) == [.mute], "escape gives up; m is a key again")
+        #expect(reader.keys(from: Array(":é".utf8) + [0x7F] + Array("x\n".utf8)) == [.command("x")], "backspace removes a whole character")
+        #expect(reader.keys(from: [UInt8](repeating: 0x61, count: 2_000).prefix(1) + [0x3A] + [UInt8](repeating: 0x61, count: 2_000) + [0x0A])
+            == [.command(String(repeating: "a", count: CallControl.maximumLineBytes))], "a typed request is as long as the socket allows, no longer")
+        var keys = KeyboardControls()
+        #expect(keys.requests(for: .command("ptt press"), state: ControlState(), others: [], volume: { _ in 100 }) == [.pushToTalkPress])
+        #expect(keys.requests(for: .command("shout"), state: ControlState(), others: [], volume: { _ in 100 }) == [])
+    }
+
     @Test func mDTogglesMuteAndDeafenAndSpaceLatchesPushToTalk() {
         var keys = KeyboardControls()
         var state = ControlState()
@@ -84,7 +99,8 @@ struct KeyboardControlsTests {
         #expect(lines[4] == "? keys")
         #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: true, width: 200).last == CallKey.helpLine)
         let narrow = RosterView.lines(Self.statistics(), selected: nil, showHelp: true, width: 60)
-        #expect(narrow.suffix(2) == ["m mute · d deafen · t push-to-talk on/off · space talk/stop", "↑↓ choose a person · +/- their volume · q leave · ? help"], "the keys wrap, none is cut")
+        #expect(narrow.suffix(3) == ["m mute · d deafen · t push-to-talk on/off · space talk/stop", "↑↓ choose a person · +/- their volume · q leave", ":request (as parley ctl) · ? help"], "the keys wrap, none is cut")
         #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: false, width: 30).allSatisfy { $0.count <= 30 })
+        #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: false, typing: "volume bo").last == ":volume bo", "what is typed shows under the roster")
     }
 }
