@@ -114,8 +114,9 @@ struct ControlledCallTests {
             }
 
             let stopAfterMute = lastAudible(after: mute.returned, before: unmute.started) ?? 0
+            let stopAfterStart = lastAudible(after: mute.started, before: unmute.started) ?? 0
             let spawn = Double(mute.returned - mute.started) / 1e6
-            print("mute: the listener heard alice for \(stopAfterMute) ms after `parley ctl mute` returned (it ran \(String(format: "%.0f", spawn)) ms)")
+            print("mute: the listener heard alice for \(stopAfterMute) ms after `parley ctl mute` returned, \(stopAfterStart) ms after it started (it ran \(String(format: "%.0f", spawn)) ms)")
             #expect(stopAfterMute <= 100, "the audio stops within 100 ms of the mute")
             let talkingBefore = heard[window(mute.started - 1_500_000_000)..<window(mute.started - 500_000_000)]
             #expect(talkingBefore.allSatisfy { $0 }, "alice was heard before the mute")
