@@ -1,4 +1,5 @@
 import Foundation
+import ParleyBasics
 @testable import ParleyClient
 import Synchronization
 import Testing
@@ -32,7 +33,8 @@ struct ControlSocketTests {
     }
 
     /// Sends raw bytes and returns what came back until the server hung up or `timeout`.
-    static func raw(_ bytes: [UInt8], to path: String) throws -> String {
+    /// - Parameter thenHangUp: close our side once sent, as a client that goes away does.
+    static func raw(_ bytes: [UInt8], to path: String, thenHangUp: Bool = false) throws -> String {
         let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(socket) }
         var address = sockaddr_un()
@@ -43,6 +45,7 @@ struct ControlSocketTests {
         var timeout = timeval(tv_sec: 2, tv_usec: 0)
         setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = bytes.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if thenHangUp { shutdown(socket, Int32(SHUT_WR)) }
         var reply = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 4_096)
         while true {
@@ -80,6 +83,32 @@ struct ControlSocketTests {
         let unknown = try Self.raw(Array("shout\nmute\n".utf8), to: path)
         #expect(unknown.contains("'shout' is not a request") && unknown.contains("\"message\":\"muted\""), "each line answered in order: \(unknown)")
         #expect(try ControlClient.send(.unmute, to: path) == .done("live"))
+    }
+
+    @Test func randomAndTruncatedBytesFromManyClientsLeaveTheCallUntouchedAndItsSocketServing() throws {
+        let folder = try Folder()
+        let state = SharedState()
+        let path = folder.paths.socket(forCall: "standup")
+        let server = try Self.server(at: path, state: state)
+        defer { server.close() }
+        var random = SplitMix64(seed: 0x50C_4E7)
+        let valid = Array("volume bob 50\n".utf8)
+        for _ in 0..<60 {
+            var bytes: [UInt8]
+            switch Int.random(in: 0..<3, using: &random) {
+            case 0: bytes = (0..<Int.random(in: 0...700, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            case 1: bytes = Array(valid.prefix(Int.random(in: 0..<valid.count, using: &random)))
+            default:
+                bytes = valid
+                bytes[Int.random(in: 0..<bytes.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+            }
+            let answer = try Self.raw(bytes, to: path, thenHangUp: true)
+            for line in answer.split(separator: "\n") {
+                #expect((try? CallControlReply(line: Data(line.utf8))) != nil, "every answer is the protocol's JSON: \(line.prefix(120))")
+            }
+        }
+        #expect(state.withLock { $0 } == ControlState(), "no garbled request changed anything")
+        #expect(try ControlClient.send(.mute, to: path) == .done("muted"), "and the socket still serves")
     }
 
     @Test func aSocketLeftByADeadCallIsReplacedButALiveCallsNameIsNotTaken() throws {
