@@ -8,15 +8,17 @@ import Testing
 /// screen out with capture-pane), talking a tone into the call while another member listens.
 @Suite("A call on a terminal")
 struct TerminalCallTests {
-    /// A tmux server of this test's own (its own socket), removed at the end.
+    /// A tmux server of this test's own (its socket in the test's folder), stopped at the end.
     final class Tmux {
-        let socket = "parley-test-\(UUID().uuidString.prefix(8))"
+        let socket: String
+
+        init(socket: String) { self.socket = socket }
 
         @discardableResult
         func run(_ arguments: [String]) throws -> String {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/tmux")
-            process.arguments = ["-L", socket] + arguments
+            process.arguments = ["-S", socket] + arguments
             let pipe = Pipe()
             process.standardOutput = pipe
             process.standardError = pipe
@@ -30,7 +32,7 @@ struct TerminalCallTests {
         /// `Process`: a tmux server started by Foundation's `Process` refuses every later
         /// client (ECONNREFUSED on its socket), while one started through the shell serves them.
         func start(session: String, width: Int, height: Int, command: String) -> Int32 {
-            system("/usr/bin/tmux -L \(socket) new-session -d -s \(session) -x \(width) -y \(height) \(Self.quote(command))")
+            system("/usr/bin/tmux -S \(Self.quote(socket)) new-session -d -s \(session) -x \(width) -y \(height) \(Self.quote(command))")
         }
 
         static func quote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
@@ -72,7 +74,7 @@ struct TerminalCallTests {
             let bob = try CallSession(room.configuration(for: "bob", input: .wav(path: silence), durationSeconds: 11))
             async let bobResult = runOnThread { bob.run() }
 
-            let tmux = Tmux()
+            let tmux = Tmux(socket: room.directory + "/tmux.sock")
             let call = [
                 parley, "call", "--relay", "127.0.0.1:\(room.clientPort)", "--room", room.room, "--token", room.token("alice"),
                 "--relay-key", room.relayKey.publicKeyText, "--name", "alice", "--input", tone, "--output", room.directory + "/alice-heard.wav",
