@@ -51,9 +51,12 @@ final class ListenerLossBoard: Sendable {
             reports.removeAll { now &- $0.time >= Self.freshNanoseconds }
             let count = max(listeners, reports.count)
             guard count > 0 else { return 0 }
+            // The silent listeners' zeros sort first: the median is one of them, or a report.
             let silent = count - reports.count
-            let sorted = [UInt8](repeating: 0, count: silent) + reports.map(\.fractionLost).sorted()
-            return sorted[(count - 1) / 2]
+            let middle = (count - 1) / 2
+            guard middle >= silent else { return 0 }
+            reports.sort { $0.fractionLost < $1.fractionLost }
+            return reports[middle - silent].fractionLost
         }
     }
 }

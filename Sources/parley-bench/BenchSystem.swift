@@ -1,3 +1,4 @@
+import ArgumentParser
 import CParleyNet
 import ParleyBasics
 
@@ -95,4 +96,36 @@ func processCPUSeconds(path: String) -> Double {
     let fields = text[text.index(after: close)...].split(separator: " ")
     guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// Starts `arguments` (the program looked up on PATH); with `discardingOutput` its standard
+/// output goes to /dev/null.
+func spawnProcess(_ arguments: [String], discardingOutput: Bool = false) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    if discardingOutput { posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0) }
+    let argv = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var child: pid_t = 0
+    guard posix_spawnp(&child, arguments[0], &actions, nil, argv, environ) == 0 else {
+        throw ValidationError("cannot start \(arguments[0])")
+    }
+    return child
+}
+
+/// SIGTERM, as an operator would (so a profiler wrapping the process writes its data), then
+/// SIGKILL if it has not exited within `seconds`.
+func stopProcess(_ pid: pid_t, within seconds: Double = 5) {
+    kill(pid, SIGTERM)
+    var status: Int32 = 0
+    let deadline = monotonic() + seconds
+    while waitpid(pid, &status, WNOHANG) == 0 {
+        if monotonic() > deadline {
+            kill(pid, SIGKILL)
+            waitpid(pid, &status, 0)
+            return
+        }
+        usleep(10_000)
+    }
 }

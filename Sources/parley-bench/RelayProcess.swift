@@ -36,13 +36,11 @@ final class RelayProcess: ForwarderUnderTest {
                          "--admin", adminPort.map { "127.0.0.1:\($0)" } ?? "off",
                          "--threads", "1", "--secret-file", secretPath, "--log-level", "error",
                          "--max-rooms", "10000", "--socket-buffer", "4MiB"] + tuning + (encrypted ? [] : ["--insecure"])
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var child: pid_t = 0
-        guard posix_spawnp(&child, "nice", nil, nil, argv, environ) == 0 else {
-            throw ValidationError("cannot start taskset \(binary); is util-linux installed?")
+        do {
+            pid = try spawnProcess(arguments)
+        } catch {
+            throw ValidationError("cannot start \(binary) under nice and taskset; is util-linux installed?")
         }
-        pid = child
         usleep(300_000)
     }
 
@@ -55,16 +53,8 @@ final class RelayProcess: ForwarderUnderTest {
 
     func cpuSeconds() -> Double { processCPUSeconds(path: "/proc/\(pid)/stat") }
 
-    /// SIGTERM, as an operator would (so a profiler wrapping the relay writes its data), then
-    /// SIGKILL if it has not exited in 5 s.
     func stop() {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        let deadline = monotonic() + 5
-        while waitpid(pid, &status, WNOHANG) == 0 {
-            if monotonic() > deadline { kill(pid, SIGKILL); waitpid(pid, &status, 0); break }
-            usleep(10_000)
-        }
+        stopProcess(pid)
         unlink(secretPath)
     }
 }

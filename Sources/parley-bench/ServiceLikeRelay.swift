@@ -28,7 +28,7 @@ final class ServiceLikeRelay: ForwarderUnderTest {
         relayKey = key
         let arguments = [binary, "serve", "--listen", "127.0.0.1:\(port)", "--admin", "127.0.0.1:0",
                          "--secret-file", secretPath, "--log-level", "warning"]
-        pid = try Self.spawn(arguments)
+        pid = try spawnProcess(arguments, discardingOutput: true)
         usleep(300_000)
         var status: Int32 = 0
         guard waitpid(pid, &status, WNOHANG) == 0 else { throw ValidationError("\(binary) exited at once; run it by hand to see why") }
@@ -39,30 +39,13 @@ final class ServiceLikeRelay: ForwarderUnderTest {
     func cpuSeconds() -> Double { processCPUSeconds(path: "/proc/\(pid)/stat") }
 
     func stop() {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        stopProcess(pid)
         unlink(secretPath)
     }
 
-    /// Starts `arguments` with its standard output discarded.
-    static func spawn(_ arguments: [String]) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var child: pid_t = 0
-        guard posix_spawn(&child, arguments[0], &actions, nil, argv, environ) == 0 else {
-            throw ValidationError("cannot start \(arguments[0])")
-        }
-        return child
-    }
-
-    /// Runs to completion; true on exit 0.
+    /// Runs to completion with its standard output discarded; true on exit 0.
     static func run(_ arguments: [String]) -> Bool {
-        guard let child = try? spawn(arguments) else { return false }
+        guard let child = try? spawnProcess(arguments, discardingOutput: true) else { return false }
         var status: Int32 = 0
         waitpid(child, &status, 0)
         return status == 0

@@ -46,14 +46,7 @@ struct ControlledCallTests {
         defer { Task { await room.close() } }
         let runtime = room.directory + "/runtime"
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
-        let tone = room.directory + "/tone.wav"
-        let writer = try WAVFileWriter(path: tone)
-        try writer.append((0..<(14 * 48_000)).map { 0.3 * Float(sin(Double($0) * 2 * Double.pi * 440 / 48_000)) })
-        try writer.close()
-        let silence = room.directory + "/silence.wav"
-        let quiet = try WAVFileWriter(path: silence)
-        try quiet.appendSilence(14 * 48_000)
-        try quiet.close()
+        let (tone, silence) = try room.writeToneAndSilence(seconds: 14)
 
         try await CallSlots.shared.withSlot {
             // The listener, in this process.
@@ -133,5 +126,21 @@ struct ControlledCallTests {
             #expect(held.allSatisfy { $0 }, "heard while held")
             #expect(stopAfterRelease <= 100, "silent within 100 ms of the release")
         }
+    }
+}
+
+extension CallRoom {
+    /// A 440 Hz tone at 0.3 (a talker easy to measure) and as much silence (a listener), as
+    /// WAV files in the room's folder; returns their paths.
+    func writeToneAndSilence(seconds: Int) throws -> (tone: String, silence: String) {
+        let tone = directory + "/tone.wav"
+        let writer = try WAVFileWriter(path: tone)
+        try writer.append((0..<(seconds * 48_000)).map { 0.3 * Float(sin(Double($0) * 2 * Double.pi * 440 / 48_000)) })
+        try writer.close()
+        let silence = directory + "/silence.wav"
+        let quiet = try WAVFileWriter(path: silence)
+        try quiet.appendSilence(seconds * 48_000)
+        try quiet.close()
+        return (tone, silence)
     }
 }

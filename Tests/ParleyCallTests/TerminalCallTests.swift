@@ -58,14 +58,7 @@ struct TerminalCallTests {
         let parley = ControlledCallTests.parley.path
         let room = try await CallRoom(room: "terminal")
         defer { Task { await room.close() } }
-        let tone = room.directory + "/tone.wav"
-        let writer = try WAVFileWriter(path: tone)
-        try writer.append((0..<(12 * 48_000)).map { 0.3 * Float(sin(Double($0) * 2 * Double.pi * 440 / 48_000)) })
-        try writer.close()
-        let silence = room.directory + "/silence.wav"
-        let quiet = try WAVFileWriter(path: silence)
-        try quiet.appendSilence(12 * 48_000)
-        try quiet.close()
+        let (tone, silence) = try room.writeToneAndSilence(seconds: 12)
         let afterwards = room.directory + "/stty-after.txt"
         // Were the program to crash, its backtrace goes here rather than wait for a key in the pane.
         let crashes = room.directory + "/crash.txt"
