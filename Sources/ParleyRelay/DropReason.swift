@@ -43,6 +43,8 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case cookieInvalid
     /// A handshake init seen before that made no session here any more: a replay.
     case handshakeReplayed
+    /// A trunk handshake from a relay whose key is not in the trusted-relay set.
+    case trunkUntrusted
 
     public var label: String {
         switch self {
@@ -67,6 +69,7 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .handshakeFailed: return "handshake_failed"
         case .cookieInvalid: return "cookie_invalid"
         case .handshakeReplayed: return "handshake_replayed"
+        case .trunkUntrusted: return "trunk_untrusted"
         }
     }
 }

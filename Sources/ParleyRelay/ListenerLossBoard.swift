@@ -12,6 +12,10 @@ import Synchronization
 /// most of the room's listeners (in a two-person call, the one listener whose own audio
 /// the protection is for).
 ///
+/// A trunk to another relay reports for all the members behind it at once: its report
+/// counts once for each of them (its `weight`), so a talker's encoder sees the room's median
+/// listener whichever relay the listeners are on.
+///
 /// Written by each listener's loop when its RTCP arrives (about once a second), read by the
 /// member's loop when its receiver report falls due: a small table behind a mutex, touched
 /// by RTCP only, never by media.
@@ -20,6 +24,8 @@ final class ListenerLossBoard: Sendable {
         var listener: UInt64
         var fractionLost: UInt8
         var time: UInt64
+        /// How many listeners the report speaks for: 1 for a member, the members behind a trunk.
+        var weight: Int
     }
 
     private let reports = Mutex<[Report]>([])
@@ -29,10 +35,11 @@ final class ListenerLossBoard: Sendable {
     /// Listeners remembered per stream (a room holds fewer; this bounds memory).
     static let capacity = 64
 
-    /// `listener` (a session ID) reported losing `fractionLost`/256 of the stream at `now`.
-    func record(listener: UInt64, fractionLost: UInt8, now: UInt64) {
+    /// `listener` (a session or trunk ID) reported losing `fractionLost`/256 of the stream at
+    /// `now`, for `weight` listeners.
+    func record(listener: UInt64, fractionLost: UInt8, now: UInt64, weight: Int = 1) {
         reports.withLock { reports in
-            let report = Report(listener: listener, fractionLost: fractionLost, time: now)
+            let report = Report(listener: listener, fractionLost: fractionLost, time: now, weight: max(weight, 1))
             if let index = reports.firstIndex(where: { $0.listener == listener }) {
                 reports[index] = report
             } else if reports.count < Self.capacity {
@@ -49,14 +56,20 @@ final class ListenerLossBoard: Sendable {
     func medianLoss(listeners: Int, now: UInt64) -> UInt8 {
         reports.withLock { reports in
             reports.removeAll { now &- $0.time >= Self.freshNanoseconds }
-            let count = max(listeners, reports.count)
+            let reported = reports.reduce(0) { $0 + $1.weight }
+            let count = max(listeners, reported)
             guard count > 0 else { return 0 }
             // The silent listeners' zeros sort first: the median is one of them, or a report.
-            let silent = count - reports.count
+            let silent = count - reported
             let middle = (count - 1) / 2
             guard middle >= silent else { return 0 }
             reports.sort { $0.fractionLost < $1.fractionLost }
-            return reports[middle - silent].fractionLost
+            var position = silent
+            for report in reports {
+                position += report.weight
+                if position > middle { return report.fractionLost }
+            }
+            return reports.last?.fractionLost ?? 0
         }
     }
 }

@@ -35,8 +35,8 @@ enum MemberRTCP {
         // What the member loses of each stream it hears goes to that stream's sender, through
         // the relay's next receiver report to it; only about streams of the member's room.
         for block in blocks where block.ssrc != session.ssrc {
-            session.forwarding.receivers.first { $0.ssrc == block.ssrc && $0.sessionID != session.id }?
-                .listenerLoss.record(listener: session.id, fractionLost: block.fractionLost, now: now)
+            session.forwarding.listenerLoss(of: block.ssrc, reportedBy: session.id)?
+                .record(listener: session.id, fractionLost: block.fractionLost, now: now)
         }
         // One report a member's send interval is what receivers need (RFC 3550 §6.2); more
         // would be copies to every member on the sender's say-so.
@@ -65,7 +65,7 @@ enum MemberRTCP {
         // The fraction lost is the whole path's: the member's leg to us, or what the median
         // listener reports losing, whichever is worse (``ListenerLossBoard``). The
         // cumulative count stays the leg's.
-        block.fractionLost = max(block.fractionLost, session.listenerLoss.medianLoss(listeners: session.forwarding.receivers.count - 1, now: now))
+        block.fractionLost = max(block.fractionLost, session.listenerLoss.medianLoss(listeners: session.forwarding.listenersOfLocalMember, now: now))
         let report = RTCPPacket.receiverReport(RTCPReceiverReport(ssrc: relaySSRC, reportBlocks: [block]))
         return try? RTCPCompoundPacket.serialized([report])
     }

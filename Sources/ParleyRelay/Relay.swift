@@ -25,6 +25,8 @@ public final class Relay: Sendable {
     let joins: JoinVerifier
     /// One per thread, by index; never changes after start.
     let workers: [RelayWorker]
+    /// Trunks to other relays (`Relay+Trunks.swift`); nil on an `--insecure` relay.
+    let trunkDirectory: TrunkDirectory?
     /// The admin server's event loop, when it runs (the forwarding loops are ``RelayLoop``s
     /// of their own).
     private let adminGroup: MultiThreadedEventLoopGroup?
@@ -73,9 +75,11 @@ public final class Relay: Sendable {
         }
         self.core = core
         self.joins = joins
+        let trunkDirectory = configuration.insecure ? nil : relayKey.map(TrunkDirectory.init(relayKey:))
+        self.trunkDirectory = trunkDirectory
         let workers = try (0..<configuration.threads).map { index in
             RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)", logger: logger), rooms: core, joins: joins,
-                        relaySSRC: relaySSRC, configuration: configuration, metrics: metrics, logger: logger)
+                        relaySSRC: relaySSRC, configuration: configuration, metrics: metrics, logger: logger, trunkDirectory: trunkDirectory)
         }
         self.workers = workers
         core.attach(loops: workers)

@@ -16,7 +16,7 @@ import Synchronization
 final class RelayCore: RoomMembership {
     let metrics: RelayMetrics
 
-    private struct Rooms {
+    struct Rooms {
         var directory: RoomDirectory
         /// Once the relay is stopping, members hear goodbye, not rosters of a room emptying.
         var isShuttingDown = false
@@ -24,9 +24,13 @@ final class RelayCore: RoomMembership {
         var nextSessionID: UInt64 = 1
         var joinBudget: IdentityJoinBudget
         var rosterSchedule = RosterSchedule()
+        /// Each room's trunks to other relays (`RelayCore+Trunks.swift`).
+        var trunks: [String: [Trunk]] = [:]
+        /// The streams each trunk brings, by trunk ID, as its loop last reported them.
+        var trunkStreams: [UInt64: [RoomSnapshot.RemoteStream]] = [:]
     }
 
-    private let rooms: Mutex<Rooms>
+    let rooms: Mutex<Rooms>
     /// By ``Session/workerIndex``; set once, before any loop starts.
     private let loops: Mutex<[any SessionLoop]>
 
@@ -108,7 +112,7 @@ final class RelayCore: RoomMembership {
     }
 
     /// The room's membership changed: its roster goes out now, or at its next turn.
-    private func roomChanged(_ room: String, in rooms: inout Rooms, now: UInt64) {
+    func roomChanged(_ room: String, in rooms: inout Rooms, now: UInt64) {
         let everyone = rooms.rosterSchedule.roomChanged(room, now: now)
         publish(room, in: rooms, rosterTo: everyone ? .everyone : .nobody)
     }
@@ -118,7 +122,7 @@ final class RelayCore: RoomMembership {
     }
 
     /// Who is sent the roster with a room's new forwarding snapshot.
-    private enum RosterAudience {
+    enum RosterAudience {
         case everyone
         /// A member just activated, while the others' roster is held back by the schedule.
         case only(Session)
@@ -135,24 +139,34 @@ final class RelayCore: RoomMembership {
     }
 
     /// Builds the room's forwarding snapshot and roster and hands them to each active member's
-    /// loop: the snapshot always (it costs no packet), the roster to `audience`.
-    private func publish(_ roomName: String, in rooms: borrowing Rooms, rosterTo audience: RosterAudience) {
+    /// loop: the snapshot always (it costs no packet), the roster to `audience`. Each trunk of
+    /// the room gets the snapshot and the roster of the members here, always: the peer relay
+    /// paces its own members' rosters.
+    func publish(_ roomName: String, in rooms: borrowing Rooms, rosterTo audience: RosterAudience) {
         guard !rooms.isShuttingDown, let room = rooms.directory[roomName] else { return }
         let active = room.members.filter(\.isActive).compactMap { rooms.sessions[$0.sessionID] }
-        let snapshot = RoomSnapshot(version: room.version, receivers: active.map(\.receiver))
+        let trunks = rooms.trunks[roomName] ?? []
+        let snapshot = RoomSnapshot(
+            version: room.version, receivers: active.map(\.receiver) + trunks.map(\.receiver),
+            remoteStreams: trunks.flatMap { rooms.trunkStreams[$0.id] ?? [] }, remoteMemberCount: room.remoteMemberCount)
         let roster = ControlMessage.Roster.pages(version: room.version, members: room.roster, maximumMessageSize: Self.maximumRosterMessageSize)
         let list = loops.withLock { $0 }
         for session in active {
             list[session.workerIndex].deliverRoomUpdate(session, snapshot: snapshot, roster: audience.includes(session) ? roster : [])
         }
+        guard !trunks.isEmpty else { return }
+        let localRoster = room.localRoster
+        for trunk in trunks {
+            list[trunk.workerIndex].deliverTrunkUpdate(trunk, snapshot: snapshot, version: room.version, localRoster: localRoster)
+        }
     }
 
     /// The loops never change after start.
-    private func loop(_ index: Int) -> any SessionLoop {
+    func loop(_ index: Int) -> any SessionLoop {
         loops.withLock { $0[index] }
     }
 
-    private func updateGauges(_ rooms: Rooms) {
+    func updateGauges(_ rooms: Rooms) {
         let counts = rooms.directory.memberCount
         metrics.rooms.record(rooms.directory.rooms.count)
         metrics.membersActive.record(counts.active)

@@ -144,6 +144,12 @@ extension RelayWorker {
             case .refused:
                 drop(.handshakeFailed)
             }
+        case .cookie:
+            receiveTrunkCookie(buffer, from: address, now: now)
+        case .trunkInit:
+            receiveTrunkInit(buffer, from: address, peer: peer, now: now)
+        case .trunkResponse:
+            receiveTrunkResponse(buffer, from: address, peer: peer, now: now)
         default:
             drop(.unexpectedControl)
         }

@@ -36,6 +36,7 @@ extension RelayWorker {
         for session in Array(sessions.values) {
             remove(session, reason: .shutdown, now: now, tellMember: session.state == .active)
         }
+        for trunk in Array(trunks.values) { endTrunk(trunk, reason: .shuttingDown, now: now) }
         flush()
     }
 

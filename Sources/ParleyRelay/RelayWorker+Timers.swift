@@ -36,6 +36,7 @@ extension RelayWorker {
             remove(session, reason: reason, now: now, tellMember: reason == .idleTimeout)
         }
         rooms.publishDueRosters(now: now)
+        tickTrunks(now: now)
         membershipLogs.flushSummary(now: now)
         refusalLogs.flushSummary(now: now)
         for resend in departures.due(now: now) {

@@ -39,6 +39,9 @@ final class RelayWorker: @unchecked Sendable {
     let limits: RelayLimits
     let metrics: RelayMetrics
     let logger: Logger
+    /// Trunks to other relays: trusted keys and openings, shared by the loops (nil on an
+    /// `--insecure` relay, which has no key to prove).
+    let trunkDirectory: TrunkDirectory?
 
     // MARK: Loop-confined state
 
@@ -48,6 +51,8 @@ final class RelayWorker: @unchecked Sendable {
 
     /// Members whose datagrams arrive on this loop, by source address.
     @exclusivity(unchecked) var sessions: [PeerAddress: Session] = [:]
+    /// Trunks whose peer's datagrams arrive on this loop (`RelayWorker+Trunks.swift`).
+    @exclusivity(unchecked) var trunks: [TrunkRoute: Trunk] = [:]
     /// The same sessions in ``sweepSliceCount`` groups by id: each tick checks one group's
     /// idle and joining timeouts, so every member is looked at twice a second and no tick
     /// holds up forwarding by walking them all.
@@ -75,7 +80,7 @@ final class RelayWorker: @unchecked Sendable {
     /// Socket errors are logged at most this often (a firewall rule can refuse thousands of sends a second).
     private var socketErrorLogs: TokenBucket
     /// Read times of packets forwarded since the last flush, for the latency histogram.
-    @exclusivity(unchecked) private var forwardedReadTimes: [UInt64] = []
+    @exclusivity(unchecked) var forwardedReadTimes: [UInt64] = []
     var isShuttingDown = false
     var lastStatisticsFlush: UInt64 = 0
 
@@ -88,8 +93,9 @@ final class RelayWorker: @unchecked Sendable {
     static let maximumReadsPerWakeup = 8
 
     init(index: Int, loop: RelayLoop, rooms: any RoomMembership, joins: JoinVerifier, relaySSRC: UInt32,
-         configuration: RelayConfiguration, metrics: RelayMetrics, logger: Logger) {
+         configuration: RelayConfiguration, metrics: RelayMetrics, logger: Logger, trunkDirectory: TrunkDirectory? = nil) {
         self.index = index
+        self.trunkDirectory = trunkDirectory
         self.loop = loop
         self.rooms = rooms
         self.joins = joins
@@ -229,6 +235,8 @@ final class RelayWorker: @unchecked Sendable {
                 case .control: receiveControl(inner, from: session, receivedSize: size, now: now)
                 case .handshake, .sealed, .unknown: drop(.malformed)
                 }
+            } else if !trunks.isEmpty, let trunk = trunk(for: buffer, from: peer) {
+                receiveFromTrunk(buffer, trunk: trunk, now: now)
             } else if let departure = departures[peer] {
                 guard let inner = open(buffer, with: departure.protector),
                       let message = inner.withUnsafeReadableBytes({ try? ControlMessage(parsing: $0) }) else { return }
@@ -256,7 +264,7 @@ final class RelayWorker: @unchecked Sendable {
     }
 
     /// Opens a sealed datagram; a failure is counted by its reason and the packet goes no further.
-    private func open(_ buffer: ByteBuffer, with protector: PacketProtector) -> ByteBuffer? {
+    func open(_ buffer: ByteBuffer, with protector: PacketProtector) -> ByteBuffer? {
         do {
             return try protector.open(buffer, allocator: allocator)
         } catch {

@@ -3,6 +3,8 @@ import ParleyWire
 /// Why a member left the room.
 enum RemovalReason: CaseIterable, Hashable, Sendable {
     case left, idleTimeout, replaced, neverReady, shutdown
+    /// A member on another relay of the room holds the same SSRC and keeps it (`Room+Trunks.swift`).
+    case ssrcClash
 
     var label: String {
         switch self {
@@ -11,6 +13,7 @@ enum RemovalReason: CaseIterable, Hashable, Sendable {
         case .replaced: return "replaced"
         case .neverReady: return "never_ready"
         case .shutdown: return "shutdown"
+        case .ssrcClash: return "ssrc_clash"
         }
     }
 }
@@ -22,6 +25,8 @@ extension RemovalReason {
         case .idleTimeout: return .idleTimeout
         case .replaced: return .replaced
         case .shutdown: return .relayShuttingDown
+        // The client reconnects, finds its SSRC taken, and picks another.
+        case .ssrcClash: return .unknown
         case .left, .neverReady: return nil
         }
     }
@@ -31,6 +36,7 @@ extension RemovalReason {
         case .idleTimeout: return "nothing heard from you for the idle timeout; join again"
         case .replaced: return "you joined this room again from another session"
         case .shutdown: return "the relay is shutting down; join again when it is back"
+        case .ssrcClash: return "a member of this room on another relay has your stream's SSRC; joining again with a new one"
         case .left, .neverReady: return ""
         }
     }

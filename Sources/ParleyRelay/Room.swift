@@ -26,6 +26,10 @@ public struct Room: Sendable {
             self.capabilities = capabilities
             self.isActive = isActive
         }
+
+        var rosterEntry: ControlMessage.Roster.Member {
+            ControlMessage.Roster.Member(ssrc: ssrc, identity: identity, canPublish: canPublish, capabilities: capabilities)
+        }
     }
 
     /// The outcome of asking to join.
@@ -37,13 +41,16 @@ public struct Room: Sendable {
 
     public let name: String
     /// In order of joining, so rosters list people in the order they came.
-    public private(set) var members: [Member] = []
-    /// Increases whenever the roster (the active members) changes.
-    public private(set) var version: UInt32 = 0
+    public internal(set) var members: [Member] = []
+    /// The room's members on other relays, by the trunk that brings them (`Room+Trunks.swift`).
+    public internal(set) var trunks: [TrunkMembers] = []
+    /// Increases whenever the roster (the active members, here and behind trunks) changes.
+    public internal(set) var version: UInt32 = 0
 
     public init(name: String) { self.name = name }
 
-    public var isEmpty: Bool { members.isEmpty }
+    /// No member here and no trunk: the room can close.
+    public var isEmpty: Bool { members.isEmpty && trunks.isEmpty }
 
     public func member(sessionID: UInt64) -> Member? { members.first { $0.sessionID == sessionID } }
 
@@ -53,6 +60,9 @@ public struct Room: Sendable {
         let existing = members.firstIndex { $0.identity == candidate.identity }
         if let clash = members.first(where: { $0.ssrc == candidate.ssrc }), clash.identity != candidate.identity {
             return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by another member of \(name); pick a new random SSRC and join again")
+        }
+        if remoteMember(ssrc: candidate.ssrc) != nil {
+            return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by a member of \(name) on another relay; pick a new random SSRC and join again")
         }
         let others = members.count - (existing == nil ? 0 : 1)
         guard others < maximumMembers else {
@@ -87,11 +97,14 @@ public struct Room: Sendable {
         return member
     }
 
-    /// The active members, as the roster tells them.
+    /// The active members here and on the other relays, as the roster tells the members here.
     public var roster: [ControlMessage.Roster.Member] {
-        members.filter(\.isActive).map {
-            ControlMessage.Roster.Member(ssrc: $0.ssrc, identity: $0.identity, canPublish: $0.canPublish, capabilities: $0.capabilities)
-        }
+        localRoster + trunks.flatMap { $0.members.map(\.rosterEntry) }
+    }
+
+    /// The active members here only: what a trunk tells the other relays.
+    public var localRoster: [ControlMessage.Roster.Member] {
+        members.filter(\.isActive).map(\.rosterEntry)
     }
 
     public var activeCount: Int { members.reduce(0) { $0 + ($1.isActive ? 1 : 0) } }
@@ -99,10 +112,10 @@ public struct Room: Sendable {
 
 /// Every room of the relay, and the limit on how many there are.
 public struct RoomDirectory: Sendable {
-    public private(set) var rooms: [String: Room] = [:]
+    public internal(set) var rooms: [String: Room] = [:]
     public let limits: RelayLimits
     /// Kept as members change, so counting costs nothing however many rooms there are.
-    public private(set) var memberCount: (active: Int, joining: Int) = (0, 0)
+    public internal(set) var memberCount: (active: Int, joining: Int) = (0, 0)
 
     public init(limits: RelayLimits) { self.limits = limits }
 
@@ -124,7 +137,7 @@ public struct RoomDirectory: Sendable {
         return admission
     }
 
-    private mutating func count(_ member: Room.Member, by change: Int) {
+    mutating func count(_ member: Room.Member, by change: Int) {
         if member.isActive { memberCount.active += change } else { memberCount.joining += change }
     }
 

@@ -13,6 +13,15 @@ protocol RoomMembership: AnyObject, Sendable {
     func remove(_ session: Session, now: UInt64)
     /// Sends the rosters held back by ``RosterSchedule`` whose time has come (every loop's tick).
     func publishDueRosters(now: UInt64)
+
+    // Trunks to other relays (`RelayCore+Trunks.swift`).
+    func attachTrunk(_ trunk: Trunk, now: UInt64) -> RoomAdmission
+    func detachTrunk(_ trunk: Trunk, now: UInt64)
+    func setRemoteMembers(
+        _ roster: [ControlMessage.Roster.Member], streams: [RoomSnapshot.RemoteStream], of trunk: Trunk, localKey: [UInt8], now: UInt64
+    ) -> [UInt32]
+    /// Ends a trunk on its own loop, from any thread.
+    func endTrunk(_ trunk: Trunk, reason: TrunkEndReason)
 }
 
 enum RoomAdmission {
@@ -28,4 +37,10 @@ protocol SessionLoop: AnyObject, Sendable {
     func deliverRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster])
     /// Another loop admitted a new session with this one's identity.
     func deliverReplacement(_ session: Session)
+    /// A new snapshot of a trunk's room, and the roster of the members here for the peer relay.
+    func deliverTrunkUpdate(_ trunk: Trunk, snapshot: RoomSnapshot, version: UInt32, localRoster: [ControlMessage.Roster.Member])
+    /// A member here lost its SSRC to a member on another relay (``Room/setRemoteMembers(_:trunkID:localKey:)``)
+    /// and is out of the room: its loop sends it away to join again.
+    func deliverEviction(_ session: Session)
+    func deliverTrunkEnd(_ trunk: Trunk, reason: TrunkEndReason)
 }

@@ -6,25 +6,59 @@ import NIOCore
 /// its room, and a membership change builds a new one and hands it to every member's event
 /// loop (`RelayLoop.execute`), where it replaces the old. So no lock and no atomic is touched
 /// per packet, and a loop never sees a half-updated list.
+///
+/// A room that spans relays has one receiver per trunk besides its members: a member's packet
+/// is written to each trunk once, and a packet that came over a trunk goes to the members
+/// here only (``Receiver/isTrunk``), so the relays of a room form a full mesh without loops.
 final class RoomSnapshot: Sendable {
     struct Receiver: Sendable {
         let sessionID: UInt64
         let destination: DatagramAddress
         let protector: PacketProtector
-        /// The member's SSRC, and where its listeners' loss reports about that stream go.
+        /// The member's SSRC, and where its listeners' loss reports about that stream go
+        /// (unused for a trunk).
+        let ssrc: UInt32
+        let listenerLoss: ListenerLossBoard
+        /// A trunk to another relay of the room, not a member.
+        var isTrunk = false
+    }
+
+    /// A stream of a member on another relay: where the members here report losing it.
+    struct RemoteStream: Sendable {
         let ssrc: UInt32
         let listenerLoss: ListenerLossBoard
     }
 
     let version: UInt32
     let receivers: [Receiver]
+    let remoteStreams: [RemoteStream]
+    /// Members here, with no trunk: who hears a stream that came over a trunk.
+    let localMemberCount: Int
+    /// Members on the other relays, behind the trunks.
+    let remoteMemberCount: Int
 
     /// Room versions count up and may wrap: `a` is newer when it is less than half the range ahead.
     static func isNewer(_ a: UInt32, than b: UInt32) -> Bool { Int32(bitPattern: a &- b) > 0 }
 
-    init(version: UInt32, receivers: [Receiver]) {
+    init(version: UInt32, receivers: [Receiver], remoteStreams: [RemoteStream] = [], remoteMemberCount: Int = 0) {
         self.version = version
         self.receivers = receivers
+        self.remoteStreams = remoteStreams
+        self.localMemberCount = receivers.reduce(0) { $0 + ($1.isTrunk ? 0 : 1) }
+        self.remoteMemberCount = remoteMemberCount
+    }
+
+    /// Everyone in the room who hears a member here: the other members here and every member
+    /// behind a trunk.
+    var listenersOfLocalMember: Int { max(localMemberCount - 1, 0) + remoteMemberCount }
+
+    /// Where a report about stream `ssrc` from `listener` goes: the board of a member here or
+    /// of a stream behind a trunk; nil for a listener's own stream or one not in the room.
+    func listenerLoss(of ssrc: UInt32, reportedBy listener: UInt64) -> ListenerLossBoard? {
+        if let local = receivers.first(where: { !$0.isTrunk && $0.ssrc == ssrc }) {
+            return local.sessionID == listener ? nil : local.listenerLoss
+        }
+        return remoteStreams.first { $0.ssrc == ssrc }?.listenerLoss
     }
 
     static let empty = RoomSnapshot(version: 0, receivers: [])

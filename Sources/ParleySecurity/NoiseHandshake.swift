@@ -5,7 +5,8 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Noise_NK_25519_ChaChaPoly_SHA256, from "The Noise Protocol Framework" (revision 34).
+/// Noise_NK_25519_ChaChaPoly_SHA256, from "The Noise Protocol Framework" (revision 34), for
+/// a client and its relay; relay-to-relay trunks use IK on the same primitives (`NoiseIK.swift`).
 ///
 /// ```
 /// NK:
@@ -25,6 +26,7 @@ import Foundation
 /// the tests check it byte for byte against the Cacophony test vectors.
 enum Noise {
     static let protocolName = "Noise_NK_25519_ChaChaPoly_SHA256"
+    static let trunkProtocolName = "Noise_IK_25519_ChaChaPoly_SHA256"
     static let keySize = 32
     static let hashSize = 32
     static let tagSize = 16
@@ -63,15 +65,16 @@ enum Noise {
     }
 }
 
-/// Noise's SymmetricState: the chaining key, the handshake hash and the handshake cipher.
-struct NoiseSymmetricState {
+/// Noise's SymmetricState: the chaining key, the handshake hash and the handshake cipher,
+/// for any pattern: the protocol name is what binds one pattern's transcripts apart from another's.
+struct NoiseSymmetricState: Sendable {
     private(set) var chainingKey: [UInt8]
     private(set) var handshakeHash: [UInt8]
     private var key: SymmetricKey?
     private var nonce: UInt64 = 0
 
-    init() {
-        let name = Array(Noise.protocolName.utf8)
+    init(protocolName: String = Noise.protocolName) {
+        let name = Array(protocolName.utf8)
         // A name of at most HASHLEN bytes is used directly, zero-padded (§5.2).
         let h = name.count <= Noise.hashSize
             ? name + [UInt8](repeating: 0, count: Noise.hashSize - name.count)

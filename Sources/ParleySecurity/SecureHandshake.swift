@@ -98,9 +98,12 @@ public struct RelayHandshake: Sendable {
     /// Parses an init from `address` and checks its cookie: two HMACs at most, no
     /// Diffie-Hellman and no state, so a flood of inits without a valid cookie costs the
     /// relay almost nothing and none of its shared budgets.
-    public func checkCookie(_ bytes: UnsafeRawBufferPointer, address: [UInt8], unixSeconds: UInt64) throws(SecurityError) -> HandshakeInit {
+    /// `type`: a client's init, or a relay's trunk init (``openTrunk(_:trusts:)``).
+    public func checkCookie(
+        _ bytes: UnsafeRawBufferPointer, address: [UInt8], unixSeconds: UInt64, type: SecureMessageType = .handshakeInit
+    ) throws(SecurityError) -> HandshakeInit {
         let message: HandshakeInit
-        do { message = try HandshakeInit(parsing: bytes) } catch { throw .malformed(error.description) }
+        do { message = try HandshakeInit(parsing: bytes, type: type) } catch { throw .malformed(error.description) }
         guard cookies.isValid(message.cookie, for: address, unixSeconds: unixSeconds) else { throw .invalidCookie }
         return message
     }

@@ -19,6 +19,8 @@ public enum SecurityError: Error, Sendable, Hashable, CustomStringConvertible {
     case badKey(String)
     /// The relay answered with a key other than the one the invite pins.
     case relayKeyMismatch(presentedKeyID: [UInt8])
+    /// A trunk handshake came from a relay key that is not in the trusted-relay set.
+    case untrustedPeer
 
     public var description: String {
         switch self {
@@ -30,6 +32,7 @@ public enum SecurityError: Error, Sendable, Hashable, CustomStringConvertible {
         case .invalidPublicKey: return "peer sent an invalid public key"
         case .counterExhausted: return "too many packets under one key"
         case let .badKey(why): return "bad key: \(why)"
+        case .untrustedPeer: return "the relay opening a trunk is not in the trusted-relay set"
         case .relayKeyMismatch:
             return "the relay's key is not the one in the invite: refusing to talk (stale invite, or someone is intercepting)"
         }

@@ -10,7 +10,8 @@
 ///              |      [20..63] -+--> DTLS        (not used by Parley)
 ///              |      [64..79] -+--> TURN        (not used by Parley)
 ///              |      [80..95] -+--> Parley (this range cannot be RTP):
-///              |                |      0x50 control, 0x51–0x54 handshake, 0x55 sealed
+///              |                |      0x50 control, 0x51–0x54 handshake, 0x55 sealed,
+///              |                |      0x56–0x57 trunk handshake
 ///              |    [128..191] -+--> RTP or RTCP
 ///              +----------------+
 /// ```
@@ -23,7 +24,8 @@ public enum PacketKind: Sendable, Hashable, CaseIterable {
     case rtcp
     /// A plaintext control message (``ControlMessage``), used only in insecure mode.
     case control
-    /// A step of the secure transport's handshake (``SecureMessageType`` hello to response).
+    /// A step of the secure transport's handshake (``SecureMessageType`` hello to response, and
+    /// the trunk init and response between relays).
     case handshake
     /// A sealed packet (``SealedHeader``) whose ciphertext holds an RTP, RTCP or control packet.
     case sealed
@@ -44,6 +46,8 @@ public enum PacketKind: Sendable, Hashable, CaseIterable {
             self = .handshake
         case SecureMessageType.sealed.rawValue:
             self = .sealed
+        case SecureMessageType.trunkInit.rawValue, SecureMessageType.trunkResponse.rawValue:
+            self = .handshake
         default:
             self = .unknown
         }

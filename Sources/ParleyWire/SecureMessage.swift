@@ -19,12 +19,16 @@
 /// | 0x53 | handshake init |
 /// | 0x54 | handshake response |
 /// | 0x55 | sealed packet |
+/// | 0x56 | trunk handshake init (relay → relay: hello and cookie as above, then Noise IK) |
+/// | 0x57 | trunk handshake response |
 public enum SecureMessageType: UInt8, Sendable, Hashable {
     case hello = 0x51
     case cookie = 0x52
     case handshakeInit = 0x53
     case handshakeResponse = 0x54
     case sealed = 0x55
+    case trunkInit = 0x56
+    case trunkResponse = 0x57
 }
 
 /// The version byte every secure message carries second.
@@ -129,8 +133,10 @@ public struct HandshakeInit {
     public let header: UnsafeRawBufferPointer
     public let noiseMessage: UnsafeRawBufferPointer
 
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(WireError) {
-        var reader = try secureHeader(bytes, type: .handshakeInit)
+    /// `type`: a client's init, or a relay's trunk init (``SecureMessageType/trunkInit``), whose
+    /// layout is the same.
+    public init(parsing bytes: UnsafeRawBufferPointer, type: SecureMessageType = .handshakeInit) throws(WireError) {
+        var reader = try secureHeader(bytes, type: type)
         senderIndex = try reader.readUInt32()
         cookie = try reader.readBytes(HandshakeCookie.cookieSize)
         header = UnsafeRawBufferPointer(rebasing: bytes[0..<Self.headerSize])
@@ -141,11 +147,13 @@ public struct HandshakeInit {
     }
 
     /// Writes the 24-byte header; the caller appends Noise message 1.
-    public static func writeHeader(to writer: inout ByteWriter, senderIndex: UInt32, cookie: [UInt8]) throws(WireError) {
+    public static func writeHeader(
+        to writer: inout ByteWriter, senderIndex: UInt32, cookie: [UInt8], type: SecureMessageType = .handshakeInit
+    ) throws(WireError) {
         guard cookie.count == HandshakeCookie.cookieSize else {
             throw .malformed(.secureMessage, reason: "cookie must be 16 bytes")
         }
-        try writeSecureHeader(&writer, type: .handshakeInit)
+        try writeSecureHeader(&writer, type: type)
         try writer.write(senderIndex)
         try writer.write(contentsOf: cookie)
     }
@@ -165,8 +173,9 @@ public struct HandshakeResponse {
     public let receiverIndex: UInt32
     public let noiseMessage: UnsafeRawBufferPointer
 
-    public init(parsing bytes: UnsafeRawBufferPointer) throws(WireError) {
-        var reader = try secureHeader(bytes, type: .handshakeResponse)
+    /// `type`: the relay's answer to a client, or to a trunk init (``SecureMessageType/trunkResponse``).
+    public init(parsing bytes: UnsafeRawBufferPointer, type: SecureMessageType = .handshakeResponse) throws(WireError) {
+        var reader = try secureHeader(bytes, type: type)
         receiverIndex = try reader.readUInt32()
         guard reader.remaining >= HandshakeInit.minimumNoiseMessageSize else {
             throw .truncated(.secureMessage, needed: Self.headerSize + HandshakeInit.minimumNoiseMessageSize, available: bytes.count)
@@ -174,8 +183,10 @@ public struct HandshakeResponse {
         noiseMessage = try reader.readBytes(reader.remaining)
     }
 
-    public static func writeHeader(to writer: inout ByteWriter, receiverIndex: UInt32) throws(WireError) {
-        try writeSecureHeader(&writer, type: .handshakeResponse)
+    public static func writeHeader(
+        to writer: inout ByteWriter, receiverIndex: UInt32, type: SecureMessageType = .handshakeResponse
+    ) throws(WireError) {
+        try writeSecureHeader(&writer, type: type)
         try writer.write(receiverIndex)
     }
 }

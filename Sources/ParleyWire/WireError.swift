@@ -16,6 +16,7 @@ public enum WireElement: String, Sendable, Hashable {
     case redPayload = "RED payload"
     case controlMessage = "Parley control message"
     case secureMessage = "Parley secure transport message"
+    case trunkOpening = "Parley trunk opening"
     case inviteURL = "invite URL"
 }
 

@@ -14,11 +14,12 @@ final class SecureMember {
     let ssrc: UInt32
     private var sequence: UInt16 = 0
 
-    init(relayPort: Int, room: String, token: String, relayKey: Curve25519.KeyAgreement.PublicKey?, ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)) {
-        socket = TestClient(relayPort: relayPort)
+    init(relayPort: Int, relayHost: String = "127.0.0.1", room: String, token: String, relayKey: Curve25519.KeyAgreement.PublicKey?,
+         ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)) {
+        socket = TestClient(relayPort: relayPort, relayHost: relayHost)
         self.ssrc = ssrc
         var configuration = RelayLink.Configuration(
-            relayAddress: "127.0.0.1:\(relayPort)", room: room, token: token, ssrc: ssrc,
+            relayAddress: "\(relayHost):\(relayPort)", room: room, token: token, ssrc: ssrc,
             security: relayKey.map { .secure(relayKey: $0) } ?? .insecure
         )
         configuration.joinTimeoutNanoseconds = 3_000_000_000
@@ -53,6 +54,9 @@ final class SecureMember {
     }
 
     var isActive: Bool { link.phase == .active }
+
+    /// Says goodbye to the relay, as `parley ctl leave` does.
+    func leave() { take(link.leave(now: clock())) }
 
     func joinedOrFailed() -> Bool {
         switch link.phase {

@@ -15,6 +15,8 @@ final class TestClient {
     let descriptor: Int32
     let port: UInt16
     let relayPort: UInt16
+    /// The relay's IPv4 address: 127.0.0.1, or another loopback address for a second relay.
+    let relayHost: String
     /// Control messages received while waiting for something else, in arrival order.
     var controlInbox: [ControlMessage] = []
     var mediaInbox: [[UInt8]] = []
@@ -23,7 +25,7 @@ final class TestClient {
     var ssrc: UInt32 = 0
     private var nextSequence: UInt32 = 1
 
-    init(relayPort: Int, receiveBuffer: Int = 4 << 20) {
+    init(relayPort: Int, relayHost: String = "127.0.0.1", receiveBuffer: Int = 4 << 20) {
         let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         self.descriptor = descriptor
         precondition(descriptor >= 0, "socket() failed: \(errno)")
@@ -44,6 +46,7 @@ final class TestClient {
         }
         self.port = UInt16(bigEndian: local.sin_port)
         self.relayPort = UInt16(relayPort)
+        self.relayHost = relayHost
     }
 
     deinit { close(descriptor) }
@@ -51,7 +54,7 @@ final class TestClient {
     var address: SocketAddress { try! SocketAddress(ipAddress: "127.0.0.1", port: Int(port)) }
 
     func send(_ bytes: [UInt8]) {
-        sendLoopback(bytes, from: descriptor, toPort: relayPort)
+        sendLoopback(bytes, from: descriptor, toPort: relayPort, host: relayHost)
     }
 
     func send(_ message: ControlMessage) {
@@ -202,11 +205,11 @@ func origin(ofMedia datagram: [UInt8]) -> (ssrc: UInt32, sequence: UInt16)? {
     }
 }
 
-/// Sends `bytes` from the UDP socket `descriptor` to 127.0.0.1:`port`.
-func sendLoopback(_ bytes: [UInt8], from descriptor: Int32, toPort port: UInt16) {
+/// Sends `bytes` from the UDP socket `descriptor` to `host`:`port`.
+func sendLoopback(_ bytes: [UInt8], from descriptor: Int32, toPort port: UInt16, host: String = "127.0.0.1") {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_addr.s_addr = inet_addr(host)
     address.sin_port = port.bigEndian
     _ = bytes.withUnsafeBytes { raw in
         withUnsafePointer(to: &address) {

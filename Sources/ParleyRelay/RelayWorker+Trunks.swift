@@ -1,0 +1,349 @@
+import NIOCore
+import ParleySecurity
+import ParleyWire
+
+/// Trunks at the loop: opening one (hello, cookie, trunk init, response), accepting one from
+/// a trusted relay, forwarding what crosses it, its RTCP and roster, its keepalive, and its end.
+///
+/// A trunk is found by its peer's address and the receiver index of the sealed packet, in
+/// this loop's own table (``RelayWorker/trunks``): nothing shared is read per packet. A
+/// stranger's trunk init costs what a client's does before anything is kept: the address
+/// cookie (an HMAC), the source's join budget, one Diffie-Hellman that reveals the opener's
+/// key, and only for a trusted key the second one (``RelayHandshake/openTrunk(_:trusts:)``).
+extension RelayWorker {
+    // MARK: Receiving
+
+    /// The trunk a sealed datagram from `peer` belongs to: its receiver index names it.
+    @inline(__always)
+    func trunk(for buffer: ByteBuffer, from peer: PeerAddress) -> Trunk? {
+        guard let index = buffer.getInteger(at: buffer.readerIndex + 4, as: UInt32.self) else { return nil }
+        return trunks[TrunkRoute(peer: peer, index: index)]
+    }
+
+    func receiveFromTrunk(_ buffer: ByteBuffer, trunk: Trunk, now: UInt64) {
+        guard let inner = open(buffer, with: trunk.protector) else { return }
+        trunk.lastHeardNanoseconds = now
+        switch inner.withUnsafeReadableBytes({ PacketKind($0) }) {
+        case .rtp: forwardFromTrunk(inner, trunk: trunk, now: now)
+        case .rtcp: receiveTrunkRTCP(inner, trunk: trunk, now: now)
+        case .control: receiveTrunkControl(inner, trunk: trunk, now: now)
+        case .handshake, .sealed, .unknown: drop(.malformed)
+        }
+    }
+
+    /// A stream of a member behind the trunk: admitted as that member's own packet would be
+    /// at its relay (its SSRC announced in the peer's roster, within a member's rates), then
+    /// one copy to each member here and none to any other trunk.
+    private func forwardFromTrunk(_ buffer: ByteBuffer, trunk: Trunk, now: UInt64) {
+        let decision = buffer.withUnsafeReadableBytes { packet -> MediaAdmission.Decision in
+            guard packet.count >= 12 else { return .drop(.malformed) }
+            let ssrc = UInt32(packet[8]) << 24 | UInt32(packet[9]) << 16 | UInt32(packet[10]) << 8 | UInt32(packet[11])
+            guard let stream = trunk.streams[ssrc] else { return .drop(.foreignSSRC) }
+            return MediaAdmission.admit(packet, from: &stream.media, isActive: true, nowNanoseconds: now)
+        }
+        guard decision == .forward else {
+            if case let .drop(reason) = decision { drop(reason) }
+            return
+        }
+        let copies = writeToMembersHere(buffer, from: trunk, kind: .media, now: now)
+        if copies > 0 && forwardedReadTimes.count < forwardedReadTimes.capacity {
+            forwardedReadTimes.append(now)
+        }
+    }
+
+    @inline(__always)
+    private func writeToMembersHere(_ buffer: ByteBuffer, from trunk: Trunk, kind: SentKind, now: UInt64) -> Int {
+        guard socketDescriptor >= 0 else { return 0 }
+        let receivers = trunk.forwarding.receivers
+        return buffer.withUnsafeReadableBytes { packet in
+            var copies = 0
+            for receiver in receivers where !receiver.isTrunk {
+                if enqueue(packet, to: receiver.destination, protector: receiver.protector, kind: kind, now: now) { copies += 1 }
+            }
+            return copies
+        }
+    }
+
+    private func receiveTrunkRTCP(_ buffer: ByteBuffer, trunk: Trunk, now: UInt64) {
+        switch buffer.withUnsafeReadableBytes({ TrunkRTCP.receive($0, from: trunk, now: now) }) {
+        case let .dropped(reason):
+            drop(reason)
+        case let .accepted(forward):
+            guard let forward else { return }
+            var copy = ByteBufferAllocator().buffer(capacity: forward.count)
+            copy.writeBytes(forward)
+            _ = writeToMembersHere(copy, from: trunk, kind: .rtcp, now: now)
+        }
+    }
+
+    private func receiveTrunkControl(_ buffer: ByteBuffer, trunk: Trunk, now: UInt64) {
+        guard trunk.rtcpAndControlRate.allow(nowNanoseconds: now) else { return drop(.rateLimited) }
+        guard let message = buffer.withUnsafeReadableBytes({ try? ControlMessage(parsing: $0) }) else { return drop(.malformed) }
+        if message.isReliable { sendToTrunk(.ack(.init(sequence: message.sequence)), trunk: trunk) }
+        switch message.body {
+        case let .roster(page):
+            guard let members = trunk.remoteRoster.add(page) else { return }
+            trunk.setRemoteMembers(members, limits: limits, now: now)
+            let refused = rooms.setRemoteMembers(
+                members, streams: trunk.remoteStreams, of: trunk, localKey: trunkDirectory?.localKeyBytes ?? [], now: now)
+            for ssrc in refused {
+                trunk.streams[ssrc] = nil
+                logger.notice("a member behind a trunk has the SSRC of a member of a relay whose key sorts first; its relay sends it to join again",
+                              metadata: ["trunk": "\(trunk.logDescription)", "ssrc": "\(ssrc)"])
+            }
+        case let .ack(ack):
+            trunk.reliable.acknowledge(sequence: ack.sequence)
+        case let .ping(ping):
+            sendToTrunk(.pong(.init(timestamp: ping.timestamp)), trunk: trunk)
+        case .pong:
+            break
+        case .leave:
+            endTrunk(trunk, reason: .closedByPeer, now: now, tellPeer: false)
+        case let .goodbye(goodbye):
+            endTrunk(trunk, reason: goodbye.reason == .relayShuttingDown ? .peerShuttingDown : .closedByPeer, now: now, tellPeer: false)
+        case .join, .joined, .ready, .error:
+            drop(.unexpectedControl)
+        }
+    }
+
+    private func sendToTrunk(_ body: ControlMessage.Body, trunk: Trunk, reliable: Bool = false, now: UInt64 = 0) {
+        let sequence = trunk.takeSequence()
+        guard let bytes = try? ControlMessage(sequence: sequence, isReliable: reliable, body: body).serialized() else { return }
+        if reliable, case let .roster(page) = body {
+            trunk.reliable.enqueue(sequence: sequence, kind: .roster(version: page.version), bytes: bytes, nowNanoseconds: now)
+        }
+        send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
+    }
+
+    // MARK: Opening a trunk (this relay opens)
+
+    /// Starts opening `room`'s trunk to `peer` from this loop's socket; the answers may
+    /// arrive on any loop, which carries on (``TrunkDirectory``).
+    func beginTrunk(room: String, to peer: RelayPeer, destination: DatagramAddress) {
+        guard let trunkDirectory,
+              let hello = trunkDirectory.beginOpening(room: room, peer: peer, destination: destination, now: monotonicNanoseconds()) else { return }
+        send(hello, to: destination, kind: .control)
+        flush()
+    }
+
+    /// A cookie reply can only answer a hello this relay sent to open a trunk.
+    func receiveTrunkCookie(_ buffer: ByteBuffer, from address: DatagramAddress, now: UInt64) {
+        guard let trunkDirectory,
+              let answer = buffer.withUnsafeReadableBytes({ trunkDirectory.cookieArrived($0, now: now) }) else {
+            return drop(.unexpectedControl)
+        }
+        if let failed = answer.failed {
+            logger.warning("\(failed)")
+            trunkDirectory.emit(failed)
+            return
+        }
+        send(answer.bytes, to: answer.destination, kind: .control)
+    }
+
+    func receiveTrunkResponse(_ buffer: ByteBuffer, from address: DatagramAddress, peer: PeerAddress, now: UInt64) {
+        guard let trunkDirectory,
+              let answer = buffer.withUnsafeReadableBytes({ trunkDirectory.responseArrived($0, now: now) }) else {
+            return drop(.handshakeFailed)
+        }
+        switch answer {
+        case let .refused(event):
+            logger.warning("\(event)")
+            trunkDirectory.emit(event)
+        case let .accepted(room, relay, session, localIndex, _):
+            let trunk = Trunk(
+                id: rooms.makeSessionID(), room: room, peer: relay, destination: address, peerAddress: peer, localIndex: localIndex,
+                protector: PacketProtector(session: session), openedHere: true, workerIndex: index, ephemeralKey: [],
+                handshakeResponse: [], limits: limits, nowNanoseconds: now)
+            if case let .refused(_, text) = start(trunk, now: now) {
+                // The peer holds the trunk open: tell it this end could not.
+                sendToTrunk(.leave(.init()), trunk: trunk)
+                let event = TrunkEvent(room: room, peer: relay, openedHere: true, change: .ended(.refused("here: \(text)")))
+                logger.warning("\(event)")
+                trunkDirectory.emit(event)
+            }
+        }
+    }
+
+    // MARK: Accepting a trunk (the peer opens)
+
+    func receiveTrunkInit(_ buffer: ByteBuffer, from address: DatagramAddress, peer: PeerAddress, now: UInt64) {
+        guard let trunkDirectory, let handshake = joins.handshake, !isShuttingDown else { return drop(.unexpectedControl) }
+        let size = buffer.readableBytes
+        let unixTime = UInt64(unixSeconds())
+        enum Outcome { case opened(AcceptedTrunkHandshake), overBudget, refused(SecurityError) }
+        let outcome: Outcome = buffer.withUnsafeReadableBytes { raw in
+            do throws(SecurityError) {
+                let message = try handshake.checkCookie(raw, address: peer.cookieBytes, unixSeconds: unixTime, type: .trunkInit)
+                guard budgets.joinAttempts.allow(peer.host, nowNanoseconds: now) else { return .overBudget }
+                return .opened(try handshake.openTrunk(message, trusts: trunkDirectory.isTrusted))
+            } catch {
+                return .refused(error)
+            }
+        }
+        let accepted: AcceptedTrunkHandshake
+        switch outcome {
+        case let .opened(opened): accepted = opened
+        case .overBudget: return drop(.joinRateLimited)
+        case .refused(.invalidCookie): return drop(.cookieInvalid)
+        case .refused(.untrustedPeer):
+            refusalLogs.log(.notice, "trunk refused: the opening relay's key is not in the trusted-relay set", metadata: ["from": "\(peer)"], now: now)
+            return drop(.trunkUntrusted)
+        case .refused: return drop(.handshakeFailed)
+        }
+        // A retransmitted init (the response was lost) gets the same response again.
+        if let existing = trunks.values.first(where: { $0.ephemeralKey == accepted.ephemeralKey }) {
+            if existing.handshakeResponse.count <= size { send(existing.handshakeResponse, to: address, kind: .control) }
+            return
+        }
+        guard case .accepted = joins.replayCache.insert(accepted.ephemeralKey, source: peer.host.bytes, unixSeconds: unixTime) else {
+            return drop(.handshakeReplayed)
+        }
+        guard let opening = accepted.payload.withUnsafeBytes({ try? TrunkOpening(parsing: $0) }), let source = address.socketAddress,
+              let host = source.ipAddress, let port = source.port else {
+            return drop(.malformed)
+        }
+        let relay = RelayPeer(address: HostAndPort(host: host, port: port), publicKey: accepted.peerPublicKey)
+        var refusal = accepted
+        func refuse(_ text: String) {
+            let error = ControlMessage(body: .error(.init(code: .rateLimited, message: String(text.prefix(200)))))
+            guard let payload = try? error.serialized(),
+                  let (response, _) = try? refusal.respond(localIndex: 0, payload: payload, nowNanoseconds: now), response.count <= size else { return }
+            send(response, to: address, kind: .control)
+        }
+        switch trunkDirectory.inbound(room: opening.room, peerKey: relay.publicKey) {
+        case let .refuse(text):
+            return refuse(text)
+        case let .accept(replacing):
+            if let replacing { rooms.endTrunk(replacing.trunk, reason: .replaced) }
+        }
+        var answering = accepted
+        let localIndex = UInt32.random(in: 1...UInt32.max)
+        guard let payload = try? ControlMessage(body: .ack(.init(sequence: 0))).serialized(),
+              let (response, session) = try? answering.respond(localIndex: localIndex, payload: payload, nowNanoseconds: now),
+              response.count <= size else {
+            return drop(.handshakeFailed)
+        }
+        let trunk = Trunk(
+            id: rooms.makeSessionID(), room: opening.room, peer: relay, destination: address, peerAddress: peer, localIndex: localIndex,
+            protector: PacketProtector(session: session), openedHere: false, workerIndex: index, ephemeralKey: accepted.ephemeralKey,
+            handshakeResponse: response, limits: limits, nowNanoseconds: now)
+        if case let .refused(_, text) = start(trunk, now: now) { return refuse(text) }
+        send(response, to: address, kind: .control)
+    }
+
+    /// An open trunk joins its room and this loop; nothing is kept if the room refuses it.
+    private func start(_ trunk: Trunk, now: UInt64) -> RoomAdmission {
+        guard let trunkDirectory else { return .refused(.encryptionUnavailable, "no relay key") }
+        if let replaced = trunkDirectory.register(trunk) { rooms.endTrunk(replaced.trunk, reason: .replaced) }
+        trunks[trunk.route] = trunk
+        trunk.nextReportNanoseconds = now
+        let admission = rooms.attachTrunk(trunk, now: now)
+        if case .refused = admission {
+            trunk.state = .closed
+            trunks[trunk.route] = nil
+            trunkDirectory.unregister(trunk)
+            return admission
+        }
+        logger.info("\(trunk.logDescription) opened")
+        trunkDirectory.emit(TrunkEvent(room: trunk.room, peer: trunk.peer, openedHere: trunk.openedHere, change: .opened))
+        return admission
+    }
+
+    // MARK: Room updates, the tick, the end
+
+    /// The room changed: the trunk forwards to its new snapshot and tells the peer who is here.
+    func applyTrunkUpdate(_ trunk: Trunk, snapshot: RoomSnapshot, version: UInt32, localRoster: [ControlMessage.Roster.Member]) {
+        guard trunk.state == .open else { return }
+        if trunk.forwarding === RoomSnapshot.empty || RoomSnapshot.isNewer(snapshot.version, than: trunk.forwarding.version) {
+            trunk.forwarding = snapshot
+        }
+        let now = monotonicNanoseconds()
+        trunk.localMemberCount = snapshot.localMemberCount
+        if snapshot.localMemberCount > 0 {
+            trunk.emptySinceNanoseconds = nil
+        } else if trunk.emptySinceNanoseconds == nil {
+            trunk.emptySinceNanoseconds = now
+        }
+        guard localRoster != trunk.lastSentRoster else { return }
+        trunk.lastSentRoster = localRoster
+        for page in ControlMessage.Roster.pages(version: version, members: localRoster, maximumMessageSize: RelayCore.maximumRosterMessageSize) {
+            sendToTrunk(.roster(page), trunk: trunk, reliable: true, now: now)
+        }
+        flush()
+    }
+
+    /// Retransmissions, keepalive reports, and the trunks that went quiet or whose room emptied;
+    /// on the first loop, the openings in progress too.
+    func tickTrunks(now: UInt64) {
+        guard let trunkDirectory else { return }
+        if index == 0 {
+            let (resend, failed) = trunkDirectory.dueOpenings(now: now)
+            for opening in resend { send(opening.bytes, to: opening.destination, kind: .control) }
+            for event in failed {
+                logger.warning("\(event)")
+                trunkDirectory.emit(event)
+            }
+        }
+        guard !trunks.isEmpty else { return }
+        let timings = trunkDirectory.timings
+        var ended: [(Trunk, TrunkEndReason)] = []
+        for trunk in trunks.values {
+            for bytes in trunk.reliable.due(nowNanoseconds: now) {
+                send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
+            }
+            if now &- trunk.lastHeardNanoseconds > timings.timeout {
+                ended.append((trunk, .timedOut))
+            } else if let since = trunk.emptySinceNanoseconds, now &- since >= timings.emptyRoomGrace {
+                ended.append((trunk, .roomEmptied))
+            } else if now >= trunk.nextReportNanoseconds {
+                trunk.nextReportNanoseconds = now &+ timings.keepalive
+                if let report = TrunkRTCP.receiverReport(for: trunk, relaySSRC: relaySSRC, now: now) {
+                    send(report, to: trunk.destination, protector: trunk.protector, kind: .rtcp)
+                }
+            }
+        }
+        for (trunk, reason) in ended { endTrunk(trunk, reason: reason, now: now) }
+    }
+
+    /// Ends a trunk here: out of its room and this loop, the peer told when it still listens,
+    /// the event given. A trunk opened here that went quiet is opened again while its room
+    /// has members here.
+    func endTrunk(_ trunk: Trunk, reason: TrunkEndReason, now: UInt64, tellPeer: Bool? = nil) {
+        guard trunk.state == .open else { return }
+        trunk.state = .closed
+        let tell = tellPeer ?? (reason != .timedOut && reason != .replaced)
+        if tell {
+            let body: ControlMessage.Body = reason == .shuttingDown
+                ? .goodbye(.init(reason: .relayShuttingDown, message: "the relay is shutting down"))
+                : .leave(.init())
+            sendToTrunk(body, trunk: trunk)
+        }
+        if trunks[trunk.route] === trunk { trunks[trunk.route] = nil }
+        rooms.detachTrunk(trunk, now: now)
+        trunkDirectory?.unregister(trunk)
+        let event = TrunkEvent(room: trunk.room, peer: trunk.peer, openedHere: trunk.openedHere, change: .ended(reason))
+        logger.info("\(event)")
+        trunkDirectory?.emit(event)
+        if reason == .timedOut, trunk.openedHere, trunk.localMemberCount > 0, !isShuttingDown {
+            beginTrunk(room: trunk.room, to: trunk.peer, destination: trunk.destination)
+        }
+        flush()
+    }
+
+    func deliverTrunkUpdate(_ trunk: Trunk, snapshot: RoomSnapshot, version: UInt32, localRoster: [ControlMessage.Roster.Member]) {
+        loop.execute { self.applyTrunkUpdate(trunk, snapshot: snapshot, version: version, localRoster: localRoster) }
+    }
+
+    func deliverTrunkEnd(_ trunk: Trunk, reason: TrunkEndReason) {
+        loop.execute { self.endTrunk(trunk, reason: reason, now: monotonicNanoseconds()) }
+    }
+
+    /// A member here lost its SSRC to a member on another relay: it is told to join again.
+    func deliverEviction(_ session: Session) {
+        loop.execute {
+            guard session.state != .closed else { return }
+            self.finishClosing(session, reason: .ssrcClash, now: monotonicNanoseconds(), tellMember: true)
+            self.flush()
+        }
+    }
+}

@@ -1,0 +1,234 @@
+import Crypto
+import ParleySecurity
+import ParleyWire
+import Synchronization
+
+/// What every loop shares about trunks: the trusted relays' keys, the openings in progress,
+/// which trunks exist (and on which loop), and where their events go.
+///
+/// Behind one lock, taken by trunk handshakes, opening and closing, and the API, never by a
+/// packet once its trunk is open: an open trunk is found in its loop's own table. An opening
+/// is shared because its answers may arrive on any loop: the kernel steers the peer's
+/// datagrams to the socket its address hashes to, which need not be the one the hello left
+/// from; the trunk then lives on the loop that received the response.
+final class TrunkDirectory: Sendable {
+    let relayKey: RelayKey
+
+    private struct Opening {
+        let room: String
+        let peer: RelayPeer
+        let destination: DatagramAddress
+        var opener: TrunkOpener
+        /// The hello until the cookie comes, then the init.
+        var pendingSend: [UInt8]
+        var nextSendNanoseconds: UInt64
+        let deadlineNanoseconds: UInt64
+    }
+
+    struct Record: Sendable {
+        /// Its `let`s only may be read off its loop.
+        let trunk: Trunk
+        let trunkID: UInt64
+        let workerIndex: Int
+        let route: TrunkRoute
+        let peer: RelayPeer
+        let openedHere: Bool
+    }
+
+    private struct Key: Hashable {
+        let room: String
+        let peerKey: [UInt8]
+    }
+
+    private struct State {
+        var trusted: Set<[UInt8]> = []
+        var openings: [Opening] = []
+        var trunks: [Key: Record] = [:]
+        var timings = TrunkTimings()
+        var handler: (@Sendable (TrunkEvent) -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    init(relayKey: RelayKey) {
+        self.relayKey = relayKey
+    }
+
+    var localKeyBytes: [UInt8] { Array(relayKey.publicKey.rawRepresentation) }
+
+    // MARK: Settings
+
+    func setTrusted(_ peers: [RelayPeer]) {
+        state.withLock { $0.trusted = Set(peers.map(\.publicKey)) }
+    }
+
+    func isTrusted(_ key: Curve25519.KeyAgreement.PublicKey) -> Bool {
+        let bytes = Array(key.rawRepresentation)
+        return state.withLock { $0.trusted.contains(bytes) }
+    }
+
+    var timings: TrunkTimings {
+        get { state.withLock { $0.timings } }
+        set { state.withLock { $0.timings = newValue } }
+    }
+
+    func setHandler(_ handler: (@Sendable (TrunkEvent) -> Void)?) {
+        state.withLock { $0.handler = handler }
+    }
+
+    /// Hands `event` to the handler, outside the lock.
+    func emit(_ event: TrunkEvent) {
+        let handler = state.withLock { $0.handler }
+        handler?(event)
+    }
+
+    // MARK: Opening (this relay opens)
+
+    /// Starts opening `room`'s trunk to `peer`: returns the hello to send, or nil when the
+    /// trunk is open or being opened already.
+    func beginOpening(room: String, peer: RelayPeer, destination: DatagramAddress, now: UInt64) -> [UInt8]? {
+        state.withLock { state in
+            let key = Key(room: room, peerKey: peer.publicKey)
+            guard state.trunks[key] == nil, !state.openings.contains(where: { $0.room == room && $0.peer.publicKey == peer.publicKey }) else {
+                return nil
+            }
+            let opener = TrunkOpener(relayKey: relayKey, peerPublicKey: peer.key)
+            let hello = opener.helloBytes
+            state.openings.append(Opening(
+                room: room, peer: peer, destination: destination, opener: opener, pendingSend: hello,
+                nextSendNanoseconds: now &+ state.timings.openingRetransmit, deadlineNanoseconds: now &+ state.timings.openingTimeout))
+            return hello
+        }
+    }
+
+    /// Gives up an opening (``Relay/closeTrunk(room:to:)`` before it completed); true if there was one.
+    func cancelOpening(room: String, peerKey: [UInt8]) -> Bool {
+        state.withLock { state in
+            let before = state.openings.count
+            state.openings.removeAll { $0.room == room && $0.peer.publicKey == peerKey }
+            return state.openings.count != before
+        }
+    }
+
+    /// A cookie reply: the init to send for the opening whose hello it answers.
+    func cookieArrived(_ bytes: UnsafeRawBufferPointer, now: UInt64) -> (bytes: [UInt8], destination: DatagramAddress, failed: TrunkEvent?)? {
+        guard let cookie = try? HandshakeCookie(parsing: bytes) else { return nil }
+        return state.withLock { state -> (bytes: [UInt8], destination: DatagramAddress, failed: TrunkEvent?)? in
+            guard let index = state.openings.firstIndex(where: { $0.opener.hello.nonce == cookie.nonce }) else { return nil }
+            var opening = state.openings[index]
+            guard let payload = try? TrunkOpening(room: opening.room).serialized() else { return nil }
+            do {
+                opening.pendingSend = try opening.opener.makeInit(cookieReply: bytes, payload: payload)
+            } catch SecurityError.relayKeyMismatch {
+                state.openings.remove(at: index)
+                return ([], opening.destination, TrunkEvent(room: opening.room, peer: opening.peer, openedHere: true, change: .ended(.keyMismatch)))
+            } catch {
+                return nil
+            }
+            opening.nextSendNanoseconds = now &+ state.timings.openingRetransmit
+            state.openings[index] = opening
+            return (opening.pendingSend, opening.destination, nil)
+        }
+    }
+
+    enum OpeningAnswer {
+        case accepted(room: String, peer: RelayPeer, session: SecureSession, localIndex: UInt32, response: [UInt8])
+        case refused(TrunkEvent)
+    }
+
+    /// A trunk response: the session, or the peer's refusal. Nil for anything that does not
+    /// finish an opening in progress.
+    func responseArrived(_ bytes: UnsafeRawBufferPointer, now: UInt64) -> OpeningAnswer? {
+        guard let response = try? HandshakeResponse(parsing: bytes, type: .trunkResponse) else { return nil }
+        let index = response.receiverIndex
+        return state.withLock { state -> OpeningAnswer? in
+            guard let position = state.openings.firstIndex(where: { $0.opener.localIndex == index }) else { return nil }
+            var opening = state.openings[position]
+            guard let (payload, session) = try? opening.opener.finish(response: bytes, nowNanoseconds: now),
+                  let answer = try? ControlMessage(parsing: payload) else { return nil }
+            state.openings.remove(at: position)
+            if case let .error(error) = answer.body {
+                return .refused(TrunkEvent(room: opening.room, peer: opening.peer, openedHere: true, change: .ended(.refused(error.message))))
+            }
+            return .accepted(room: opening.room, peer: opening.peer, session: session, localIndex: index, response: Array(bytes))
+        }
+    }
+
+    /// Openings whose hello or init is due again, and those that gave up.
+    func dueOpenings(now: UInt64) -> (resend: [(bytes: [UInt8], destination: DatagramAddress)], failed: [TrunkEvent]) {
+        state.withLock { state in
+            guard !state.openings.isEmpty else { return ([], []) }
+            var resend: [(bytes: [UInt8], destination: DatagramAddress)] = []
+            var failed: [TrunkEvent] = []
+            state.openings.removeAll { opening in
+                guard now < opening.deadlineNanoseconds else {
+                    failed.append(TrunkEvent(room: opening.room, peer: opening.peer, openedHere: true, change: .ended(.unanswered)))
+                    return true
+                }
+                return false
+            }
+            for index in state.openings.indices where now >= state.openings[index].nextSendNanoseconds {
+                resend.append((state.openings[index].pendingSend, state.openings[index].destination))
+                state.openings[index].nextSendNanoseconds = now &+ state.timings.openingRetransmit
+            }
+            return (resend, failed)
+        }
+    }
+
+    // MARK: Accepting (the peer opens)
+
+    enum InboundDecision {
+        /// Accept; `replacing` is a trunk for the same room and peer to end first.
+        case accept(replacing: Record?)
+        /// Both relays are opening this trunk and this relay's own opening wins.
+        case refuse(String)
+    }
+
+    /// Whether to accept the peer's trunk for `room`. A newer handshake replaces a trunk that
+    /// exists (the peer restarted, or re-opened after a silence). When both relays are opening
+    /// at once, the opening of the relay whose key sorts first is kept, on both sides.
+    func inbound(room: String, peerKey: [UInt8]) -> InboundDecision {
+        state.withLock { state in
+            if let mine = state.openings.firstIndex(where: { $0.room == room && $0.peer.publicKey == peerKey }) {
+                if localKeyBytes.lexicographicallyPrecedes(peerKey) {
+                    return .refuse("both relays opened this trunk; the one opened by the relay whose key sorts first is kept")
+                }
+                state.openings.remove(at: mine)
+            }
+            return .accept(replacing: state.trunks[Key(room: room, peerKey: peerKey)])
+        }
+    }
+
+    // MARK: The trunks
+
+    /// Records an open trunk; returns the one it replaces, if any.
+    @discardableResult
+    func register(_ trunk: Trunk) -> Record? {
+        let record = Record(trunk: trunk, trunkID: trunk.id, workerIndex: trunk.workerIndex, route: trunk.route, peer: trunk.peer, openedHere: trunk.openedHere)
+        return state.withLock { state in
+            let key = Key(room: trunk.room, peerKey: trunk.peer.publicKey)
+            let previous = state.trunks[key]
+            state.trunks[key] = record
+            return previous?.trunkID == trunk.id ? nil : previous
+        }
+    }
+
+    /// Forgets a trunk that ended, unless a newer one took its place.
+    func unregister(_ trunk: Trunk) {
+        state.withLock { state in
+            let key = Key(room: trunk.room, peerKey: trunk.peer.publicKey)
+            if state.trunks[key]?.trunkID == trunk.id { state.trunks[key] = nil }
+        }
+    }
+
+    func record(room: String, peerKey: [UInt8]) -> Record? {
+        state.withLock { $0.trunks[Key(room: room, peerKey: peerKey)] }
+    }
+
+    /// Open trunks, for the API and metrics.
+    var openTrunks: [(room: String, record: Record)] {
+        state.withLock { state in state.trunks.map { ($0.key.room, $0.value) } }
+    }
+
+    var openingCount: Int { state.withLock { $0.openings.count } }
+}

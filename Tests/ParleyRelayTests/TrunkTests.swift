@@ -1,0 +1,244 @@
+import Crypto
+import Foundation
+import ParleyClient
+@testable import ParleyRelay
+import ParleySecurity
+import ParleyWire
+import Synchronization
+import Testing
+
+/// Relays on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (one per address, as separate machines would
+/// be), each with its own key and token secret, trusting the others as the cluster tells them.
+final class RelayTrio {
+    let fixtures: [RelayFixture]
+    let peers: [RelayPeer]
+    let events = TrunkEventLog()
+
+    /// `trusts[i]`: the relays relay `i` accepts trunks from (by default, all the others).
+    init(count: Int = 3, trusts: [[Int]]? = nil, timings: TrunkTimings = RelayTrio.quickTimings) throws {
+        fixtures = try (0..<count).map { index in
+            try RelayFixture.startSecure { configuration in configuration.listen = HostAndPort(host: "127.0.0.\(index + 1)", port: 0) }
+        }
+        peers = fixtures.enumerated().map { index, fixture in
+            RelayPeer(address: HostAndPort(host: "127.0.0.\(index + 1)", port: fixture.port), publicKey: fixture.relayKey!.publicKey)
+        }
+        for (index, fixture) in fixtures.enumerated() {
+            let trusted = trusts?[index] ?? (0..<count).filter { $0 != index }
+            fixture.relay.setTrustedRelays(trusted.map { peers[$0] })
+            fixture.relay.trunkTimings = timings
+            let events = self.events
+            fixture.relay.setTrunkEventHandler { event in events.append(event) }
+        }
+    }
+
+    static var quickTimings: TrunkTimings {
+        var timings = TrunkTimings()
+        timings.emptyRoomGraceMilliseconds = 600
+        timings.openingTimeoutMilliseconds = 1_500
+        return timings
+    }
+
+    func shutdown() { for fixture in fixtures { fixture.relay.shutdown() } }
+
+    func openTrunk(_ room: String, from opener: Int, to peer: Int) throws {
+        try fixtures[opener].relay.openTrunk(room: room, to: peers[peer])
+    }
+
+    /// Waits until `count` trunk ends are open on every relay listed.
+    func waitForOpenTrunks(_ count: Int, on relays: [Int], timeout: Double = 5) -> Bool {
+        let deadline = now() + timeout
+        while now() < deadline {
+            if relays.allSatisfy({ fixtures[$0].relay.openTrunks.count == count }) { return true }
+            usleep(10_000)
+        }
+        return false
+    }
+
+    func member(on relay: Int, room: String, identity: String, ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)) -> SecureMember {
+        SecureMember(relayPort: fixtures[relay].port, relayHost: "127.0.0.\(relay + 1)", room: room,
+                     token: fixtures[relay].token(room: room, identity: identity), relayKey: fixtures[relay].relayKey!.publicKey, ssrc: ssrc)
+    }
+
+    var recordedEvents: [TrunkEvent] { events.all }
+}
+
+/// The trunk events relays report, from their loops' threads.
+final class TrunkEventLog: Sendable {
+    private let events = Mutex<[TrunkEvent]>([])
+    func append(_ event: TrunkEvent) { events.withLock { $0.append(event) } }
+    var all: [TrunkEvent] { events.withLock { $0 } }
+}
+
+/// Runs every member's link for `seconds`.
+func pumpAll(_ members: [SecureMember], seconds: Double) {
+    let end = now() + seconds
+    while now() < end { for member in members { member.pump(timeout: 0.005) } }
+}
+
+/// Runs every member's link until `condition` holds or `timeout` passes.
+@discardableResult
+func pumpAll(_ members: [SecureMember], timeout: Double, until condition: () -> Bool) -> Bool {
+    let end = now() + timeout
+    while now() < end {
+        if condition() { return true }
+        for member in members { member.pump(timeout: 0.005) }
+    }
+    return condition()
+}
+
+extension RelayOverUDP {
+    @Suite("Trunks between relays") struct TrunkTests {
+        func joined(_ members: [SecureMember], rosterSize: Int) throws {
+            guard pumpAll(members, timeout: 8, until: { members.allSatisfy { $0.isActive && $0.link.roster.count == rosterSize } }) else {
+                throw TestFailure("members did not all see \(rosterSize) in the roster: "
+                    + members.map { "\($0.link.phase) \($0.link.roster.map(\.identity))" }.joined(separator: "; "))
+            }
+        }
+
+        @Test func membersOnTwoRelaysHearEachOtherExactlyOnceAndShareOneRoster() throws {
+            let trio = try RelayTrio(count: 2)
+            defer { trio.shutdown() }
+            let members = [trio.member(on: 0, room: "standup", identity: "ada"), trio.member(on: 0, room: "standup", identity: "bob"),
+                           trio.member(on: 1, room: "standup", identity: "cy")]
+            try trio.openTrunk("standup", from: 0, to: 1)
+            #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
+            try joined(members, rosterSize: 3)
+            for member in members { #expect(Set(member.link.roster.map(\.identity)) == ["ada", "bob", "cy"]) }
+            for _ in 0..<20 {
+                for member in members { member.sendMedia() }
+                pumpAll(members, seconds: 0.02)
+            }
+            pumpAll(members, seconds: 0.5)
+            for receiver in members {
+                for sender in members where sender !== receiver {
+                    #expect(receiver.received(from: sender.link.ssrc) == Array(1...20), "every packet once, in order, across the trunk or not")
+                }
+                #expect(receiver.received(from: receiver.link.ssrc).isEmpty)
+            }
+            #expect(trio.recordedEvents.filter { $0.change == .opened }.count == 2, "both ends report the trunk open")
+        }
+
+        @Test func eachStreamCrossesTheTrunkOnceWhateverTheListenersBehindIt() throws {
+            let trio = try RelayTrio(count: 2)
+            defer { trio.shutdown() }
+            let talker = trio.member(on: 0, room: "lecture", identity: "speaker")
+            let listeners = (0..<3).map { trio.member(on: 1, room: "lecture", identity: "listener-\($0)") }
+            try trio.openTrunk("lecture", from: 0, to: 1)
+            try joined([talker] + listeners, rosterSize: 4)
+            let sentBefore = metricValue(try trio.fixtures[0].relay.metricsText(), #"parley_relay_packets_sent_total{kind="media"}"#) ?? 0
+            for _ in 0..<50 {
+                talker.sendMedia()
+                pumpAll([talker] + listeners, seconds: 0.01)
+            }
+            pumpAll([talker] + listeners, seconds: 0.5)
+            for listener in listeners { #expect(listener.received(from: talker.link.ssrc) == Array(1...50)) }
+            let sent = (metricValue(try trio.fixtures[0].relay.metricsText(), #"parley_relay_packets_sent_total{kind="media"}"#) ?? 0) - sentBefore
+            let relayed = (metricValue(try trio.fixtures[1].relay.metricsText(), #"parley_relay_packets_sent_total{kind="media"}"#) ?? 0)
+            #expect(sent == 50, "the talker's relay wrote each packet once, to the trunk, for three listeners behind it")
+            #expect(relayed == 150, "the far relay wrote one copy per listener")
+        }
+
+        @Test func threeRelaysFormAMeshAndEveryoneHearsEveryoneOnce() throws {
+            let trio = try RelayTrio(count: 3)
+            defer { trio.shutdown() }
+            let members = (0..<3).map { trio.member(on: $0, room: "mesh", identity: "m\($0)") }
+            try trio.openTrunk("mesh", from: 0, to: 1)
+            try trio.openTrunk("mesh", from: 0, to: 2)
+            try trio.openTrunk("mesh", from: 2, to: 1)
+            // Opening a trunk that is open (from either end) changes nothing.
+            try trio.openTrunk("mesh", from: 1, to: 0)
+            #expect(trio.waitForOpenTrunks(2, on: [0, 1, 2]))
+            try joined(members, rosterSize: 3)
+            for _ in 0..<20 {
+                for member in members { member.sendMedia() }
+                pumpAll(members, seconds: 0.02)
+            }
+            pumpAll(members, seconds: 0.5)
+            for receiver in members {
+                for sender in members where sender !== receiver {
+                    #expect(receiver.received(from: sender.link.ssrc) == Array(1...20), "once: nothing loops round the third relay")
+                }
+            }
+        }
+
+        @Test func aRelayWithoutThePeersKeyInItsTrustedSetRefusesTheTrunk() throws {
+            // Relay 1 trusts a stranger's key, not relay 0's.
+            let trio = try RelayTrio(count: 2, trusts: [[1], []])
+            defer { trio.shutdown() }
+            trio.fixtures[1].relay.setTrustedRelays([RelayPeer(address: HostAndPort(host: "127.0.0.9", port: 1), publicKey: RelayKey().publicKey)])
+            let members = [trio.member(on: 0, room: "private", identity: "ada"), trio.member(on: 1, room: "private", identity: "bob")]
+            try trio.openTrunk("private", from: 0, to: 1)
+            try joined(members, rosterSize: 1)
+            pumpAll(members, timeout: 3) { trio.recordedEvents.contains { $0.change == .ended(.unanswered) } }
+            #expect(trio.recordedEvents.map(\.change) == [.ended(.unanswered)], "the opener is told; the refusing relay opened nothing")
+            #expect(trio.fixtures[1].relay.openTrunks.isEmpty && trio.fixtures[0].relay.openTrunks.isEmpty)
+            let refused = metricValue(try trio.fixtures[1].relay.metricsText(), #"parley_relay_packets_dropped_total{reason="trunk_untrusted"}"#)
+            #expect((refused ?? 0) >= 1)
+            for _ in 0..<5 { members[0].sendMedia() }
+            pumpAll(members, seconds: 0.3)
+            #expect(members[1].received(from: members[0].link.ssrc).isEmpty)
+            #expect(members.allSatisfy { $0.link.roster.count == 1 })
+        }
+
+        @Test func theTrunkClosesOnceTheRoomEmptiesOnOneSideAndTheOtherSideForgetsItsMembers() throws {
+            let trio = try RelayTrio(count: 2)
+            defer { trio.shutdown() }
+            let stays = trio.member(on: 0, room: "brief", identity: "stays")
+            let leaves = trio.member(on: 1, room: "brief", identity: "leaves")
+            try trio.openTrunk("brief", from: 0, to: 1)
+            try joined([stays, leaves], rosterSize: 2)
+            leaves.leave()
+            leaves.pump(timeout: 0.5)
+            let ended = pumpAll([stays], timeout: 4) {
+                trio.recordedEvents.contains { $0.change == .ended(.roomEmptied) } && trio.recordedEvents.contains { $0.change == .ended(.closedByPeer) }
+            }
+            #expect(ended, "events: \(trio.recordedEvents)")
+            #expect(trio.fixtures[0].relay.openTrunks.isEmpty && trio.fixtures[1].relay.openTrunks.isEmpty)
+            #expect(trio.fixtures[1].relay.rooms["brief"] == nil, "the emptied relay closed the room")
+            pumpAll([stays], timeout: 2) { stays.link.roster.count == 1 }
+            #expect(stays.link.roster.map(\.identity) == ["stays"])
+        }
+
+        @Test func aRelayShuttingDownEndsItsTrunksAndTheirMembersLeaveTheOtherRelaysRoster() throws {
+            let trio = try RelayTrio(count: 2)
+            defer { trio.fixtures[0].relay.shutdown() }
+            let stays = trio.member(on: 0, room: "r", identity: "stays")
+            let gone = trio.member(on: 1, room: "r", identity: "gone")
+            try trio.openTrunk("r", from: 1, to: 0)
+            try joined([stays, gone], rosterSize: 2)
+            trio.fixtures[1].relay.shutdown()
+            pumpAll([stays], timeout: 3) { stays.link.roster.count == 1 }
+            #expect(stays.link.roster.map(\.identity) == ["stays"])
+            #expect(trio.recordedEvents.contains { $0.change == .ended(.peerShuttingDown) && $0.openedHere == false })
+        }
+
+        @Test func anSSRCClashAcrossRelaysEndsWithBothMembersHeardUnderDifferentSSRCs() throws {
+            let trio = try RelayTrio(count: 2)
+            defer { trio.shutdown() }
+            let members = [trio.member(on: 0, room: "clash", identity: "ada", ssrc: 4242), trio.member(on: 1, room: "clash", identity: "bob", ssrc: 4242)]
+            try joined(members, rosterSize: 1)
+            try trio.openTrunk("clash", from: 0, to: 1)
+            try joined(members, rosterSize: 2)
+            #expect(members[0].link.ssrc != members[1].link.ssrc)
+            let lowerKeyFirst = trio.peers[0].publicKey.lexicographicallyPrecedes(trio.peers[1].publicKey)
+            #expect(members[lowerKeyFirst ? 0 : 1].link.ssrc == 4242, "the member on the relay whose key sorts first keeps its SSRC")
+            for _ in 0..<10 {
+                for member in members { member.sendMedia() }
+                pumpAll(members, seconds: 0.02)
+            }
+            pumpAll(members, seconds: 0.4)
+            #expect(members[0].received(from: members[1].link.ssrc).count >= 9)
+            #expect(members[1].received(from: members[0].link.ssrc).count >= 9)
+        }
+
+        @Test func openingATrunkOnAnInsecureRelayOrForABadRoomSaysWhy() throws {
+            let insecure = try RelayFixture.start()
+            defer { insecure.relay.shutdown() }
+            let peer = RelayPeer(address: HostAndPort(host: "127.0.0.2", port: 7800), publicKey: RelayKey().publicKey)
+            #expect(throws: ConfigurationError.self) { try insecure.relay.openTrunk(room: "r", to: peer) }
+            let secure = try RelayFixture.startSecure()
+            defer { secure.relay.shutdown() }
+            #expect(throws: ConfigurationError.self) { try secure.relay.openTrunk(room: "no spaces", to: peer) }
+        }
+    }
+}
