@@ -15,6 +15,10 @@ struct AdmissionBudgets {
     /// Handshake inits with a valid cookie (each costs two Diffie-Hellman operations if its
     /// join verifies, one if not) and plaintext joins (a token check).
     var joinAttempts: SourceRateLimiter
+    /// Trunk inits with a valid cookie (one Diffie-Hellman for an untrusted key, two for a
+    /// trusted one): a budget of their own, since one relay legitimately opens a trunk for
+    /// each room it shares with another, hundreds at once after a restart.
+    var trunkAttempts: SourceRateLimiter
 
     init(limits: RelayLimits, nowNanoseconds now: UInt64) {
         cookieReplies = SourceRateLimiter(
@@ -25,5 +29,10 @@ struct AdmissionBudgets {
         joinAttempts = SourceRateLimiter(
             perSourcePerSecond: limits.joinAttemptsPerSecondPerSource, perSourceBurst: limits.joinAttemptBurstPerSource,
             globalPerSecond: limits.joinAttemptsPerSecond, nowNanoseconds: now)
+        trunkAttempts = SourceRateLimiter(
+            perSourcePerSecond: Self.trunkAttemptsPerSecondPerSource, perSourceBurst: 2 * Self.trunkAttemptsPerSecondPerSource,
+            globalPerSecond: limits.joinAttemptsPerSecond, slotCount: 256, nowNanoseconds: now)
     }
+
+    static let trunkAttemptsPerSecondPerSource = 500
 }

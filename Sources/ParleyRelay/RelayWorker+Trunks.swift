@@ -132,12 +132,11 @@ extension RelayWorker {
               let answer = buffer.withUnsafeReadableBytes({ trunkDirectory.cookieArrived($0, now: now) }) else {
             return drop(.unexpectedControl)
         }
-        if let failed = answer.failed {
+        for failed in answer.failed {
             logger.warning("\(failed)")
             trunkDirectory.emit(failed)
-            return
         }
-        send(answer.bytes, to: answer.destination, kind: .control)
+        for opening in answer.sends { send(opening.bytes, to: opening.destination, kind: .control) }
     }
 
     func receiveTrunkResponse(_ buffer: ByteBuffer, from address: DatagramAddress, peer: PeerAddress, now: UInt64) {
@@ -174,7 +173,7 @@ extension RelayWorker {
         let outcome: Outcome = buffer.withUnsafeReadableBytes { raw in
             do throws(SecurityError) {
                 let message = try handshake.checkCookie(raw, address: peer.cookieBytes, unixSeconds: unixTime, type: .trunkInit)
-                guard budgets.joinAttempts.allow(peer.host, nowNanoseconds: now) else { return .overBudget }
+                guard budgets.trunkAttempts.allow(peer.host, nowNanoseconds: now) else { return .overBudget }
                 return .opened(try handshake.openTrunk(message, trusts: trunkDirectory.isTrusted))
             } catch {
                 return .refused(error)

@@ -43,6 +43,9 @@ final class TrunkDirectory: Sendable {
     private struct State {
         var trusted: Set<[UInt8]> = []
         var openings: [Opening] = []
+        /// The latest cookie each peer gave this relay's address, and when: a cookie names the
+        /// address, not the hello, so openings to one peer within its life need no hello.
+        var cookies: [HostAndPort: (cookie: HandshakeCookie, receivedNanoseconds: UInt64)] = [:]
         var trunks: [Key: Record] = [:]
         var timings = TrunkTimings()
         var handler: (@Sendable (TrunkEvent) -> Void)?
@@ -92,14 +95,21 @@ final class TrunkDirectory: Sendable {
             guard state.trunks[key] == nil, !state.openings.contains(where: { $0.room == room && $0.peer.publicKey == peer.publicKey }) else {
                 return nil
             }
-            let opener = TrunkOpener(relayKey: relayKey, peerPublicKey: peer.key)
-            let hello = opener.helloBytes
-            state.openings.append(Opening(
-                room: room, peer: peer, destination: destination, opener: opener, pendingSend: hello,
-                nextSendNanoseconds: now &+ state.timings.openingRetransmit, deadlineNanoseconds: now &+ state.timings.openingTimeout))
-            return hello
+            var opening = Opening(
+                room: room, peer: peer, destination: destination, opener: TrunkOpener(relayKey: relayKey, peerPublicKey: peer.key), pendingSend: [],
+                nextSendNanoseconds: now &+ state.timings.openingRetransmit, deadlineNanoseconds: now &+ state.timings.openingTimeout)
+            opening.pendingSend = opening.opener.helloBytes
+            if let cached = state.cookies[peer.address], now &- cached.receivedNanoseconds < Self.cookieReuseNanoseconds,
+               let payload = try? TrunkOpening(room: room).serialized(), let initBytes = try? opening.opener.makeInit(cookie: cached.cookie, payload: payload) {
+                opening.pendingSend = initBytes
+            }
+            state.openings.append(opening)
+            return opening.pendingSend
         }
     }
+
+    /// A peer's cookie is valid for at least 60 s after it was made; it is reused for less.
+    static let cookieReuseNanoseconds: UInt64 = 50_000_000_000
 
     /// Gives up an opening (``Relay/closeTrunk(room:to:)`` before it completed); true if there was one.
     func cancelOpening(room: String, peerKey: [UInt8]) -> Bool {
@@ -110,24 +120,40 @@ final class TrunkDirectory: Sendable {
         }
     }
 
-    /// A cookie reply: the init to send for the opening whose hello it answers.
-    func cookieArrived(_ bytes: UnsafeRawBufferPointer, now: UInt64) -> (bytes: [UInt8], destination: DatagramAddress, failed: TrunkEvent?)? {
+    /// A cookie reply: the inits to send, for the opening whose hello it answers and every
+    /// other opening to the same peer still waiting for a cookie; and the openings that
+    /// failed (the peer holds another key than the one given).
+    func cookieArrived(_ bytes: UnsafeRawBufferPointer, now: UInt64) -> (sends: [(bytes: [UInt8], destination: DatagramAddress)], failed: [TrunkEvent])? {
         guard let cookie = try? HandshakeCookie(parsing: bytes) else { return nil }
-        return state.withLock { state -> (bytes: [UInt8], destination: DatagramAddress, failed: TrunkEvent?)? in
-            guard let index = state.openings.firstIndex(where: { $0.opener.hello.nonce == cookie.nonce }) else { return nil }
-            var opening = state.openings[index]
-            guard let payload = try? TrunkOpening(room: opening.room).serialized() else { return nil }
-            do {
-                opening.pendingSend = try opening.opener.makeInit(cookieReply: bytes, payload: payload)
-            } catch SecurityError.relayKeyMismatch {
-                state.openings.remove(at: index)
-                return ([], opening.destination, TrunkEvent(room: opening.room, peer: opening.peer, openedHere: true, change: .ended(.keyMismatch)))
-            } catch {
-                return nil
+        return state.withLock { state -> (sends: [(bytes: [UInt8], destination: DatagramAddress)], failed: [TrunkEvent])? in
+            guard let answered = state.openings.firstIndex(where: { $0.opener.hello.nonce == cookie.nonce }) else { return nil }
+            let address = state.openings[answered].peer.address
+            state.cookies[address] = (cookie, now)
+            var sends: [(bytes: [UInt8], destination: DatagramAddress)] = []
+            var failed: [TrunkEvent] = []
+            var mismatched: Set<Int> = []
+            for index in state.openings.indices where state.openings[index].peer.address == address {
+                var opening = state.openings[index]
+                guard opening.pendingSend.first == SecureMessageType.hello.rawValue,
+                      let payload = try? TrunkOpening(room: opening.room).serialized() else { continue }
+                do {
+                    opening.pendingSend = try opening.opener.makeInit(cookie: cookie, payload: payload)
+                } catch SecurityError.relayKeyMismatch {
+                    mismatched.insert(index)
+                    failed.append(TrunkEvent(room: opening.room, peer: opening.peer, openedHere: true, change: .ended(.keyMismatch)))
+                    continue
+                } catch {
+                    continue
+                }
+                opening.nextSendNanoseconds = now &+ state.timings.openingRetransmit
+                state.openings[index] = opening
+                sends.append((opening.pendingSend, opening.destination))
             }
-            opening.nextSendNanoseconds = now &+ state.timings.openingRetransmit
-            state.openings[index] = opening
-            return (opening.pendingSend, opening.destination, nil)
+            if !mismatched.isEmpty {
+                state.cookies[address] = nil
+                state.openings = state.openings.enumerated().filter { !mismatched.contains($0.offset) }.map(\.element)
+            }
+            return (sends, failed)
         }
     }
 

@@ -39,6 +39,13 @@ public struct TrunkOpener: Sendable {
         let reply: HandshakeCookie
         do { reply = try HandshakeCookie(parsing: bytes) } catch { throw .malformed(error.description) }
         guard reply.nonce == hello.nonce else { throw .malformed("cookie reply answers another hello") }
+        return try makeInit(cookie: reply, payload: payload)
+    }
+
+    /// Builds the trunk init with a cookie the peer gave this relay's address for an earlier
+    /// hello: a cookie names the address, not the hello, and lives a minute or two, so one
+    /// relay opening many trunks to one peer asks for it once.
+    public mutating func makeInit(cookie reply: HandshakeCookie, payload: [UInt8]) throws(SecurityError) -> [UInt8] {
         guard reply.relayKeyID == RelayKey.keyID(of: peerPublicKey) else { throw .relayKeyMismatch(presentedKeyID: reply.relayKeyID) }
         var header = [UInt8]()
         do {

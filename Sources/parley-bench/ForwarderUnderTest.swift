@@ -14,6 +14,13 @@ protocol ForwarderUnderTest: AnyObject {
     /// CPU seconds used so far.
     func cpuSeconds() -> Double
     func stop()
+    /// Before the members join: where each sends (a forwarder of more than one address sets
+    /// the socket's routes) and anything their rooms need first.
+    func prepare(members: [LoadGenerator.Member], socket: MultiAddressSocket) throws
+}
+
+extension ForwarderUnderTest {
+    func prepare(members: [LoadGenerator.Member], socket: MultiAddressSocket) throws {}
 }
 
 /// How members get into a room of the forwarder under test.

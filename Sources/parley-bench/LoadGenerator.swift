@@ -40,6 +40,7 @@ final class LoadGenerator {
                 self.members.append(Member(address: memberAddress(number, port: socket.port), room: room, ssrc: UInt32(room * 100 + index + 1)))
             }
         }
+        try forwarder.prepare(members: self.members, socket: socket)
         switch forwarder.entry {
         case let .table(setRooms):
             setRooms((0..<rooms).map { room in self.members.filter { $0.room == room }.map(\.address) })

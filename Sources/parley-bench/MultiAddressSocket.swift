@@ -25,6 +25,10 @@ final class MultiAddressSocket {
     private let receiveControl = UnsafeMutableRawPointer.allocate(byteCount: batch * receiveControlSpace, alignment: 16)
     private let receiveVectors = UnsafeMutablePointer<iovec>.allocate(capacity: batch)
     private let receiveHeaders = UnsafeMutablePointer<parley_mmsghdr>.allocate(capacity: batch)
+    /// Destinations other than the socket's own, by source address (network order): members
+    /// of one room on two relays (``TrunkBenchmark``). Empty for every other benchmark.
+    var routes: [UInt32: sockaddr_in] = [:]
+    private let sendNames = UnsafeMutablePointer<sockaddr_in>.allocate(capacity: batch)
     private(set) var queued = 0
     /// When the datagram being handled in `receive` reached this socket (CLOCK_REALTIME, ns):
     /// the kernel's timestamp, so the latency measured is the forwarder's and the network's,
@@ -58,7 +62,7 @@ final class MultiAddressSocket {
     deinit {
         close(descriptor)
         for pointer in [sendBuffers, sendControl, receiveBuffers, receiveControl] { pointer.deallocate() }
-        sendVectors.deallocate(); sendHeaders.deallocate(); receiveVectors.deallocate(); receiveHeaders.deallocate()
+        sendVectors.deallocate(); sendHeaders.deallocate(); sendNames.deallocate(); receiveVectors.deallocate(); receiveHeaders.deallocate()
     }
 
     /// Queues a datagram to the forwarder from `source` (its IP picks the member).
@@ -75,8 +79,13 @@ final class MultiAddressSocket {
         control.storeBytes(of: source.sin_addr.s_addr, toByteOffset: 20, as: UInt32.self)  // ipi_spec_dst
         sendVectors[slot] = iovec(iov_base: sendBuffers + slot * Self.slot, iov_len: min(bytes.count, Self.slot))
         sendHeaders[slot] = parley_mmsghdr()
-        withUnsafeMutablePointer(to: &destination) { pointer in
-            sendHeaders[slot].msg_hdr.msg_name = UnsafeMutableRawPointer(pointer)
+        if routes.isEmpty {
+            withUnsafeMutablePointer(to: &destination) { pointer in
+                sendHeaders[slot].msg_hdr.msg_name = UnsafeMutableRawPointer(pointer)
+            }
+        } else {
+            sendNames[slot] = routes[source.sin_addr.s_addr] ?? destination
+            sendHeaders[slot].msg_hdr.msg_name = UnsafeMutableRawPointer(sendNames + slot)
         }
         sendHeaders[slot].msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_in>.size)
         sendHeaders[slot].msg_hdr.msg_iov = sendVectors + slot

@@ -46,9 +46,9 @@ final class CallRoom: @unchecked Sendable {
         }
     }
 
-    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey) throws -> Relay {
+    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey, host: String = "127.0.0.1") throws -> Relay {
         var configuration = RelayConfiguration()
-        configuration.listen = HostAndPort(host: "127.0.0.1", port: port)
+        configuration.listen = HostAndPort(host: host, port: port)
         configuration.admin = nil
         configuration.threads = 1
         configuration.shutdownGraceMilliseconds = 500
@@ -139,11 +139,25 @@ extension CallRoom {
              whileRunning: (@Sendable () async throws -> Void)? = nil,
              notice: @escaping @Sendable (String, String) -> Void = { _, _ in },
              onSessions: (@Sendable ([String: CallSession]) -> Void)? = nil) async throws -> CallOutcome {
-        var sessions: [String: CallSession] = [:]
+        var configurations: [String: CallConfiguration] = [:]
         for talker in Conversation.talkers {
             var configuration = configuration(for: talker, input: .wav(path: conversation.path(of: talker)), durationSeconds: conversation.seconds + extraSeconds)
             configure(talker, &configuration)
-            sessions[talker] = try CallSession(configuration) { notice(talker, $0) }
+            configurations[talker] = configuration
+        }
+        return try await CallOutcome.run(configurations, whileRunning: whileRunning, notice: notice, onSessions: onSessions)
+    }
+}
+
+extension CallOutcome {
+    /// Runs one session per configuration at once and waits for all of them.
+    static func run(_ configurations: [String: CallConfiguration],
+                    whileRunning: (@Sendable () async throws -> Void)? = nil,
+                    notice: @escaping @Sendable (String, String) -> Void = { _, _ in },
+                    onSessions: (@Sendable ([String: CallSession]) -> Void)? = nil) async throws -> CallOutcome {
+        var sessions: [String: CallSession] = [:]
+        for talker in configurations.keys.sorted() {
+            sessions[talker] = try CallSession(configurations[talker]!) { notice(talker, $0) }
         }
         onSessions?(sessions)
         async let during: Void = whileRunning?() ?? ()

@@ -15,19 +15,29 @@ struct Reception: Sendable, CustomStringConvertible {
     /// they would hold up the other calls' tasks (a restart timed with `Task.sleep` came
     /// seconds late behind them).
     static func all(in room: CallRoom, outcome: CallOutcome, conversation: Conversation, settleSeconds: Double = 3) async throws -> [Reception] {
+        try await all(recordings: room.received(by:from:), outcome: outcome, conversation: conversation, settleSeconds: settleSeconds)
+    }
+
+    /// `recordings(listener, talker)`: what the listener recorded of the talker.
+    static func all(
+        recordings: @escaping @Sendable (String, String) throws -> [Float], outcome: CallOutcome, conversation: Conversation,
+        settleSeconds: Double = 3
+    ) async throws -> [Reception] {
         try await runOnThread {
-            Result { try compareAll(in: room, outcome: outcome, conversation: conversation, settleSeconds: settleSeconds) }
+            Result { try compareAll(recordings: recordings, outcome: outcome, conversation: conversation, settleSeconds: settleSeconds) }
         }.get()
     }
 
-    private static func compareAll(in room: CallRoom, outcome: CallOutcome, conversation: Conversation, settleSeconds: Double) throws -> [Reception] {
+    private static func compareAll(
+        recordings: (String, String) throws -> [Float], outcome: CallOutcome, conversation: Conversation, settleSeconds: Double
+    ) throws -> [Reception] {
         var receptions: [Reception] = []
         for listener in Conversation.talkers {
             for talker in Conversation.talkers where talker != listener {
                 guard let offset = outcome.offset(talker: talker, listener: listener) else {
                     throw Conversation.Unavailable(description: "\(talker) never captured or \(listener) never played")
                 }
-                let recording = try room.received(by: listener, from: talker)
+                let recording = try recordings(listener, talker)
                 let comparison = SpeechComparison.compare(sent: conversation.tracks[talker]!, received: recording, offset: offset)
                 let settled = comparison.windows.filter { Double($0.start) / 48_000 >= settleSeconds }
                     .compactMap { $0.delay.map { $0 / 48 } }.sorted()

@@ -1,0 +1,75 @@
+import Foundation
+import ParleyClient
+import ParleyNetSim
+import ParleyRelay
+import Testing
+
+/// Cascading: one room spread over relays, each talker on the relay nearest them, the relays
+/// exchanging the room's streams over trunks. Asserted on what each listener recorded, as
+/// the three-way call is.
+@Suite("A call spread over relays")
+struct CascadedCallTests {
+    /// Three talkers on three relays (127.0.0.1, .2, .3) joined in a mesh of trunks: each
+    /// hears both others as in a call through one relay (envelope ≥ 0.85, no dropout, settled
+    /// p95 within 100 ms): a trunk hop on the loopback costs no audible delay.
+    @Test func talkersOnThreeRelaysHearEachOtherAsThroughOne() async throws {
+        let conversation = try Conversation.standard.get()
+        let room = try await CascadedRoom(room: "cascade", relayCount: 3, placement: ["ada": 0, "bob": 1, "cy": 2],
+                                          trunks: [(0, 1), (0, 2), (2, 1)])
+        defer { Task { await room.close() } }
+        #expect(room.openTrunkEnds == 6, "three trunks, open at both ends")
+        let outcome = try await CallSlots.shared.withSlot { try await room.run(conversation) }
+        for (talker, result) in outcome.results {
+            if case let .failure(error) = result { Issue.record("\(talker)'s call failed: \(error)") }
+        }
+        let receptions = try await Reception.all(recordings: room.recordings, outcome: outcome, conversation: conversation)
+        for reception in receptions {
+            print("three relays: \(reception)")
+            #expect(reception.comparison.envelopeCorrelation >= 0.85, "\(reception)")
+            #expect(reception.comparison.dropouts == 0, "\(reception)")
+            #expect(reception.comparison.unmatchedWindows == 0, "\(reception)")
+            #expect(reception.settledP95 <= 100, "\(reception)")
+        }
+        for (talker, statistics) in outcome.statistics {
+            #expect(Set(statistics.speakers.map(\.identity)) == Set(Conversation.talkers).subtracting([talker]), "\(talker) heard \(statistics.speakers.map(\.identity))")
+        }
+    }
+
+    /// Ada on one relay, Bob and Cy on another, the trunk between the relays through the
+    /// impairment proxy losing 5 % each way (`loss-5`): what crosses the trunk is repaired as
+    /// on a lossy member's path (Ada's encoder hears, through the trunk's reports, that both
+    /// her listeners lose packets, and sends copies), and Bob and Cy, on one relay, hear each
+    /// other untouched.
+    @Test func aLossyTrunkStillDeliversTheTalkersAcrossIt() async throws {
+        let conversation = try Conversation.standard.get()
+        let scenario = try Scenario.named("loss-5")
+        let (receptions, report, outcome) = try await CallSlots.shared.withSlot {
+            let room = try await CascadedRoom(room: "lossy-trunk", relayCount: 2, placement: ["ada": 0, "bob": 1, "cy": 1], trunks: [],
+                                              impaired: (opener: 0, peer: 1, scenario: scenario))
+            #expect(room.openTrunkEnds == 2)
+            let outcome = try await room.run(conversation)
+            for (talker, result) in outcome.results {
+                if case let .failure(error) = result { Issue.record("\(talker)'s call failed: \(error)") }
+            }
+            let receptions = try await Reception.all(recordings: room.recordings, outcome: outcome, conversation: conversation)
+            let report = try await room.proxy!.report().get()
+            await room.close()
+            return (receptions, report, outcome)
+        }
+        print("lossy trunk: up \(report.up.summary); down \(report.down.summary)")
+        #expect(report.up.lost > 20 && report.down.lost > 20, "the trunk did lose packets")
+        for reception in receptions {
+            print("lossy trunk: \(reception)")
+            let acrossTheTrunk = reception.talker == "ada" || reception.listener == "ada"
+            #expect(reception.comparison.envelopeCorrelation >= (acrossTheTrunk ? 0.80 : 0.85), "\(reception)")
+            #expect(reception.comparison.droppedPercent <= (acrossTheTrunk ? 6 : 1), "\(reception)")
+            #expect(reception.comparison.dropouts <= (acrossTheTrunk ? 4 : 0), "\(reception)")
+            #expect(reception.delayMedian <= 150, "\(reception)")
+            #expect(reception.settledP95 <= 250, "\(reception)")
+        }
+        for talker in Conversation.talkers {
+            guard let statistics = outcome.statistics[talker] else { continue }
+            print("lossy trunk: " + CallStatusLine.summary(statistics).replacingOccurrences(of: "\n", with: "\n  "))
+        }
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import ParleyAudio
+import ParleyClient
+import ParleyNetSim
+import ParleyRelay
+import ParleySecurity
+
+/// One room spread over relays on 127.0.0.1, 127.0.0.2 and 127.0.0.3, each with its own key,
+/// sharing the token secret as a cluster's relays do, joined by trunks; one trunk may run
+/// through the impairment proxy. Each talker's call joins the relay `placement` names, with
+/// that relay's key pinned, as an invite naming that relay would make it.
+final class CascadedRoom: @unchecked Sendable {
+    let secret = TokenSecret.random()
+    let room: String
+    let keys: [RelayKey]
+    let relays: [Relay]
+    let placement: [String: Int]
+    private var proxyGroup: MultiThreadedEventLoopGroup?
+    private(set) var proxy: ImpairmentProxy?
+    let directory: String
+
+    /// `trunks`: (opener, peer) pairs; `impaired`: the one pair whose trunk crosses the proxy.
+    init(room: String, relayCount: Int, placement: [String: Int], trunks: [(Int, Int)],
+         impaired: (opener: Int, peer: Int, scenario: Scenario)? = nil, seed: UInt64 = 7) async throws {
+        self.room = room
+        self.placement = placement
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-cascade-\(room)-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        keys = (0..<relayCount).map { _ in RelayKey() }
+        var relays: [Relay] = []
+        for index in 0..<relayCount {
+            relays.append(try CallRoom.startRelay(port: 0, secret: secret, relayKey: keys[index], host: "127.0.0.\(index + 1)"))
+        }
+        self.relays = relays
+        let peers = relays.indices.map { RelayPeer(address: HostAndPort(host: "127.0.0.\($0 + 1)", port: relays[$0].localAddress.port!), publicKey: keys[$0].publicKey) }
+        for (index, relay) in relays.enumerated() { relay.setTrustedRelays(peers.enumerated().filter { $0.offset != index }.map(\.element)) }
+        for (opener, peer) in trunks { try relays[opener].openTrunk(room: room, to: peers[peer]) }
+        if let impaired {
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            try await group.next().submit { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, -11) }.get()
+            proxyGroup = group
+            let configuration = ImpairmentProxy.Configuration(
+                listen: try SocketAddress(ipAddress: "127.0.0.1", port: 0), relay: relays[impaired.peer].localAddress,
+                up: impaired.scenario.up, down: impaired.scenario.down, seed: seed)
+            let proxy = try await ImpairmentProxy.start(configuration, on: group.next()).get()
+            self.proxy = proxy
+            let throughProxy = RelayPeer(address: HostAndPort(host: "127.0.0.1", port: proxy.localAddress.port!), publicKey: keys[impaired.peer].publicKey)
+            try relays[impaired.opener].openTrunk(room: room, to: throughProxy)
+        }
+        let expected = trunks.count + (impaired == nil ? 0 : 1)
+        let deadline = Date().addingTimeInterval(5)
+        while relays.reduce(0, { $0 + $1.openTrunks.count }) < 2 * expected, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+    }
+
+    /// Trunk ends open on all the relays (two per trunk).
+    var openTrunkEnds: Int { relays.reduce(0) { $0 + $1.openTrunks.count } }
+
+    func token(_ identity: String) -> String {
+        let now = Int64(Date().timeIntervalSince1970)
+        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600).signed(with: secret)
+    }
+
+    func configuration(for talker: String, input: CallConfiguration.Input, durationSeconds: Double) -> CallConfiguration {
+        let relay = placement[talker]!
+        var configuration = CallConfiguration(
+            relayHost: "127.0.0.\(relay + 1)", relayPort: relays[relay].localAddress.port!, room: room, token: token(talker),
+            security: .secure(relayKey: keys[relay].publicKey))
+        configuration.name = talker
+        configuration.input = input
+        configuration.output = .wav(path: directory + "/\(talker)-heard.wav")
+        configuration.recordReceivedDirectory = directory + "/\(talker)-received"
+        configuration.durationSeconds = durationSeconds
+        return configuration
+    }
+
+    func run(_ conversation: Conversation, extraSeconds: Double = 1.5) async throws -> CallOutcome {
+        var configurations: [String: CallConfiguration] = [:]
+        for talker in Conversation.talkers {
+            configurations[talker] = configuration(for: talker, input: .wav(path: conversation.path(of: talker)), durationSeconds: conversation.seconds + extraSeconds)
+        }
+        return try await CallOutcome.run(configurations)
+    }
+
+    /// What `listener` recorded of `talker`.
+    var recordings: @Sendable (String, String) throws -> [Float] {
+        { [directory] listener, talker in try WAVAudio(contentsOf: directory + "/\(listener)-received/\(talker).wav").samples }
+    }
+
+    func close() async {
+        if let proxy { _ = try? await proxy.stop().get() }
+        try? await proxyGroup?.shutdownGracefully()
+        for relay in relays { relay.shutdown() }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
