@@ -171,6 +171,8 @@ final class RelayCore: RoomMembership {
         metrics.rooms.record(rooms.directory.rooms.count)
         metrics.membersActive.record(counts.active)
         metrics.membersJoining.record(counts.joining)
+        metrics.trunks.record(rooms.directory.trunkCount)
+        metrics.membersRemote.record(rooms.directory.remoteMemberCount)
     }
 
     /// Rooms and their active members' identities, for logs and tests.

@@ -25,6 +25,9 @@ public final class RelayMetrics: Sendable {
     let rooms: CoreMetrics.Gauge
     let membersActive: CoreMetrics.Gauge
     let membersJoining: CoreMetrics.Gauge
+    /// Open trunks to other relays (one per room and peer), and the members behind them.
+    let trunks: CoreMetrics.Gauge
+    let membersRemote: CoreMetrics.Gauge
     let removals: [RemovalReason: CoreMetrics.Counter]
     let forwardingLatency: CoreMetrics.Timer
     let socketReceiveBuffer: CoreMetrics.Gauge
@@ -62,6 +65,8 @@ public final class RelayMetrics: Sendable {
         rooms = CoreMetrics.Gauge(label: "parley_relay_rooms", factory: factory)
         membersActive = CoreMetrics.Gauge(label: "parley_relay_members", dimensions: [("state", "active")], factory: factory)
         membersJoining = CoreMetrics.Gauge(label: "parley_relay_members", dimensions: [("state", "joining")], factory: factory)
+        trunks = CoreMetrics.Gauge(label: "parley_relay_trunks", factory: factory)
+        membersRemote = CoreMetrics.Gauge(label: "parley_relay_members", dimensions: [("state", "remote")], factory: factory)
         var removals: [RemovalReason: CoreMetrics.Counter] = [:]
         for reason in RemovalReason.allCases {
             removals[reason] = CoreMetrics.Counter(label: "parley_relay_members_removed_total", dimensions: [("reason", reason.label)], factory: factory)

@@ -99,6 +99,7 @@ extension RoomDirectory {
             }
             rooms[room] = Room(name: room)
         }
+        if !rooms[room]!.trunks.contains(where: { $0.trunkID == id }) { trunkCount += 1 }
         rooms[room]!.attachTrunk(id: id, peerKey: peerKey)
         return .admitted(replaced: nil)
     }
@@ -106,8 +107,11 @@ extension RoomDirectory {
     /// Detaches a trunk, closing its room when nothing is left in it; true if the roster changed.
     @discardableResult
     mutating func detachTrunk(id: UInt64, from room: String) -> Bool {
-        guard rooms[room] != nil else { return false }
+        guard let before = rooms[room], before.trunks.contains(where: { $0.trunkID == id }) else { return false }
+        trunkCount -= 1
+        remoteMemberCount -= before.remoteMemberCount
         let changed = rooms[room]!.detachTrunk(id: id)
+        remoteMemberCount += rooms[room]!.remoteMemberCount
         if rooms[room]!.isEmpty { rooms[room] = nil }
         return changed
     }
@@ -115,8 +119,9 @@ extension RoomDirectory {
     mutating func setRemoteMembers(
         _ roster: [ControlMessage.Roster.Member], trunkID: UInt64, localKey: [UInt8], in room: String
     ) -> Room.RemoteRosterOutcome {
-        guard rooms[room] != nil else { return Room.RemoteRosterOutcome() }
+        guard let before = rooms[room] else { return Room.RemoteRosterOutcome() }
         let outcome = rooms[room]!.setRemoteMembers(roster, trunkID: trunkID, localKey: localKey)
+        remoteMemberCount += rooms[room]!.remoteMemberCount - before.remoteMemberCount
         for member in outcome.evicted { count(member, by: -1) }
         return outcome
     }

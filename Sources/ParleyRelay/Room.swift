@@ -116,6 +116,9 @@ public struct RoomDirectory: Sendable {
     public let limits: RelayLimits
     /// Kept as members change, so counting costs nothing however many rooms there are.
     public internal(set) var memberCount: (active: Int, joining: Int) = (0, 0)
+    /// Members of these rooms on other relays, and trunks to them, kept the same way (`Room+Trunks.swift`).
+    public internal(set) var remoteMemberCount = 0
+    public internal(set) var trunkCount = 0
 
     public init(limits: RelayLimits) { self.limits = limits }
 

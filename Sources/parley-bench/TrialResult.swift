@@ -19,6 +19,8 @@ struct TrialResult: Codable {
     var forwarderCoreSoftirqPercent: Double = 0
 
     var line: String {
-        "\(rooms) rooms × \(members): \(Int(forwardedPacketsPerSecond)) forwarded/s of \(Int(expectedPacketsPerSecond)), loss \(percent(loss)), latency p50 \(Int(latencyP50Microseconds)) µs p99 \(Int(latencyP99Microseconds)) µs p99.9 \(Int(latencyP999Microseconds)) µs, CPU \(Int(forwarderCPUPercent)) % (core busy \(Int(forwarderCoreBusyPercent)) %, softirq \(Int(forwarderCoreSoftirqPercent)) %; generator \(Int(generatorCPUPercent)) %)"
+        // A trial that received nothing has no latency (NaN), said as "–".
+        func microseconds(_ value: Double) -> String { value.isFinite ? "\(Int(value)) µs" : "–" }
+        return "\(rooms) rooms × \(members): \(Int(forwardedPacketsPerSecond)) forwarded/s of \(Int(expectedPacketsPerSecond)), loss \(percent(loss)), latency p50 \(microseconds(latencyP50Microseconds)) p99 \(microseconds(latencyP99Microseconds)) p99.9 \(microseconds(latencyP999Microseconds)), CPU \(Int(forwarderCPUPercent)) % (core busy \(Int(forwarderCoreBusyPercent)) %, softirq \(Int(forwarderCoreSoftirqPercent)) %; generator \(Int(generatorCPUPercent)) %)"
     }
 }

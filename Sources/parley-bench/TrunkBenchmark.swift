@@ -32,6 +32,8 @@ struct TrunkBenchmark: ParsableCommand {
     var loadCPU: Int = 1
     @Option(help: "Largest number of talkers tried.")
     var maximumTalkers: Int = 4000
+    @Option(help: "Run one trial of this many rooms per fan-out, direct and trunked, and print the relays' drop counts, instead of searching.")
+    var fixedRooms: Int?
     @Flag(help: "Print the results as JSON on stdout.")
     var json = false
 
@@ -68,6 +70,22 @@ struct TrunkBenchmark: ParsableCommand {
             "--seconds", "\(seconds)", "--forwarder-cpu", "\(forwarderCPU)", "--load-cpu", "\(loadCPU)",
             "--maximum-talkers", "\(maximumTalkers)",
         ])
+        if let fixedRooms {
+            for fanout in fanoutList {
+                for trunked in [false, true] {
+                    let relays = try TrunkedRelays(trunked: trunked, cpu: forwarderCPU)
+                    let generator = try LoadGenerator(rooms: fixedRooms, members: fanout + 1, payload: 100, forwarder: relays)
+                    let trial = try generator.run(seconds: seconds, forwarder: relays)
+                    log("\(trunked ? "trunked" : "direct"): \(trial.line)")
+                    for (index, relay) in relays.relays.enumerated() {
+                        let drops = try relay.metricsText().split(separator: "\n").filter { $0.hasPrefix("parley_relay_packets_dropped_total") && !$0.hasSuffix(" 0") }
+                        log("  relay \(index) drops: \(drops.isEmpty ? "none" : drops.joined(separator: ", "))")
+                    }
+                    relays.stop()
+                }
+            }
+            return
+        }
         var results: [Result] = []
         for fanout in fanoutList {
             log("fan-out \(fanout): searching one relay's capacity (direct)")

@@ -116,6 +116,10 @@ extension RelayOverUDP {
                 #expect(receiver.received(from: receiver.link.ssrc).isEmpty)
             }
             #expect(trio.recordedEvents.filter { $0.change == .opened }.count == 2, "both ends report the trunk open")
+            let metrics = try trio.fixtures[0].relay.metricsText()
+            #expect(metricValue(metrics, "parley_relay_trunks") == 1)
+            #expect(metricValue(metrics, #"parley_relay_members{state="remote"}"#) == 1)
+            #expect(metricValue(metrics, #"parley_relay_members{state="active"}"#) == 2)
         }
 
         @Test func eachStreamCrossesTheTrunkOnceWhateverTheListenersBehindIt() throws {
