@@ -93,6 +93,7 @@ extension RelayWorker {
             }
         case let .ack(ack):
             trunk.reliable.acknowledge(sequence: ack.sequence)
+            trunk.unacknowledgedRosterPages.remove(ack.sequence)
         case let .ping(ping):
             sendToTrunk(.pong(.init(timestamp: ping.timestamp)), trunk: trunk)
         case .pong:
@@ -106,13 +107,23 @@ extension RelayWorker {
         }
     }
 
-    private func sendToTrunk(_ body: ControlMessage.Body, trunk: Trunk, reliable: Bool = false, now: UInt64 = 0) {
-        let sequence = trunk.takeSequence()
-        guard let bytes = try? ControlMessage(sequence: sequence, isReliable: reliable, body: body).serialized() else { return }
-        if reliable, case let .roster(page) = body {
-            trunk.reliable.enqueue(sequence: sequence, kind: .roster(version: page.version), bytes: bytes, nowNanoseconds: now)
-        }
+    private func sendToTrunk(_ body: ControlMessage.Body, trunk: Trunk) {
+        guard let bytes = try? ControlMessage(sequence: trunk.takeSequence(), body: body).serialized() else { return }
         send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
+    }
+
+    /// The members here, to the peer, reliably (every page acknowledged).
+    private func sendRoster(_ members: [ControlMessage.Roster.Member], version: UInt32, trunk: Trunk, now: UInt64) {
+        trunk.lastSentRoster = members
+        trunk.lastSentRosterVersion = version
+        trunk.unacknowledgedRosterPages = []
+        for page in ControlMessage.Roster.pages(version: version, members: members, maximumMessageSize: RelayCore.maximumRosterMessageSize) {
+            let sequence = trunk.takeSequence()
+            guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true, body: .roster(page)).serialized() else { continue }
+            trunk.reliable.enqueue(sequence: sequence, kind: .roster(version: page.version), bytes: bytes, nowNanoseconds: now)
+            trunk.unacknowledgedRosterPages.insert(sequence)
+            send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
+        }
     }
 
     // MARK: Opening a trunk (this relay opens)
@@ -264,10 +275,7 @@ extension RelayWorker {
             trunk.emptySinceNanoseconds = now
         }
         guard localRoster != trunk.lastSentRoster else { return }
-        trunk.lastSentRoster = localRoster
-        for page in ControlMessage.Roster.pages(version: version, members: localRoster, maximumMessageSize: RelayCore.maximumRosterMessageSize) {
-            sendToTrunk(.roster(page), trunk: trunk, reliable: true, now: now)
-        }
+        sendRoster(localRoster, version: version, trunk: trunk, now: now)
         flush()
     }
 
@@ -289,6 +297,9 @@ extension RelayWorker {
         for trunk in trunks.values {
             for bytes in trunk.reliable.due(nowNanoseconds: now) {
                 send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
+            }
+            if trunk.reliable.isEmpty, !trunk.unacknowledgedRosterPages.isEmpty, let members = trunk.lastSentRoster {
+                sendRoster(members, version: trunk.lastSentRosterVersion, trunk: trunk, now: now)
             }
             if now &- trunk.lastHeardNanoseconds > timings.timeout {
                 ended.append((trunk, .timedOut))

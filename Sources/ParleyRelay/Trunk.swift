@@ -40,6 +40,10 @@ final class Trunk: @unchecked Sendable {
     /// The roster of the members here, sent to the peer reliably.
     var reliable = ReliableSender()
     var lastSentRoster: [ControlMessage.Roster.Member]?
+    var lastSentRosterVersion: UInt32 = 0
+    /// Sequences of the last roster's pages not yet acknowledged: while any is, the roster is
+    /// sent again whenever the reliable sender has given it up, for as long as the trunk lives.
+    var unacknowledgedRosterPages: Set<UInt32> = []
     private var nextSequence: UInt32 = 1
     /// Members here as of the last room update, and since when there were none.
     var localMemberCount = 0
