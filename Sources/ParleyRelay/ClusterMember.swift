@@ -116,6 +116,9 @@ public final class ClusterMember: Sendable {
     /// A copy of the view, for tests and status.
     var view: ClusterView { state.withLock { $0.view } }
 
+    /// Requests sent to the store so far (the benchmark counts store operations per join).
+    public var storeRequests: Int { etcd.requestsSent }
+
     public var isRegistered: Bool { state.withLock { $0.lease != nil && $0.storeReachable } }
 
     /// Rooms the store places on this relay.
