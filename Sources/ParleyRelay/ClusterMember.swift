@@ -113,6 +113,12 @@ public final class ClusterMember: Sendable {
         state.withLock { $0.view.others(limit: limit) }
     }
 
+    /// Every live relay of the cluster as registered (this one included): their addresses
+    /// and public keys are what relay-to-relay trunks trust.
+    public var liveRelays: [ClusterRelayRecord] {
+        state.withLock { $0.view.relays.values.sorted { $0.id < $1.id } }
+    }
+
     /// A copy of the view, for tests and status.
     var view: ClusterView { state.withLock { $0.view } }
 

@@ -49,9 +49,13 @@ struct ClusterConfigurationTests {
         logger.logLevel = .error
         let relay = try Relay.start(configuration: configuration, secret: .random(), relayKey: RelayKey(), logger: logger)
         defer { relay.shutdown() }
-        let deadline = Date().addingTimeInterval(5)
-        while relay.cluster?.isRegistered != true, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        let text = try relay.metricsText()
+        // Registered once the lease is granted, the record written and the watch running.
+        let deadline = Date().addingTimeInterval(15)
+        var text = try relay.metricsText()
+        while !text.contains("parley_relay_cluster_registered 1"), Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            text = try relay.metricsText()
+        }
         #expect(text.contains("parley_relay_cluster_registered 1"))
         #expect(text.contains("parley_relay_cluster_rooms_hosted 0"))
         #expect(text.contains("parley_relay_cluster_trunks"))

@@ -102,16 +102,21 @@ final class EtcdServer: @unchecked Sendable {
 }
 
 /// A TCP port nobody listens on now (the kernel's pick for port 0).
-func freeTCPPort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+func freeTCPPort() throws -> Int { try freePort(host: "127.0.0.1", type: SOCK_STREAM) }
+
+/// A UDP port free on `host` now.
+func freeUDPPort(host: String) throws -> Int { try freePort(host: host, type: SOCK_DGRAM) }
+
+private func freePort(host: String, type: __socket_type) throws -> Int {
+    let descriptor = socket(AF_INET, Int32(type.rawValue), 0)
     defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_addr.s_addr = inet_addr(host)
     let bound = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
-    guard bound == 0 else { throw EtcdServer.Missing(description: "cannot bind a TCP port on 127.0.0.1") }
+    guard bound == 0 else { throw EtcdServer.Missing(description: "cannot bind a port on \(host)") }
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     _ = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }

@@ -131,21 +131,3 @@ func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) thr
     done.wait()
     return try result.withLock { $0! }.get()
 }
-
-/// A UDP port free on `host` now.
-func freeUDPPort(host: String) throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr(host)
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard bound == 0 else { throw EtcdServer.Missing(description: "cannot bind a UDP port on \(host)") }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
