@@ -262,6 +262,8 @@ public final class CallSession: @unchecked Sendable {
             }
         case let .reconnecting(reason):
             notice("reconnecting: \(reason)…")
+        case let .redirected(relay):
+            notice("the room lives on the relay at \(relay); joining there")
         case let .failed(failure):
             lifecycle.withLock { if $0.failure == nil { $0.failure = .link(failure) } }
             wake.signal()
