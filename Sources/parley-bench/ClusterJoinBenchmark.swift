@@ -8,6 +8,10 @@ import ParleyRelay
 import ParleySecurity
 import ParleyWire
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What joining costs in a cluster: the join's latency against a relay on its own measured in
 /// the same run, and the store operations each join takes (new room, or a room already placed),
 /// the store's own background (lease renewals) measured over an idle stretch and taken off.
