@@ -102,7 +102,8 @@ extension RelayWorker {
             endTrunk(trunk, reason: .closedByPeer, now: now, tellPeer: false)
         case let .goodbye(goodbye):
             endTrunk(trunk, reason: goodbye.reason == .relayShuttingDown ? .peerShuttingDown : .closedByPeer, now: now, tellPeer: false)
-        case .join, .joined, .ready, .error:
+        default:
+            // A member's messages (join, ready, redirects, …) mean nothing on a trunk.
             drop(.unexpectedControl)
         }
     }

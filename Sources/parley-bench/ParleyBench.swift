@@ -20,6 +20,7 @@ struct ParleyBench: ParsableCommand {
             RelayMemoryBenchmark.self,
             AdmissionFloodBenchmark.self,
             TrunkBenchmark.self,
+            ClusterJoinBenchmark.self,
         ]
     )
 }
