@@ -50,7 +50,8 @@ extension Relay {
         trunkDirectory?.setHandler(handler)
     }
 
-    /// Keepalive, timeout and grace periods of trunks opened or accepted from now on.
+    /// Keepalive, timeout and grace periods of every trunk (read at each tick); openings
+    /// take their retransmit and timeout when they begin.
     public var trunkTimings: TrunkTimings {
         get { trunkDirectory?.timings ?? TrunkTimings() }
         set { trunkDirectory?.timings = newValue }

@@ -32,8 +32,10 @@ struct TrunkBenchmark: ParsableCommand {
     var loadCPU: Int = 1
     @Option(help: "Largest number of talkers tried.")
     var maximumTalkers: Int = 4000
-    @Option(help: "Run one trial of this many rooms per fan-out, direct and trunked, and print the relays' drop counts, instead of searching.")
+    @Option(help: "Instead of searching: trials of this many rooms per fan-out, direct and trunked in turn (--trials times each), with the relays' drop counts, and the medians of latency and of the relays' CPU time per forwarded packet.")
     var fixedRooms: Int?
+    @Option(help: "With --fixed-rooms: how many direct and trunked trials, alternating.")
+    var trials: Int = 1
     @Flag(help: "Print the results as JSON on stdout.")
     var json = false
 
@@ -71,19 +73,27 @@ struct TrunkBenchmark: ParsableCommand {
             "--maximum-talkers", "\(maximumTalkers)",
         ])
         if let fixedRooms {
+            var summaries: [FixedLoadSummary] = []
             for fanout in fanoutList {
-                for trunked in [false, true] {
-                    let relays = try TrunkedRelays(trunked: trunked, cpu: forwarderCPU)
-                    let generator = try LoadGenerator(rooms: fixedRooms, members: fanout + 1, payload: 100, forwarder: relays)
-                    let trial = try generator.run(seconds: seconds, forwarder: relays)
-                    log("\(trunked ? "trunked" : "direct"): \(trial.line)")
-                    for (index, relay) in relays.relays.enumerated() {
-                        let drops = try relay.metricsText().split(separator: "\n").filter { $0.hasPrefix("parley_relay_packets_dropped_total") && !$0.hasSuffix(" 0") }
-                        log("  relay \(index) drops: \(drops.isEmpty ? "none" : drops.joined(separator: ", "))")
+                var measured: [Bool: [TrialResult]] = [false: [], true: []]
+                for _ in 0..<max(self.trials, 1) {
+                    for trunked in [false, true] {
+                        let relays = try TrunkedRelays(trunked: trunked, cpu: forwarderCPU)
+                        defer { relays.stop() }
+                        let trial = try search.runTrial(rooms: fixedRooms, members: fanout + 1, forwarder: relays)
+                        log("\(trunked ? "trunked" : "direct"): \(trial.line)")
+                        for (index, relay) in relays.relays.enumerated() {
+                            let drops = try relay.metricsText().split(separator: "\n").filter { $0.hasPrefix("parley_relay_packets_dropped_total") && !$0.hasSuffix(" 0") }
+                            if !drops.isEmpty { log("  relay \(index) drops: \(drops.joined(separator: ", "))") }
+                        }
+                        measured[trunked]!.append(trial)
                     }
-                    relays.stop()
                 }
+                let summary = FixedLoadSummary(fanout: fanout, rooms: fixedRooms, direct: measured[false]!, trunked: measured[true]!)
+                log(summary.line)
+                summaries.append(summary)
             }
+            if json { try printJSON(summaries) } else { for summary in summaries { print(summary.line) } }
             return
         }
         var results: [Result] = []
@@ -105,5 +115,38 @@ struct TrunkBenchmark: ParsableCommand {
             results.append(result)
         }
         if json { try printJSON(results) } else { for result in results { print(result.line) } }
+    }
+}
+
+/// Direct and trunked trials at one load, alternated so both see the same machine: the
+/// medians of their latency, and of the relays' CPU time per forwarded packet (all relays of
+/// the trial, on the one core), whose ratio is what a trunk hop costs a core.
+struct FixedLoadSummary: Codable {
+    var fanout: Int
+    var rooms: Int
+    var direct: [TrialResult]
+    var trunked: [TrialResult]
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.filter(\.isFinite).sorted()
+        return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
+    }
+
+    /// Microseconds of relay CPU per forwarded packet.
+    static func cpuPerPacket(_ trial: TrialResult) -> Double {
+        trial.forwardedPacketsPerSecond > 0 ? trial.forwarderCPUPercent / 100 / trial.forwardedPacketsPerSecond * 1e6 : .nan
+    }
+
+    var directP50: Double { Self.median(direct.map(\.latencyP50Microseconds)) }
+    var trunkedP50: Double { Self.median(trunked.map(\.latencyP50Microseconds)) }
+    var directP99: Double { Self.median(direct.map(\.latencyP99Microseconds)) }
+    var trunkedP99: Double { Self.median(trunked.map(\.latencyP99Microseconds)) }
+    var directCPU: Double { Self.median(direct.map(Self.cpuPerPacket)) }
+    var trunkedCPU: Double { Self.median(trunked.map(Self.cpuPerPacket)) }
+
+    var line: String {
+        String(format: "fan-out %d, %d rooms, medians of %d trials each: p50 direct %.0f µs, trunked %.0f µs (+%.0f); p99 direct %.0f µs, trunked %.0f µs (+%.0f); relay CPU per forwarded packet direct %.2f µs, trunked %.2f µs (%.0f %%: a core carries %.0f %% of the packets/s across a trunk)",
+               fanout, rooms, direct.count, directP50, trunkedP50, trunkedP50 - directP50, directP99, trunkedP99, trunkedP99 - directP99,
+               directCPU, trunkedCPU, trunkedCPU / directCPU * 100, directCPU / trunkedCPU * 100)
     }
 }

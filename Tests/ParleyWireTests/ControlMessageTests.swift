@@ -208,7 +208,9 @@ struct PacketKindTests {
         #expect(PacketKind(firstByte: 0x51, secondByte: 1) == .handshake)
         #expect(PacketKind(firstByte: 0x54, secondByte: 1) == .handshake)
         #expect(PacketKind(firstByte: 0x55, secondByte: 1) == .sealed)
-        #expect(PacketKind(firstByte: 0x56, secondByte: 1) == .unknown)
+        #expect(PacketKind(firstByte: 0x56, secondByte: 1) == .handshake)  // trunk init
+        #expect(PacketKind(firstByte: 0x57, secondByte: 1) == .handshake)  // trunk response
+        #expect(PacketKind(firstByte: 0x58, secondByte: 1) == .unknown)
         #expect(PacketKind(firstByte: 0x00, secondByte: 1) == .unknown)  // STUN
         #expect(PacketKind(firstByte: 0x16, secondByte: 1) == .unknown)  // DTLS
         #expect(PacketKind(firstByte: 0x80, secondByte: nil) == .unknown)
