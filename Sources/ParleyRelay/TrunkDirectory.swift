@@ -87,8 +87,9 @@ final class TrunkDirectory: Sendable {
 
     // MARK: Opening (this relay opens)
 
-    /// Starts opening `room`'s trunk to `peer`: returns the hello to send, or nil when the
-    /// trunk is open or being opened already.
+    /// Starts opening `room`'s trunk to `peer`: returns the hello (or, with a cookie from
+    /// the peer in hand, the init) to send; nil when the trunk is open or being opened already,
+    /// or a hello to the peer is already waiting for its cookie.
     func beginOpening(room: String, peer: RelayPeer, destination: DatagramAddress, now: UInt64) -> [UInt8]? {
         state.withLock { state in
             let key = Key(room: room, peerKey: peer.publicKey)
@@ -103,8 +104,11 @@ final class TrunkDirectory: Sendable {
                let payload = try? TrunkOpening(room: room).serialized(), let initBytes = try? opening.opener.makeInit(cookie: cached.cookie, payload: payload) {
                 opening.pendingSend = initBytes
             }
+            // One hello per peer at a time: its cookie serves every opening waiting for one.
+            let helloOutstanding = opening.pendingSend.first == SecureMessageType.hello.rawValue
+                && state.openings.contains { $0.peer.address == peer.address && $0.pendingSend.first == SecureMessageType.hello.rawValue }
             state.openings.append(opening)
-            return opening.pendingSend
+            return helloOutstanding ? nil : opening.pendingSend
         }
     }
 
@@ -193,9 +197,12 @@ final class TrunkDirectory: Sendable {
                 }
                 return false
             }
+            var helloSentTo: Set<HostAndPort> = []
             for index in state.openings.indices where now >= state.openings[index].nextSendNanoseconds {
-                resend.append((state.openings[index].pendingSend, state.openings[index].destination))
                 state.openings[index].nextSendNanoseconds = now &+ state.timings.openingRetransmit
+                let opening = state.openings[index]
+                if opening.pendingSend.first == SecureMessageType.hello.rawValue, !helloSentTo.insert(opening.peer.address).inserted { continue }
+                resend.append((opening.pendingSend, opening.destination))
             }
             return (resend, failed)
         }
