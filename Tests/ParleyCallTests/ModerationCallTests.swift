@@ -218,7 +218,9 @@ struct ModerationCallTests {
             let carol = try CallSession(room.configuration(for: "carol", input: .wav(path: silence), durationSeconds: 11))
             let notices = NoticeLog()
             let bob = try CallSession(room.configuration(for: "bob", input: .wav(path: tone), durationSeconds: 11)) { notices.add($0) }
-            async let results = (runOnThread { ada.run() }, runOnThread { carol.run() }, runOnThread { bob.run() })
+            async let adaResult = runOnThread { ada.run() }
+            async let carolResult = runOnThread { carol.run() }
+            async let bobResult = runOnThread { bob.run() }
             try #require(await Self.time(until: { [ada, bob, carol].allSatisfy { $0.statistics().members.count == 3 } }, timeout: 10) != nil)
             try await Task.sleep(for: .seconds(2))
 
@@ -234,7 +236,7 @@ struct ModerationCallTests {
             #expect(unmute.ok)
             try await Task.sleep(for: .seconds(2))
             for session in [ada, bob, carol] { session.stop() }
-            _ = await results
+            _ = await (adaResult, carolResult, bobResult)
 
             let dropped = Self.metric(try room.relay.metricsText(), "parley_relay_packets_dropped_total", [#"reason="server_muted""#]) ?? 0
             print("server-mute: \(Int(dropped)) of bob's packets dropped at the relay; bob was told: \(notices.lines.filter { $0.contains("moderator") })")
