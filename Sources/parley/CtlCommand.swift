@@ -44,7 +44,7 @@ struct CtlCommand: ParsableCommand {
     var call: String?
 
     // Captured as given, so a request's own options (kick's --for and --reason) reach it.
-    @Argument(parsing: .captureForPassthrough, help: ArgumentHelp("The request and its values.", valueName: "request"))
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("The request and its values.", valueName: "request"))
     var request: [String] = []
 
     func validate() throws {
