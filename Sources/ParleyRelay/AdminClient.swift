@@ -26,9 +26,9 @@ public enum AdminClient {
                             timeoutSeconds: Int64 = 5) throws(Failure) -> Answer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
+        let loop = group.next()
+        let promise = loop.makePromise(of: Answer.self)
         do {
-            let loop = group.next()
-            let promise = loop.makePromise(of: Answer.self)
             let channel = try ClientBootstrap(group: group)
                 .connectTimeout(.seconds(timeoutSeconds))
                 .channelInitializer { channel in
@@ -57,6 +57,8 @@ public enum AdminClient {
             }
             return try promise.futureResult.wait()
         } catch {
+            // A connection that never opened leaves the promise to us.
+            promise.fail(error)
             throw .unreachable(address, "\(error)")
         }
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import ParleyBasics
 import ParleyRelay
+import ParleyWire
 
 /// `parley-relay admin`: the admin API from a shell, with the token read from the secret file.
 struct AdminCommand: ParsableCommand {
@@ -124,6 +125,9 @@ struct AdminCommand: ParsableCommand {
             if let duration {
                 guard let milliseconds = DurationText.milliseconds(duration), milliseconds >= 1_000 else {
                     throw ConfigurationError("--for is \"\(duration)\"; write a duration of at least 1s, such as 90s, 10m or 2h")
+                }
+                guard milliseconds / 1_000 <= Int(ControlMessage.ModerationRequest.maximumBanSeconds) else {
+                    throw ConfigurationError("--for is \(duration); a kick keeps someone out for at most 7d")
                 }
                 body["seconds"] = milliseconds / 1_000
             }
