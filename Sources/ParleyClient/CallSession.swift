@@ -219,7 +219,7 @@ public final class CallSession: @unchecked Sendable {
             return CallControlReply(ok: true, message: shared.snapshot.controls.summary, status: statistics())
         case let .moderate(request):
             guard let sequence = connection.moderate(request) else {
-                return .refused("the call is not in the room right now (joining or reconnecting); try again in a moment")
+                return .refused("the call is not in the room right now (joining or reconnecting), or \(PendingModeration.maximumOutstanding) requests still wait for the relay; try again in a moment")
             }
             // The link answers every request within its give-up time; this wait only guards against a stuck loop.
             guard let reply = moderationAnswers.wait(for: sequence, seconds: Double(PendingModeration.giveUpNanoseconds) / 1e9 + 2) else {
