@@ -10,6 +10,8 @@ public enum LinkEvent: Sendable, Equatable {
     case roundTrip(nanoseconds: UInt64)
     /// The link was lost or the relay went away; the link is rejoining by itself.
     case reconnecting(reason: String)
+    /// The relay does not host the room; the link joins the relay that does, at this address.
+    case redirected(to: String)
     /// The link gave up for good; the call should end with this failure.
     case failed(LinkFailure)
     /// The member left cleanly (the relay acknowledged, or the wait for it ended).
@@ -104,6 +106,8 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
             return "the relay runs without encryption\(relaySays); ask its owner to run it encrypted"
         case .kickedFromRoom:
             return "you may not rejoin this room yet: \(message.isEmpty ? "a moderator removed you" : message)"
+        case .placementUnavailable:
+            return "the relay could not find the room a place in its cluster\(relaySays); try again in a minute, and tell the relay's owner if it persists"
         default: return "the relay refused the join: \(message.isEmpty ? "error \(code.rawValue)" : message)"
         }
     }

@@ -44,7 +44,7 @@ extension RelayWorker {
             session.lastHeardNanoseconds = now
         case let .moderate(request):
             receiveModeration(request, sequence: message.sequence, from: session, now: now)
-        case .join, .joined, .roster, .error, .goodbye, .moderationReply:
+        case .join, .joined, .roster, .error, .goodbye, .moderationReply, .redirect:
             drop(.unexpectedControl)
         }
     }
@@ -64,7 +64,7 @@ extension RelayWorker {
         case .ready, .ping:
             drop(.notJoined)
             answerStranger(peer, address: address, receivedSize: size, echo: [], now: now)
-        case .joined, .roster, .pong, .error, .goodbye, .moderate, .moderationReply:
+        case .joined, .roster, .pong, .error, .goodbye, .moderate, .moderationReply, .redirect:
             drop(.notJoined)
         }
     }

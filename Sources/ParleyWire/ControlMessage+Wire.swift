@@ -31,10 +31,12 @@ extension ControlMessage {
             let permissions = try reader.readUInt8()
             let keepalive = try reader.readUInt32()
             let idle = try reader.readUInt32()
+            // Relays of a cluster list others after the fields every relay sends.
+            let relays = reader.isAtEnd ? [] : try ClusterRelay.readList(&reader)
             body = .joined(Joined(
                 cookie: cookie, ssrc: ssrc, identity: identity, room: room,
                 canPublish: permissions & 0x01 != 0,
-                keepaliveIntervalMilliseconds: keepalive, idleTimeoutMilliseconds: idle
+                keepaliveIntervalMilliseconds: keepalive, idleTimeoutMilliseconds: idle, clusterRelays: relays
             ))
         case .ready:
             body = .ready(Ready(cookie: try reader.readUInt64()))
@@ -85,6 +87,10 @@ extension ControlMessage {
             body = .moderate(try ModerationRequest(reading: &reader))
         case .moderationReply:
             body = .moderationReply(try ModerationReply(reading: &reader))
+        case .redirect:
+            let room = try reader.readString8()
+            let relay = try ClusterRelay(reading: &reader)
+            body = .redirect(Redirect(room: room, relay: relay, others: try ClusterRelay.readList(&reader)))
         }
     }
 
@@ -105,6 +111,7 @@ extension ControlMessage {
             return max(Self.minimumJoinSize, Self.headerSize + natural)
         case let .joined(joined):
             bodySize = 8 + 4 + 1 + joined.identity.utf8.count + 1 + joined.room.utf8.count + 1 + 4 + 4
+                + (joined.clusterRelays.isEmpty ? 0 : ClusterRelay.listSize(joined.clusterRelays))
         case .ready, .ping, .pong:
             bodySize = 8
         case let .roster(roster):
@@ -121,6 +128,8 @@ extension ControlMessage {
             bodySize = request.serializedSize
         case let .moderationReply(reply):
             bodySize = reply.serializedSize
+        case let .redirect(redirect):
+            bodySize = 1 + redirect.room.utf8.count + redirect.relay.serializedSize + ClusterRelay.listSize(redirect.others)
         }
         return Self.headerSize + bodySize
     }
@@ -148,6 +157,7 @@ extension ControlMessage {
             try writer.write(UInt8(joined.canPublish ? 0x01 : 0x00))
             try writer.write(joined.keepaliveIntervalMilliseconds)
             try writer.write(joined.idleTimeoutMilliseconds)
+            if !joined.clusterRelays.isEmpty { try ClusterRelay.writeList(joined.clusterRelays, to: &writer) }
         case let .ready(ready):
             try writer.write(ready.cookie)
         case let .roster(roster):
@@ -192,6 +202,10 @@ extension ControlMessage {
             try request.write(to: &writer)
         case let .moderationReply(reply):
             try reply.write(to: &writer)
+        case let .redirect(redirect):
+            try writer.writeString8(redirect.room, element: .controlMessage)
+            try redirect.relay.write(to: &writer)
+            try ClusterRelay.writeList(redirect.others, to: &writer)
         }
     }
 

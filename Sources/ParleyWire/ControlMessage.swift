@@ -74,6 +74,7 @@ public struct ControlMessage: Sendable, Hashable {
         case goodbye(Goodbye)
         case moderate(ModerationRequest)
         case moderationReply(ModerationReply)
+        case redirect(Redirect)
 
         public var type: MessageType {
             switch self {
@@ -89,12 +90,13 @@ public struct ControlMessage: Sendable, Hashable {
             case .goodbye: return .goodbye
             case .moderate: return .moderate
             case .moderationReply: return .moderationReply
+            case .redirect: return .redirect
             }
         }
     }
 
     public enum MessageType: UInt8, Sendable, Hashable {
-        case join = 1, joined, ready, roster, leave, ping, pong, ack, error, goodbye
+        case join = 1, joined, ready, roster, leave, ping, pong, ack, error, goodbye, redirect
         /// Room control (`ControlMessage+Moderation.swift`), numbered apart from the rest.
         case moderate = 32, moderationReply
     }
@@ -149,11 +151,15 @@ public struct ControlMessage: Sendable, Hashable {
         public var keepaliveIntervalMilliseconds: UInt32
         /// Silence after which the relay removes a member, in milliseconds.
         public var idleTimeoutMilliseconds: UInt32
+        /// Other relays of the relay's cluster, to try if it falls silent (after the other
+        /// fields; none from a relay on its own, or one that predates clusters).
+        public var clusterRelays: [ClusterRelay]
 
         public init(
             cookie: UInt64, ssrc: UInt32, identity: String, room: String, canPublish: Bool,
-            keepaliveIntervalMilliseconds: UInt32, idleTimeoutMilliseconds: UInt32
+            keepaliveIntervalMilliseconds: UInt32, idleTimeoutMilliseconds: UInt32, clusterRelays: [ClusterRelay] = []
         ) {
+            self.clusterRelays = clusterRelays
             self.cookie = cookie
             self.ssrc = ssrc
             self.identity = identity
@@ -295,6 +301,9 @@ public struct ControlMessage: Sendable, Hashable {
         case encryptionRequired
         /// The relay runs without encryption (`--insecure`); the client asked for a handshake.
         case encryptionUnavailable
+        /// A relay of a cluster could not place the room now (its store is unreachable, or no
+        /// relay is free); the client tries again a little later.
+        case placementUnavailable
         /// A moderator removed this identity from the room, and the ban has not yet run out.
         case kickedFromRoom = 32
         /// A code this build does not know; carried so that newer relays stay readable.
