@@ -16,14 +16,16 @@ import Testing
 struct ModerationCallTests {
     static var binaries: URL { ControlledCallTests.parley.deletingLastPathComponent() }
 
-    /// Polls every 5 ms until `condition` holds or `timeout` passes; returns when it held.
+    /// Polls every 5 ms until `condition` holds or `timeout` passes; returns when it held. It
+    /// looks once more after the deadline, so a poller that was not scheduled for a while (other
+    /// suites hogging the test threads) does not take that for the condition never holding.
     static func time(until condition: () -> Bool, timeout: Double) async -> UInt64? {
         let deadline = MonotonicClock.now() + UInt64(timeout * 1e9)
-        while MonotonicClock.now() < deadline {
+        while true {
             if condition() { return MonotonicClock.now() }
+            if MonotonicClock.now() >= deadline { return nil }
             try? await Task.sleep(for: .milliseconds(5))
         }
-        return nil
     }
 
     /// Sleeps until `seconds` after `start` (a monotonic time), if that is still to come.
@@ -151,7 +153,8 @@ struct ModerationCallTests {
             let bob = try CallSession(bobConfiguration)
             async let adaResult = runOnThread { ada.run() }
             async let bobResult = runOnThread { bob.run() }
-            try #require(await Self.time(until: { Self.inRoster(ada, "bob") && Self.inRoster(bob, "ada") }, timeout: 10) != nil)
+            let met = await Self.time(until: { Self.inRoster(ada, "bob") && Self.inRoster(bob, "ada") }, timeout: 10)
+            try #require(met != nil, "ada and bob never met: ada sees \(ada.statistics().members) (\(ada.statistics().phase)), bob \(bob.statistics().members)")
             try await Task.sleep(for: .seconds(1))
 
             let listing = try relayAdmin(["rooms", "--json"])
