@@ -294,7 +294,11 @@ public final class JitterBuffer {
         let frame: PlayoutDecision.NextFrame
         if let packet = next {
             frame = expectedTimestamp.map { packet.timestamp > $0 } ?? true ? .afterSilence : .here
-        } else if let sequence = nextSequence, store.contains(sequence + 1) {
+        } else if let sequence = nextSequence, let following = store.packet(sequence + 1),
+                  expectedTimestamp.map({ following.timestamp - $0 <= Int64(OpusPacket.maximumSamples) }) ?? true {
+            // Only a packet that follows the missing frame in time carries its FEC: one that
+            // starts the next words after a silence (DTX) does not, and the missing frame was
+            // the silence's.
             frame = .rebuildable
         } else if store.count > 0 {
             frame = .missing
