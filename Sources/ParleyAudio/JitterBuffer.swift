@@ -154,9 +154,11 @@ public final class JitterBuffer {
     }
 
     var targetLead: Double {
-        // The played delay is the lead plus up to a period (reads come a period apart) and
-        // the reserve: the lead's ceiling keeps that under the configured maximum.
-        let ceiling = configuration.delay.maximumSeconds - configuration.decisions.reserveSeconds - configuration.decisions.periodSeconds
+        // The played delay is the lead plus up to a period (reads come a period apart), the
+        // reserve, and the excess the buffer lets stand until a pause comes: the lead's
+        // ceiling keeps all that under the configured maximum.
+        let rules = configuration.decisions
+        let ceiling = configuration.delay.maximumSeconds - rules.reserveSeconds - rules.periodSeconds - rules.gentleExcessSeconds
         return min(ceiling, delays.target(adding: Double(repairFrames * lastFrameSamples) / sampleRate))
     }
 
