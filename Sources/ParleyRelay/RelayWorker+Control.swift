@@ -42,7 +42,7 @@ extension RelayWorker {
             remove(session, reason: .left, now: now)
         case .pong:
             session.lastHeardNanoseconds = now
-        case .join, .joined, .roster, .error, .goodbye:
+        case .join, .joined, .roster, .error, .goodbye, .redirect:
             drop(.unexpectedControl)
         }
     }
@@ -62,7 +62,7 @@ extension RelayWorker {
         case .ready, .ping:
             drop(.notJoined)
             answerStranger(peer, address: address, receivedSize: size, echo: [], now: now)
-        case .joined, .roster, .pong, .error, .goodbye:
+        case .joined, .roster, .pong, .error, .goodbye, .redirect:
             drop(.notJoined)
         }
     }
