@@ -1,3 +1,5 @@
+import ParleyWire
+
 /// One thing a person (a key, `parley ctl`, a script) asks of a running call, and its words
 /// on the control socket: `mute`, `unmute`, `deafen`, `undeafen`, `ptt on|off` (push-to-talk
 /// mode), `ptt press`, `ptt release`, `volume PERSON PERCENT`, `leave`, `status`.
@@ -19,6 +21,9 @@ public enum CallControl: Equatable, Sendable {
     case volume(person: String, percent: Int)
     case leave
     case status
+    /// A moderator's request to the relay: server-mute, server-unmute, kick, close the room
+    /// (`CallControl+Moderation.swift`).
+    case moderate(ControlMessage.ModerationRequest)
 
     /// The longest request line the socket accepts, newline excluded.
     public static let maximumLineBytes = 512
@@ -26,6 +31,7 @@ public enum CallControl: Equatable, Sendable {
 
     /// What `parley ctl --help` and an error list.
     public static let usage = "mute | unmute | deafen | undeafen | ptt on|off|press|release | volume PERSON PERCENT | leave | status"
+        + " | server-mute PERSON | server-unmute PERSON | kick PERSON [--for DURATION] [--reason TEXT] | close-room [--reason TEXT]"
 
     /// Reads one request (without its newline).
     public init(parsing line: String) throws(CallControlError) {
@@ -61,6 +67,8 @@ public enum CallControl: Equatable, Sendable {
                 throw .malformed("'volume \(person) \(arguments[1])': the volume is a whole percentage from 0 (silent) to \(Self.maximumVolumePercent)")
             }
             self = .volume(person: person, percent: percent)
+        case _ where Self.moderationVerbs.contains(verb):
+            self = try Self.moderation(verb: verb, arguments: arguments)
         default:
             throw .malformed("'\(verb.prefix(40))' is not a request; send one of: \(Self.usage)")
         }
@@ -79,6 +87,7 @@ public enum CallControl: Equatable, Sendable {
         case let .volume(person, percent): "volume \(person) \(percent)"
         case .leave: "leave"
         case .status: "status"
+        case let .moderate(request): Self.moderationLine(request)
         }
     }
 }

@@ -85,6 +85,13 @@ public final class CallReceiver {
         apply(link.leave(now: now), now: now)
     }
 
+    /// Sends a moderator's request; its answer arrives as ``LinkEvent/moderationAnswered(sequence:_:)``
+    /// with the returned sequence (nil: not in the room, or too many requests waiting).
+    public func moderate(_ request: ControlMessage.ModerationRequest, now: UInt64) -> (sequence: UInt32?, datagrams: [[UInt8]]) {
+        let (sequence, output) = link.moderate(request, now: now)
+        return (sequence, apply(output, now: now))
+    }
+
     /// One datagram from the relay's address: control for the link, media for the speakers.
     /// Returns the datagrams to send in answer.
     public func receive(_ datagram: UnsafeRawBufferPointer, now: UInt64) -> [[UInt8]] {
@@ -255,7 +262,10 @@ public final class CallReceiver {
         case let .roster(roster):
             members = roster
             listenersChanged(roster)
-            shared.update { $0.members = roster.map(\.identity).sorted() }
+            shared.update { state in
+                state.members = roster.map(\.identity).sorted()
+                state.serverMuted = roster.filter(\.isServerMuted).map(\.identity).sorted()
+            }
             let present = Set(roster.map(\.ssrc))
             for member in roster where member.ssrc != link.ssrc && member.canPublish {
                 if let speaker = speaker(for: member.ssrc, now: now), speaker.identity != member.identity {
@@ -286,6 +296,8 @@ public final class CallReceiver {
                 state.mediaGate = false
                 state.phase = .ended
             }
+        case .moderationAnswered:
+            break
         }
         onEvent(event)
     }

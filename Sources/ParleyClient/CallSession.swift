@@ -3,6 +3,7 @@ import NIOCore
 import ParleyAudio
 import ParleyBasics
 import ParleyDevices
+import ParleyWire
 import Synchronization
 
 /// One call: owns everything it needs and closes it all when it ends.
@@ -40,6 +41,7 @@ public final class CallSession: @unchecked Sendable {
     private let lifecycle = Mutex(Lifecycle())
     private let notice: @Sendable (String) -> Void
     private let controlServer = Mutex<ControlServer?>(nil)
+    private let moderationAnswers = ModerationAnswers()
 
     private struct Lifecycle {
         var joinedAt: UInt64?
@@ -49,6 +51,8 @@ public final class CallSession: @unchecked Sendable {
         var failure: CallError?
         var inputEndedAt: UInt64?
         var finalStatistics: CallStatistics?
+        /// Whether the last roster said a moderator muted us.
+        var serverMuted = false
     }
 
     /// Opens the devices, files and codecs; nothing is sent yet. `notice` receives one-line
@@ -232,6 +236,15 @@ public final class CallSession: @unchecked Sendable {
             return .done("leaving")
         case .status:
             return CallControlReply(ok: true, message: shared.snapshot.controls.summary, status: statistics())
+        case let .moderate(request):
+            guard let sequence = connection.moderate(request) else {
+                return .refused("the call is not in the room right now (joining or reconnecting), or \(PendingModeration.maximumOutstanding) requests still wait for the relay; try again in a moment")
+            }
+            // The link answers every request within its give-up time; this wait only guards against a stuck loop.
+            guard let reply = moderationAnswers.wait(for: sequence, seconds: Double(PendingModeration.giveUpNanoseconds) / 1e9 + 2) else {
+                return .refused("no answer from the call's network loop")
+            }
+            return reply.outcome == .done ? .done(reply.message) : .refused(reply.message)
         }
     }
 
@@ -270,7 +283,20 @@ public final class CallSession: @unchecked Sendable {
         case .left:
             lifecycle.withLock { $0.left = true }
             wake.signal()
-        case .roster, .roundTrip:
+        case let .moderationAnswered(sequence, reply):
+            moderationAnswers.deliver(reply, for: sequence)
+        case let .roster(members):
+            let muted = lifecycle.withLock { state -> Bool? in
+                guard let identity = shared.snapshot.identity else { return nil }
+                let now = members.contains { $0.identity == identity && $0.isServerMuted }
+                defer { state.serverMuted = now }
+                return now == state.serverMuted ? nil : now
+            }
+            if let muted {
+                notice(muted ? "muted by the room's moderator: nobody hears you until they unmute you"
+                             : "the room's moderator unmuted you: the others hear you again")
+            }
+        case .roundTrip:
             break
         }
     }
@@ -386,7 +412,8 @@ public final class CallSession: @unchecked Sendable {
             captureStartedAtNanoseconds: state.captureStartedAt,
             playbackStartedAtNanoseconds: state.playbackStartedAt,
             speakers: speakers,
-            controls: state.controls)
+            controls: state.controls,
+            serverMuted: state.serverMuted)
     }
 }
 

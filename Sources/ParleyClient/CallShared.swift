@@ -23,6 +23,8 @@ final class CallShared: Sendable {
         var rejoins = 0
         var identity: String?
         var members: [String] = []
+        /// Members a moderator muted for everyone (the relay drops their audio), ourselves included.
+        var serverMuted: [String] = []
         var roundTripNanoseconds: UInt64?
         /// The relay's latest fraction lost on our upstream, and over the whole call.
         var lossUp: Double?

@@ -23,6 +23,7 @@ public enum CallStatusLine {
             parts.append("no " + statistics.missingDevices.joined(separator: " or ") + ": waiting for it")
         }
         parts.append("\(statistics.members.count) in room")
+        if statistics.isServerMuted { parts.append("MUTED BY THE ROOM'S MODERATOR") }
         parts.append(statistics.speaking.isEmpty ? "quiet" : "speaking: " + statistics.speaking.joined(separator: ", "))
         parts.append("rtt " + (statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"))
         parts.append("loss up \(percent(statistics.lossUpPercent)) down \(percent(statistics.lossDownPercent))")

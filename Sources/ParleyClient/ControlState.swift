@@ -34,7 +34,7 @@ public struct ControlState: Equatable, Sendable, Codable {
         case .pushToTalkRelease:
             pushToTalk = true
             talking = false
-        case .volume, .leave, .status: return nil
+        case .volume, .leave, .status, .moderate: return nil
         }
         return summary
     }

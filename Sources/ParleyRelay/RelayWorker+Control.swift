@@ -42,7 +42,9 @@ extension RelayWorker {
             remove(session, reason: .left, now: now)
         case .pong:
             session.lastHeardNanoseconds = now
-        case .join, .joined, .roster, .error, .goodbye, .redirect:
+        case let .moderate(request):
+            receiveModeration(request, sequence: message.sequence, from: session, now: now)
+        case .join, .joined, .roster, .error, .goodbye, .moderationReply, .redirect:
             drop(.unexpectedControl)
         }
     }
@@ -62,7 +64,7 @@ extension RelayWorker {
         case .ready, .ping:
             drop(.notJoined)
             answerStranger(peer, address: address, receivedSize: size, echo: [], now: now)
-        case .joined, .roster, .pong, .error, .goodbye, .redirect:
+        case .joined, .roster, .pong, .error, .goodbye, .moderate, .moderationReply, .redirect:
             drop(.notJoined)
         }
     }

@@ -13,6 +13,9 @@ protocol RoomMembership: AnyObject, Sendable {
     func remove(_ session: Session, now: UInt64)
     /// Sends the rosters held back by ``RosterSchedule`` whose time has come (every loop's tick).
     func publishDueRosters(now: UInt64)
+    /// A moderator's request in `room` (server-mute, kick, close); `moderator` is the name
+    /// a removed member is told.
+    func moderate(_ request: ControlMessage.ModerationRequest, in room: String, by moderator: String, now: UInt64) -> ControlMessage.ModerationReply
 }
 
 enum RoomAdmission {
@@ -28,4 +31,7 @@ protocol SessionLoop: AnyObject, Sendable {
     func deliverRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster])
     /// Another loop admitted a new session with this one's identity.
     func deliverReplacement(_ session: Session)
+    /// A moderator removed the member (kicked, or closed the room): it is already out of its
+    /// room; its loop closes the session and tells it `message`.
+    func deliverRemoval(_ session: Session, reason: RemovalReason, message: String)
 }

@@ -146,7 +146,7 @@ struct ClusterJoinBenchmark: ParsableCommand {
 
 /// A UDP port free on `host` now.
 private func udpPort(_ host: String) throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    let descriptor = socket(AF_INET, Int32(Glibc.SOCK_DGRAM.rawValue), 0)
     defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -160,7 +160,7 @@ private func udpPort(_ host: String) throws -> Int {
 
 /// One member joining through the client's `RelayLink` over a UDP socket, following redirects.
 final class BenchLinkClient {
-    private let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    private let descriptor = socket(AF_INET, Int32(Glibc.SOCK_DGRAM.rawValue), 0)
     private var link: RelayLink
     private(set) var redirected = false
     var relayAddress: String { link.relayAddress }
@@ -234,7 +234,7 @@ final class BenchEtcd {
 }
 
 private func tcpPort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let descriptor = socket(AF_INET, Int32(Glibc.SOCK_STREAM.rawValue), 0)
     defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
