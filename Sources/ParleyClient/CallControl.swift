@@ -1,6 +1,8 @@
+import ParleyWire
+
 /// One thing a person (a key, `parley ctl`, a script) asks of a running call, and its words
 /// on the control socket: `mute`, `unmute`, `deafen`, `undeafen`, `ptt on|off` (push-to-talk
-/// mode), `ptt press`, `ptt release`, `volume PERSON PERCENT`, `leave`, `status`.
+/// mode), `ptt press`, `ptt release`, `volume PERSON PERCENT`, `say TEXT`, `leave`, `status`.
 ///
 /// The words are the wire format of the control socket, one request a line, so the parser
 /// takes any bytes a local program may send and refuses what it cannot read with a message
@@ -17,6 +19,8 @@ public enum CallControl: Equatable, Sendable {
     case pushToTalkRelease
     /// One member's loudness in this client's mix, 0–200 % (0 mutes them here only).
     case volume(person: String, percent: Int)
+    /// A text message to everyone else in the room: the rest of the line, as typed.
+    case say(String)
     case leave
     case status
 
@@ -25,7 +29,7 @@ public enum CallControl: Equatable, Sendable {
     public static let maximumVolumePercent = 200
 
     /// What `parley ctl --help` and an error list.
-    public static let usage = "mute | unmute | deafen | undeafen | ptt on|off|press|release | volume PERSON PERCENT | leave | status"
+    public static let usage = "mute | unmute | deafen | undeafen | ptt on|off|press|release | volume PERSON PERCENT | say TEXT | leave | status"
 
     /// Reads one request (without its newline).
     public init(parsing line: String) throws(CallControlError) {
@@ -52,6 +56,13 @@ public enum CallControl: Equatable, Sendable {
             case "release": self = .pushToTalkRelease
             default: throw .malformed("'ptt \(arguments[0])': use ptt on, off, press or release")
             }
+        case "say":
+            // The words after `say`, spaces kept as typed.
+            let text = String(line.drop { $0 == " " || $0 == "\t" }.dropFirst(verb.count).drop { $0 == " " || $0 == "\t" })
+            if let problem = ControlMessage.Text.problem(with: text) {
+                throw .malformed("'say': \(problem)" + (text.isEmpty ? ", like: say back in five minutes" : ""))
+            }
+            self = .say(text)
         case "volume":
             guard arguments.count == 2 else { throw .malformed("'volume' takes a person and a percentage, like: volume bob 50") }
             let person = arguments[0]
@@ -77,6 +88,7 @@ public enum CallControl: Equatable, Sendable {
         case .pushToTalkPress: "ptt press"
         case .pushToTalkRelease: "ptt release"
         case let .volume(person, percent): "volume \(person) \(percent)"
+        case let .say(text): "say \(text)"
         case .leave: "leave"
         case .status: "status"
         }

@@ -14,6 +14,10 @@ public enum LinkEvent: Sendable, Equatable {
     case failed(LinkFailure)
     /// The member left cleanly (the relay acknowledged, or the wait for it ended).
     case left
+    /// A text from another member, as sent (the call neutralises it before showing it).
+    case text(sender: String, text: String)
+    /// The relay refused a text of ours, saying why.
+    case textRefused(text: String, reason: String)
 }
 
 /// Why a link ended for good. Each has its own exit code so scripts can tell them apart.

@@ -61,6 +61,10 @@ final class Session: @unchecked Sendable {
     var gauges: StreamGauges?
     /// What the listeners of this member's stream report losing of it.
     let listenerLoss = ListenerLossBoard()
+    /// Muted, deafened: what the member says and what its room has been told.
+    var memberState: MemberStatePacer
+    /// Text messages from the member and to it.
+    var texts: MemberTexts
 
     init(
         id: UInt64, address: DatagramAddress, peer: PeerAddress, room: String, identity: String, ssrc: UInt32,
@@ -81,6 +85,8 @@ final class Session: @unchecked Sendable {
         self.lastHeardNanoseconds = nowNanoseconds
         self.joinedNanoseconds = nowNanoseconds
         self.media = MediaAdmission.Sender(ssrc: ssrc, canPublish: canPublish, limits: limits, nowNanoseconds: nowNanoseconds)
+        self.memberState = MemberStatePacer(nowNanoseconds: nowNanoseconds)
+        self.texts = MemberTexts(nowNanoseconds: nowNanoseconds)
         self.rtcpAndControlRate = TokenBucket(ratePerSecond: limits.controlPacketsPerSecondPerMember, burst: limits.controlPacketsPerSecondPerMember,
                                        nowNanoseconds: nowNanoseconds)
     }

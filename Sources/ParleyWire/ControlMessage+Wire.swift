@@ -55,6 +55,7 @@ extension ControlMessage {
                 members.append(Roster.Member(
                     ssrc: ssrc, identity: identity, canPublish: flags & 0x01 != 0, capabilities: Capabilities(rawValue: flags >> 1)))
             }
+            try Self.readRosterStates(&reader, into: &members)
             body = .roster(Roster(version: version, pageIndex: pageIndex, pageCount: pageCount, members: members))
         case .leave:
             body = .leave(Leave())
@@ -80,6 +81,10 @@ extension ControlMessage {
         case .goodbye:
             let reason = GoodbyeReason(wireValue: try reader.readUInt8())
             body = .goodbye(Goodbye(reason: reason, message: try reader.readString8()))
+        case .memberState:
+            body = .memberState(try Self.readMemberStateUpdate(&reader))
+        case .text:
+            body = .text(try Self.readText(&reader))
         }
     }
 
@@ -112,6 +117,10 @@ extension ControlMessage {
             bodySize = 2 + 1 + error.message.utf8.count + (error.echo.isEmpty ? 0 : 1 + error.echo.count)
         case let .goodbye(goodbye):
             bodySize = 1 + 1 + goodbye.message.utf8.count
+        case .memberState:
+            bodySize = 4 + 1
+        case let .text(text):
+            bodySize = Self.serializedSize(of: text)
         }
         return Self.headerSize + bodySize
     }
@@ -157,6 +166,7 @@ extension ControlMessage {
                 try writer.write(UInt8(member.canPublish ? 0x01 : 0x00) | (member.capabilities.rawValue & Capabilities.rosterMask) << 1)
                 try writer.writeString8(member.identity, element: .controlMessage)
             }
+            try Self.writeRosterStates(roster.members, to: &writer)
         case .leave:
             break
         case let .ping(ping):
@@ -178,6 +188,10 @@ extension ControlMessage {
         case let .goodbye(goodbye):
             try writer.write(goodbye.reason.rawValue)
             try writer.writeString8(goodbye.message, element: .controlMessage)
+        case let .memberState(update):
+            try Self.write(update, to: &writer)
+        case let .text(text):
+            try Self.write(text, to: &writer)
         }
     }
 

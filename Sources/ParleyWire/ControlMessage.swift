@@ -70,6 +70,8 @@ public struct ControlMessage: Sendable, Hashable {
         case ack(Ack)
         case error(ErrorReply)
         case goodbye(Goodbye)
+        case memberState(MemberStateUpdate)
+        case text(Text)
 
         public var type: MessageType {
             switch self {
@@ -83,12 +85,17 @@ public struct ControlMessage: Sendable, Hashable {
             case .ack: return .ack
             case .error: return .error
             case .goodbye: return .goodbye
+            case .memberState: return .memberState
+            case .text: return .text
             }
         }
     }
 
     public enum MessageType: UInt8, Sendable, Hashable {
         case join = 1, joined, ready, roster, leave, ping, pong, ack, error, goodbye
+        /// What members tell the room (`ControlMessage+Room.swift`): numbered from 32, a block
+        /// of their own, apart from the session's messages above.
+        case memberState = 32, text
     }
 
     /// What a member can receive beyond plain Opus, as its join says and the roster repeats.
@@ -98,8 +105,10 @@ public struct ControlMessage: Sendable, Hashable {
 
         /// RFC 2198 redundant audio around Opus (``REDPayload``, ``RTPHeader/redPayloadType``).
         public static let redundantAudio = Capabilities(rawValue: 1 << 0)
+        /// Text messages from the room (``Text``).
+        public static let textMessages = Capabilities(rawValue: 1 << 1)
         /// What this build can receive.
-        public static let supported: Capabilities = [.redundantAudio]
+        public static let supported: Capabilities = [.redundantAudio, .textMessages]
         /// The most the roster's member flags carry (7 bits).
         static let rosterMask: UInt8 = 0x7F
     }
@@ -171,15 +180,19 @@ public struct ControlMessage: Sendable, Hashable {
             public var canPublish: Bool
             /// What the member can receive (7 bits of it travel).
             public var capabilities: Capabilities
+            /// Muted, deafened, as the member last told the relay (empty from older relays).
+            public var state: MemberState
 
-            public init(ssrc: UInt32, identity: String, canPublish: Bool, capabilities: Capabilities = []) {
+            public init(ssrc: UInt32, identity: String, canPublish: Bool, capabilities: Capabilities = [], state: MemberState = []) {
                 self.ssrc = ssrc
                 self.identity = identity
                 self.canPublish = canPublish
                 self.capabilities = Capabilities(rawValue: capabilities.rawValue & Capabilities.rosterMask)
+                self.state = state
             }
 
-            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count }
+            /// Its entry, and its byte in the state block behind the members.
+            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count + 1 }
         }
 
         /// Increases with every change; a client ignores pages older than what it has.
