@@ -12,7 +12,10 @@ import Synchronization
 /// hiccup. It is re-anchored only when the measured offset has been more than
 /// `realignThreshold` away for `realignAfter` frames in a row (an xrun, or two devices
 /// whose clocks drift apart). What remains, the device buffers and the room's acoustic
-/// delay, is measured by the `OutgoingProcessor`'s delay estimator.
+/// delay, is measured by the `OutgoingProcessor`'s delay estimator, which then reads the
+/// ring that much later (`frame(captureIndex:count:)`, a `PlayedSignal`): by then the
+/// playback thread has long handed those samples over, even when it runs a few periods
+/// late on a busy machine.
 ///
 /// Memory is bounded: the last `capacity` samples played; anything older reads as silence.
 public final class EchoReferenceTap: Sendable {
@@ -54,30 +57,54 @@ public final class EchoReferenceTap: Sendable {
         }
     }
 
-    /// Capture thread: fills `output` with the reference for the capture samples
-    /// `captureIndex ..< captureIndex + output.count`, just read from the device.
-    public func reference(captureIndex: Int, into output: UnsafeMutableBufferPointer<Float>) {
+    /// Capture thread: the played signal for the capture samples `captureIndex ..<
+    /// captureIndex + count`, just read from the device. Measures the offset between the two
+    /// threads (and re-anchors it when it has lastingly moved), once a frame.
+    public func frame(captureIndex: Int, count: Int) -> Frame {
         state.withLock { state in
-            guard state.written > 0 else {
+            guard state.written > 0 else { return }
+            let measured = state.written - (captureIndex + 2 * count)
+            guard let offset = state.offset else {
+                state.offset = measured
+                return
+            }
+            if abs(measured - offset) > realignThreshold {
+                state.disagreements += 1
+                if state.disagreements >= realignAfter {
+                    state.offset = measured
+                    state.disagreements = 0
+                    state.realignments += 1
+                }
+            } else {
+                state.disagreements = 0
+            }
+        }
+        return Frame(tap: self, captureIndex: captureIndex)
+    }
+
+    /// Capture thread: fills `output` with the reference for the capture samples
+    /// `captureIndex ..< captureIndex + output.count` (delay 0).
+    public func reference(captureIndex: Int, into output: UnsafeMutableBufferPointer<Float>) {
+        frame(captureIndex: captureIndex, count: output.count).read(delay: 0, into: output)
+    }
+
+    /// One capture frame's view of the ring.
+    public struct Frame: PlayedSignal {
+        let tap: EchoReferenceTap
+        let captureIndex: Int
+
+        public func read(delay: Int, into output: UnsafeMutableBufferPointer<Float>) {
+            tap.read(from: captureIndex &- delay, into: output)
+        }
+    }
+
+    private func read(from captureIndex: Int, into output: UnsafeMutableBufferPointer<Float>) {
+        state.withLock { state in
+            guard let offset = state.offset else {
                 for index in output.indices { output[index] = 0 }
                 return
             }
-            let measured = state.written - (captureIndex + 2 * output.count)
-            if let offset = state.offset {
-                if abs(measured - offset) > realignThreshold {
-                    state.disagreements += 1
-                    if state.disagreements >= realignAfter {
-                        state.offset = measured
-                        state.disagreements = 0
-                        state.realignments += 1
-                    }
-                } else {
-                    state.disagreements = 0
-                }
-            } else {
-                state.offset = measured
-            }
-            let start = captureIndex + state.offset!
+            let start = captureIndex + offset
             let oldest = state.written - capacity
             for index in 0..<output.count {
                 let position = start + index

@@ -3,14 +3,16 @@
 /// given), cancels echo, then suppresses residual echo and noise.
 ///
 /// ```
-/// played ─▶ ReferenceDelayLine (delay = estimate − margin) ─┐
-///    └──────────▶ DelayEstimator ◀── raw capture ──▶ EchoCanceller ─▶ cleaned frame
+/// played (PlayedSignal) ── read at delay 0 ──▶ DelayEstimator ◀── raw capture
+///        └──── read at delay = estimate − margin ──────────────────────┐
+///                                          raw capture ──▶ EchoCanceller ─▶ cleaned frame
 /// ```
 ///
 /// The raw capture is read, never written: callers keep it for `--record-raw` or a
 /// monitor. Owned by the capture thread, which calls `process` once per frame with the
-/// frame it captured and the samples handed to playback over the same interval (the call
-/// layer copies those from the playback thread).
+/// frame it captured and the played signal: in a call, `EchoReferenceTap` (filled by the
+/// playback thread, read here at the echo's delay); offline, the samples played over the
+/// same interval, kept in a `ReferenceDelayLine`.
 public final class OutgoingProcessor {
     /// How the reference is aligned.
     public enum Delay: Sendable, Equatable, CustomStringConvertible {
@@ -55,8 +57,12 @@ public final class OutgoingProcessor {
     public let frameSamples: Int
     private let canceller: EchoCanceller
     private let estimator: DelayEstimator?
+    /// Keeps what the push form of `process` is handed, for reading at the echo's delay.
     private var delayLine: ReferenceDelayLine
+    private var far: [Float]
     private var aligned: [Float]
+    /// The largest delay the reference can be read at.
+    public let maximumDelaySamples: Int
     /// The delay currently applied to the reference, in samples.
     public private(set) var appliedDelaySamples: Int
     /// Times the canceller was reset because the alignment moved.
@@ -80,7 +86,9 @@ public final class OutgoingProcessor {
             appliedDelaySamples = 0
             estimator = configuration.echoCanceller.cancelEcho ? DelayEstimator(configuration.delayEstimator) : nil
         }
-        delayLine = ReferenceDelayLine(maximumDelaySamples: AudioClock.samples(milliseconds: maximum), frameSamples: frameSamples)
+        maximumDelaySamples = AudioClock.samples(milliseconds: maximum)
+        delayLine = ReferenceDelayLine(maximumDelaySamples: maximumDelaySamples, frameSamples: frameSamples)
+        far = [Float](repeating: 0, count: frameSamples)
         aligned = [Float](repeating: 0, count: frameSamples)
     }
 
@@ -96,27 +104,45 @@ public final class OutgoingProcessor {
     public func process(
         capture: UnsafeBufferPointer<Float>, played: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>
     ) -> Bool {
-        if let estimator, let estimate = estimator.process(far: played, capture: capture) {
-            let margin = AudioClock.samples(milliseconds: configuration.marginMilliseconds)
-            let wanted = min(max(0, estimate.samples - margin), delayLine.capacity)
-            // The filter tolerates the echo's start anywhere from just after the reference
-            // to a few margins later, so small moves of the estimate (two devices' clocks
-            // drifting apart by 0.1 ms a second) are left to its adaptation; only a move
-            // out of that window realigns the reference. Realigning resets the filter: it
-            // modelled the echo at the old alignment, and starting over converges faster
-            // than unlearning it.
-            let offset = estimate.samples - appliedDelaySamples
-            let tolerated = AudioClock.samples(milliseconds: 1)...(3 * margin)
-            if wanted != appliedDelaySamples && !tolerated.contains(offset) {
-                appliedDelaySamples = wanted
-                canceller.resetFilter()
-                realignments += 1
+        delayLine.append(played)
+        return process(capture: capture, played: delayLine, into: output)
+    }
+
+    /// Processes one frame (`frameSamples` long) against `played`, read at delay 0 for the
+    /// delay estimator and at the applied delay for the canceller. Returns true if the frame
+    /// holds voice.
+    @discardableResult
+    public func process(
+        capture: UnsafeBufferPointer<Float>, played: some PlayedSignal, into output: UnsafeMutableBufferPointer<Float>
+    ) -> Bool {
+        if let estimator {
+            let estimate = far.withUnsafeMutableBufferPointer { farBuffer in
+                played.read(delay: 0, into: farBuffer)
+                return estimator.process(far: UnsafeBufferPointer(farBuffer), capture: capture)
             }
+            if let estimate { follow(estimate) }
         }
-        let delay = appliedDelaySamples
         return aligned.withUnsafeMutableBufferPointer { alignedBuffer in
-            delayLine.push(played, delay: delay, into: alignedBuffer)
+            played.read(delay: appliedDelaySamples, into: alignedBuffer)
             return canceller.process(capture: capture, reference: UnsafeBufferPointer(alignedBuffer), into: output)
+        }
+    }
+
+    private func follow(_ estimate: DelayEstimator.Estimate) {
+        let margin = AudioClock.samples(milliseconds: configuration.marginMilliseconds)
+        let wanted = min(max(0, estimate.samples - margin), maximumDelaySamples)
+        // The filter tolerates the echo's start anywhere from just after the reference
+        // to a few margins later, so small moves of the estimate (two devices' clocks
+        // drifting apart by 0.1 ms a second) are left to its adaptation; only a move
+        // out of that window realigns the reference. Realigning resets the filter: it
+        // modelled the echo at the old alignment, and starting over converges faster
+        // than unlearning it.
+        let offset = estimate.samples - appliedDelaySamples
+        let tolerated = AudioClock.samples(milliseconds: 1)...(3 * margin)
+        if wanted != appliedDelaySamples && !tolerated.contains(offset) {
+            appliedDelaySamples = wanted
+            canceller.resetFilter()
+            realignments += 1
         }
     }
 }

@@ -1,11 +1,15 @@
-/// Holds the recent far-end reference and hands it back `delay` samples late, so the echo
-/// canceller sees each played sample at the moment its echo reaches the microphone.
+/// The recent far-end reference, for a caller that hands it over as it is played (an
+/// offline run, a benchmark): appended a frame at a time, read back any number of samples
+/// late, so the echo canceller sees each played sample when its echo reaches the microphone.
 ///
-/// A ring buffer; `delay` can change at any time (the next read starts from the new
-/// position). Plain Swift, not thread-safe.
-public struct ReferenceDelayLine {
+/// A ring buffer; the delay of each read is free (the next read starts from the new
+/// position). Plain Swift, not thread-safe. A live call reads `EchoReferenceTap` instead,
+/// which the playback thread fills.
+public struct ReferenceDelayLine: PlayedSignal {
     private var ring: [Float]
-    private var writeIndex = 0
+    /// Where the last appended block starts.
+    private var blockStart = 0
+    private var blockCount = 0
     /// The largest delay the line can give.
     public let capacity: Int
 
@@ -14,24 +18,28 @@ public struct ReferenceDelayLine {
         ring = [Float](repeating: 0, count: maximumDelaySamples + frameSamples)
     }
 
-    /// Appends `played`, then writes into `delayed` the same number of samples as they were
-    /// `delay` samples ago (zeros before anything was played).
-    public mutating func push(_ played: UnsafeBufferPointer<Float>, delay: Int, into delayed: UnsafeMutableBufferPointer<Float>) {
-        precondition(delay >= 0 && delay <= capacity, "reference delay \(delay) outside 0…\(capacity)")
-        precondition(played.count <= ring.count - capacity && delayed.count >= played.count)
+    /// Appends `played`: what went to the speaker over the interval of the next capture frame.
+    public mutating func append(_ played: UnsafeBufferPointer<Float>) {
+        precondition(played.count <= ring.count - capacity, "a block of \(played.count) samples is longer than a frame")
         let size = ring.count
+        let start = (blockStart + blockCount) % size
         ring.withUnsafeMutableBufferPointer { buffer in
-            for index in 0..<played.count {
-                buffer[(writeIndex + index) % size] = played[index]
-            }
-            // The block just written starts at writeIndex; `delay` samples earlier is where
-            // the aligned block starts.
-            var read = (writeIndex - delay) % size
-            if read < 0 { read += size }
-            for index in 0..<played.count {
-                delayed[index] = buffer[(read + index) % size]
-            }
+            for index in 0..<played.count { buffer[(start + index) % size] = played[index] }
         }
-        writeIndex = (writeIndex + played.count) % size
+        blockStart = start
+        blockCount = played.count
+    }
+
+    /// The samples played `delay` samples before the last appended block (zeros before
+    /// anything was played).
+    public func read(delay: Int, into output: UnsafeMutableBufferPointer<Float>) {
+        precondition(delay >= 0 && delay <= capacity, "reference delay \(delay) outside 0…\(capacity)")
+        precondition(output.count <= ring.count - capacity)
+        let size = ring.count
+        var read = (blockStart - delay) % size
+        if read < 0 { read += size }
+        ring.withUnsafeBufferPointer { buffer in
+            for index in 0..<output.count { output[index] = buffer[(read + index) % size] }
+        }
     }
 }

@@ -59,7 +59,6 @@ final class CapturePipeline {
         let period = Self.periodSamples
         let frameSamples = encoder.frameSamples
         var capture = [Float](repeating: 0, count: period)
-        var reference = [Float](repeating: 0, count: period)
         var frame = [Float](repeating: 0, count: frameSamples)
         var filled = 0
         var voiceInFrame = false
@@ -112,8 +111,8 @@ final class CapturePipeline {
                         for index in 0..<period { destination[index] = captureBuffer[index] }
                         return Self.rms(captureBuffer) > 0.003
                     }
-                    reference.withUnsafeMutableBufferPointer { tap.reference(captureIndex: captureIndex, into: $0) }
-                    return reference.withUnsafeBufferPointer { processor.process(capture: captureBuffer, played: $0, into: destination) }
+                    let played = tap.frame(captureIndex: captureIndex, count: period)
+                    return processor.process(capture: captureBuffer, played: played, into: destination)
                 }
             }
             captureIndex += period
