@@ -93,9 +93,9 @@ public struct ControlMessage: Sendable, Hashable {
 
     public enum MessageType: UInt8, Sendable, Hashable {
         case join = 1, joined, ready, roster, leave, ping, pong, ack, error, goodbye
-        /// What members tell the room (`ControlMessage+Room.swift`): numbered from 32, a block
-        /// of their own, apart from the session's messages above.
-        case memberState = 32, text
+        /// What members tell the room (`ControlMessage+Room.swift`): numbered from 48, a block
+        /// of their own, apart from the session's messages above, leaving 11–47 free.
+        case memberState = 48, text
     }
 
     /// What a member can receive beyond plain Opus, as its join says and the roster repeats.

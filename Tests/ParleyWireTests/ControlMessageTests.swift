@@ -99,7 +99,7 @@ struct ControlMessageTests {
 
     @Test func aTextCarriesItsNumberSenderAndWordsAndItsRulesSayWhatIsWrong() throws {
         let bytes = try ControlMessage(sequence: 2, isReliable: true, body: .text(.init(number: 7, sender: "bo", text: "hi"))).serialized()
-        #expect(bytes == hex("50 01 21 01 00000002 00000007 02 626F 0002 6869"))
+        #expect(bytes == hex("50 01 31 01 00000002 00000007 02 626F 0002 6869"))
         #expect(ControlMessage.Text.problem(with: "back in 5") == nil)
         #expect(ControlMessage.Text.problem(with: String(repeating: "é", count: 250)) == nil, "500 bytes of UTF-8 is the most")
         #expect(ControlMessage.Text.problem(with: String(repeating: "é", count: 251))?.contains("502 bytes; the most is 500") == true)
