@@ -59,9 +59,8 @@ public enum CallControl: Equatable, Sendable {
         case "say":
             // The words after `say`, spaces kept as typed.
             let text = String(line.drop { $0 == " " || $0 == "\t" }.dropFirst(verb.count).drop { $0 == " " || $0 == "\t" })
-            if let problem = ControlMessage.Text.problem(with: text) {
-                throw .malformed("'say': \(problem)" + (text.isEmpty ? ", like: say back in five minutes" : ""))
-            }
+            guard !text.isEmpty else { throw .malformed("'say' takes the message after it, like: say back in five minutes") }
+            if let problem = ControlMessage.Text.problem(with: text) { throw .malformed("'say': \(problem)") }
             self = .say(text)
         case "volume":
             guard arguments.count == 2 else { throw .malformed("'volume' takes a person and a percentage, like: volume bob 50") }

@@ -460,7 +460,9 @@ public struct RelayLink {
             }
             handleError(error, now: now, output: &output)
         case let .text(text):
-            guard authenticated, phase == .active else { return }
+            // The relay sends texts only to members it counts as active, so one that overtook
+            // our first roster (confirming) is already ours to show.
+            guard authenticated, phase == .active || phase == .confirming else { return }
             if let last = lastTextReceived, Int32(bitPattern: text.number &- last) <= 0 { return }
             lastTextReceived = text.number
             output.events.append(.text(sender: text.sender, text: text.text))

@@ -26,7 +26,8 @@ struct CallControlTests {
             ("volume bob 201", "0 (silent) to 200"),
             ("volume bob -5", "0 (silent) to 200"),
             ("volume bob loud", "whole percentage"),
-            ("say", "the message is empty, like: say back in five minutes"),
+            ("say", "'say' takes the message after it, like: say back in five minutes"),
+            ("say  \t ", "takes the message after it"),
             ("say " + String(repeating: "x", count: 501), "501 bytes; the most is 500"),
             ("say a\u{1B}[2Jb", "control character or line break (U+001B)"),
         ]

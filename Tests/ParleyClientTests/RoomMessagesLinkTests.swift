@@ -93,6 +93,15 @@ struct RoomMessagesLinkTests {
         harness.take(try harness.link.say("later", now: harness.now))
     }
 
+    @Test func aTextThatOvertakesTheFirstRosterIsStillShown() throws {
+        var harness = LinkHarness()
+        harness.start()
+        while let last = harness.sent.popLast(), let answer = try harness.relay.answer(last) { harness.deliver(answer) }
+        #expect(harness.link.phase == .confirming, "joined, ready sent, the roster not here yet")
+        harness.deliver(try harness.relay.send(.text(.init(number: 1, sender: "bob", text: "early")), reliable: true))
+        #expect(harness.events.contains(.text(sender: "bob", text: "early")))
+    }
+
     @Test func aTextDeliveredTwiceIsShownOnceAndEachIsAcknowledged() throws {
         var harness = LinkHarness()
         try harness.join()
