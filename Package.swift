@@ -120,6 +120,11 @@ let package = Package(
             name: "ParleyCallTests",
             dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyEvaluation", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
         ),
+        // The cluster: a real etcd, relays on 127.0.0.1–3, clients sent where their room lives.
+        .testTarget(
+            name: "ParleyClusterTests",
+            dependencies: ["ParleyRelay", "ParleyClient", "ParleyAudio", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
+        ),
         // Deploy/: installs into a temporary root, runs a call through the installed relay.
         .testTarget(name: "DeployTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleySecurity", "ParleyWire", "ParleyAudio"]),
     ]

@@ -7,8 +7,9 @@ import ParleyWire
 public struct CallConfiguration: Sendable {
     /// Where captured audio comes from.
     public enum Input: Sendable {
-        /// An ALSA capture PCM by name (`default` follows the sound server).
-        case alsa(device: String)
+        /// An ALSA capture PCM by name (`default` follows the sound server), optionally
+        /// defined by ALSA configuration text of the caller's (`pcm.NAME { … }`).
+        case alsa(device: String, configuration: String? = nil)
         /// A WAV file of any rate and channel count, resampled to 48 kHz mono and played
         /// into the call in real time, like a microphone.
         case wav(path: String)
@@ -18,7 +19,7 @@ public struct CallConfiguration: Sendable {
 
     /// Where the mix of the others goes.
     public enum Output: Sendable {
-        case alsa(device: String)
+        case alsa(device: String, configuration: String? = nil)
         /// A WAV file, written in real time (48 kHz mono, 16-bit).
         case wav(path: String)
         case device(any AudioOutput)

@@ -5,8 +5,14 @@ import ParleyDevices
 /// Opens the call's input and output as the configuration names them, turning each
 /// failure into the `CallError` a person can act on: a missing sound card suggests WAV
 /// files, a bad WAV says what is wrong with it, an unwritable output says where.
+///
+/// A sound card is opened as a `ReconnectingInput`/`ReconnectingOutput`: one unplugged
+/// mid-call (a USB headset) does not end the call; `onChange` hears when it goes and when it
+/// comes back.
 enum CallDevices {
-    static func openInput(_ input: CallConfiguration.Input) throws(CallError) -> any AudioInput {
+    static func openInput(
+        _ input: CallConfiguration.Input, onChange: @escaping @Sendable (DeviceAvailability) -> Void = { _ in }
+    ) throws(CallError) -> any AudioInput {
         switch input {
         case let .device(device):
             return device
@@ -23,16 +29,21 @@ enum CallDevices {
             } catch {
                 throw .badInputFile("--input \(path): \(error)")
             }
-        case let .alsa(device):
+        case let .alsa(device, text):
             do {
-                return try ALSACapture(ALSADeviceConfiguration(name: device))
+                var configuration = ALSADeviceConfiguration(name: device)
+                configuration.configurationText = text
+                return ReconnectingInput(
+                    try ALSACapture(configuration), open: { () throws(DeviceError) in try ALSACapture(configuration) }, onChange: onChange)
             } catch {
                 throw .device(explain(error, device: device, flag: "--input"))
             }
         }
     }
 
-    static func openOutput(_ output: CallConfiguration.Output) throws(CallError) -> any AudioOutput {
+    static func openOutput(
+        _ output: CallConfiguration.Output, onChange: @escaping @Sendable (DeviceAvailability) -> Void = { _ in }
+    ) throws(CallError) -> any AudioOutput {
         switch output {
         case let .device(device):
             return device
@@ -43,9 +54,12 @@ enum CallDevices {
             } catch {
                 throw .cannotWriteOutput("--output \(path): \(error)")
             }
-        case let .alsa(device):
+        case let .alsa(device, text):
             do {
-                return try ALSAPlayback(ALSADeviceConfiguration(name: device))
+                var configuration = ALSADeviceConfiguration(name: device)
+                configuration.configurationText = text
+                return ReconnectingOutput(
+                    try ALSAPlayback(configuration), open: { () throws(DeviceError) in try ALSAPlayback(configuration) }, onChange: onChange)
             } catch {
                 throw .device(explain(error, device: device, flag: "--output"))
             }

@@ -292,6 +292,8 @@ public final class CallReceiver {
                 state.mediaGate = false
                 state.phase = .reconnecting
             }
+        case .redirected:
+            shared.update { $0.mediaGate = false }
         case .failed, .left:
             shared.update { state in
                 state.mediaGate = false

@@ -80,16 +80,21 @@ public final class CallSession: @unchecked Sendable {
             throw .cannotWriteOutput("\(error)")
         }
         trace = try configuration.packetTracePath.map { path throws(CallError) in try PacketTraceWriter(path: path) }
-        input = try CallDevices.openInput(configuration.input)
-        output = try CallDevices.openOutput(configuration.output)
+        var adaptationConfiguration = EncoderAdaptation.Configuration()
+        adaptationConfiguration.maximumBitrate = configuration.maximumBitrate
+        let adaptation = EncoderAdaptation(adaptationConfiguration)
+        let shared = CallShared(initialSetting: adaptation.setting)
+        self.shared = shared
+        input = try CallDevices.openInput(configuration.input) { change in
+            Self.report(change, device: "microphone", flag: "--input", shared: shared, notice: notice)
+        }
+        output = try CallDevices.openOutput(configuration.output) { change in
+            Self.report(change, device: "speaker", flag: "--output", shared: shared, notice: notice)
+        }
         guard input.sampleRate == AudioClock.sampleRate, input.channels == 1, output.sampleRate == AudioClock.sampleRate, output.channels == 1 else {
             throw .device("the devices must run at 48 kHz mono; the input runs at \(input.sampleRate) Hz × \(input.channels), the output at \(output.sampleRate) Hz × \(output.channels) (a plughw: device converts)")
         }
 
-        var adaptationConfiguration = EncoderAdaptation.Configuration()
-        adaptationConfiguration.maximumBitrate = configuration.maximumBitrate
-        let adaptation = EncoderAdaptation(adaptationConfiguration)
-        shared = CallShared(initialSetting: adaptation.setting)
         mix = PlaybackMix(recordingDirectory: configuration.recordReceivedDirectory)
 
         let encoder: VoiceEncoder
@@ -122,6 +127,20 @@ public final class CallSession: @unchecked Sendable {
             configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation, trace: trace,
             onEvent: { [weak self] event in self?.handle(event) })
         box.connection = connection
+    }
+
+    /// A sound device went away or came back: say so, and keep it in the status.
+    private static func report(
+        _ change: DeviceAvailability, device: String, flag: String, shared: CallShared, notice: @Sendable (String) -> Void
+    ) {
+        switch change {
+        case let .lost(reason):
+            shared.update { $0.missingDevices.insert(device) }
+            notice("the \(device) (\(flag)) stopped working (\(reason)); the call goes on, and Parley picks it up again when it is back (`parley devices` lists what is there)")
+        case .back:
+            shared.update { $0.missingDevices.remove(device) }
+            notice("the \(device) (\(flag)) is back")
+        }
     }
 
     /// Resolves the relay, connects and starts joining. Returns at once.
@@ -257,6 +276,8 @@ public final class CallSession: @unchecked Sendable {
             }
         case let .reconnecting(reason):
             notice("reconnecting: \(reason)…")
+        case let .redirected(relay):
+            notice("the room lives on the relay at \(relay); joining there")
         case let .failed(failure):
             lifecycle.withLock { if $0.failure == nil { $0.failure = .link(failure) } }
             wake.signal()
@@ -388,6 +409,7 @@ public final class CallSession: @unchecked Sendable {
             bitrate: state.currentBitrate,
             expectedLossPercent: state.encoder.expectedLossPercent,
             redundantFrames: state.encoder.redundancy.distances.count,
+            missingDevices: state.missingDevices.sorted(),
             captureXruns: input.xruns,
             playbackXruns: output.xruns,
             rejoins: state.rejoins,

@@ -35,6 +35,8 @@ final class CallShared: Sendable {
         var captureStartedAt: UInt64?
         var playbackStartedAt: UInt64?
         var inputEnded = false
+        /// "microphone", "speaker": sound devices that stopped working and are awaited.
+        var missingDevices: Set<String> = []
         var capturedSamples = 0
     }
 

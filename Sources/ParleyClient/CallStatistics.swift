@@ -84,6 +84,8 @@ public struct CallStatistics: Sendable, Codable, Equatable {
     public var expectedLossPercent: Int
     /// Earlier frames each packet repeats (RFC 2198 RED) on top of the bitrate; 0: none.
     public var redundantFrames: Int = 0
+    /// Sound devices that stopped working mid-call and are awaited ("microphone", "speaker").
+    public var missingDevices: [String] = []
     public var captureXruns: Int
     public var playbackXruns: Int
     public var rejoins: Int

@@ -19,6 +19,9 @@ public enum CallStatusLine {
         case .inCall:
             parts.append(clock(statistics.elapsedSeconds))
         }
+        if !statistics.missingDevices.isEmpty {
+            parts.append("no " + statistics.missingDevices.joined(separator: " or ") + ": waiting for it")
+        }
         parts.append("\(statistics.members.count) in room")
         parts.append(statistics.speaking.isEmpty ? "quiet" : "speaking: " + statistics.speaking.joined(separator: ", "))
         // What the others set for themselves; a deafened member is muted too, and said once.

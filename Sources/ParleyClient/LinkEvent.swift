@@ -10,6 +10,8 @@ public enum LinkEvent: Sendable, Equatable {
     case roundTrip(nanoseconds: UInt64)
     /// The link was lost or the relay went away; the link is rejoining by itself.
     case reconnecting(reason: String)
+    /// The relay does not host the room; the link joins the relay that does, at this address.
+    case redirected(to: String)
     /// The link gave up for good; the call should end with this failure.
     case failed(LinkFailure)
     /// The member left cleanly (the relay acknowledged, or the wait for it ended).
@@ -95,6 +97,8 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
             return "the relay accepts encrypted clients only\(relaySays); use an invite that carries the relay's key (key=…) and leave out --insecure"
         case .encryptionUnavailable:
             return "the relay runs without encryption\(relaySays); ask its owner to run it encrypted"
+        case .placementUnavailable:
+            return "the relay could not find the room a place in its cluster\(relaySays); try again in a minute, and tell the relay's owner if it persists"
         default: return "the relay refused the join: \(message.isEmpty ? "error \(code.rawValue)" : message)"
         }
     }

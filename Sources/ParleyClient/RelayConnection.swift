@@ -21,6 +21,8 @@ final class RelayConnection: @unchecked Sendable {
 
     private var channel: (any Channel)?
     fileprivate var relayAddress: SocketAddress?
+    /// The link's relay as text ("HOST:PORT"), to notice when its cluster moves it.
+    private var relayText: String?
     /// Everything the call does with what arrives; this class is only its socket and timer.
     private let receiver: CallReceiver
     /// The link's sealer, which the capture thread uses; the link itself stays on the loop.
@@ -167,6 +169,7 @@ final class RelayConnection: @unchecked Sendable {
 
     /// Sends the receiver's datagrams to the relay and sets the timer for its next deadline.
     private func send(_ datagrams: [[UInt8]], now: UInt64) {
+        followLinkRelay()
         if let channel, let relayAddress, !datagrams.isEmpty {
             for datagram in datagrams {
                 channel.write(AddressedEnvelope(remoteAddress: relayAddress, data: channel.allocator.buffer(bytes: datagram)), promise: nil)
@@ -174,6 +177,35 @@ final class RelayConnection: @unchecked Sendable {
             channel.flush()
         }
         reschedule(now: now)
+    }
+
+    /// Points the socket at the relay the link now talks to, when a redirect or a failover
+    /// moved it: datagrams go there, and only its datagrams are taken in.
+    private func followLinkRelay() {
+        let text = receiver.link.relayAddress
+        if relayText == nil { relayText = text }
+        guard text != relayText else { return }
+        relayText = text
+        guard let address = Self.resolve(text) else { return }
+        relayAddress = address
+        relayLock.withLock { $0 = address }
+    }
+
+    /// "HOST:PORT" or "[v6]:PORT" as a socket address; nil if it names nothing.
+    static func resolve(_ text: String) -> SocketAddress? {
+        let host: Substring, port: Substring
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            host = text[text.index(after: text.startIndex)..<close]
+            port = text[close...].dropFirst(2)
+        } else if let colon = text.lastIndex(of: ":") {
+            host = text[..<colon]
+            port = text[text.index(after: colon)...]
+        } else {
+            return nil
+        }
+        guard let number = Int(port), (1...65_535).contains(number) else { return nil }
+        return (try? SocketAddress(ipAddress: String(host), port: number))
+            ?? (try? SocketAddress.makeAddressResolvingHost(String(host), port: number))
     }
 
     private func reschedule(now: UInt64) {

@@ -19,6 +19,11 @@ import ParleyWire
 ///     failed ◀── refused, key mismatch, unreachable            reconnecting ◀───────────┘ not joined
 /// ```
 ///
+/// In a cluster the relay the link talks to can change: a relay that does not host the room
+/// answers the join with a redirect inside its handshake response (so only the pinned relay
+/// can send the client elsewhere), and the link joins there; a `joined` lists other relays,
+/// which the link tries when its relay falls silent (``Configuration/failoverAfterSilenceNanoseconds``).
+///
 /// One file, over 400 lines, on purpose: it is one state machine whose transitions (joining,
 /// control, errors, reconnecting) read and write the same private fields; split into
 /// extension files, those fields would have to be open to the whole module. Its helpers
@@ -51,6 +56,12 @@ public struct RelayLink {
         public var lostAfterSilenceNanoseconds: UInt64 = 5_000_000_000
         /// How long a clean leave waits for the relay's acknowledgement.
         public var leaveTimeoutNanoseconds: UInt64 = 1_000_000_000
+        /// When other relays of a cluster are known: silence after which the link probes four
+        /// times a second (a live relay answers a ping within a round trip)…
+        public var failoverProbeAfterSilenceNanoseconds: UInt64 = 750_000_000
+        /// …and after which it gives the relay up and joins through another. The room's new
+        /// relay is found within the store's lease (2 s) of the old one's death.
+        public var failoverAfterSilenceNanoseconds: UInt64 = 1_500_000_000
 
         public init(relayAddress: String, room: String, token: String, ssrc: UInt32, security: Security) {
             self.relayAddress = relayAddress
@@ -99,6 +110,13 @@ public struct RelayLink {
     public private(set) var roster: [ControlMessage.Roster.Member] = []
     /// Inbound datagrams that were not for us or did not authenticate.
     public private(set) var droppedDatagrams = 0
+    /// The relay the link talks to now, "HOST:PORT": the invite's, or one its cluster sent it to.
+    public private(set) var relayAddress: String
+    /// Other relays of the cluster, learned from redirects and `joined` answers (at most
+    /// ``maximumKnownRelays``); empty for a relay on its own.
+    public private(set) var clusterRelays: [ControlMessage.ClusterRelay] = []
+    /// The key pinned for ``relayAddress`` (or plaintext, with `--insecure`).
+    private var security: Security
 
     private var handshake: ClientHandshake?
     private var pendingSend: [UInt8]?          // the message being retransmitted in this phase
@@ -130,6 +148,20 @@ public struct RelayLink {
     private var ssrcChanges = 0
     /// The relay's last "too many joins, later" during this join, if the join times out on it.
     private var lastRateLimit: ControlMessage.ErrorReply?
+    /// Redirects followed since the last join that succeeded.
+    private var redirectsInJoin = 0
+    /// The relay given up for silence, and when: its room stays placed on it until the
+    /// store's lease runs out, so a redirect back to it then means "ask again shortly".
+    private var lostRelay: (address: String, at: UInt64)?
+    /// Turns through the other relays when one after another fails.
+    private var nextFallback = 0
+
+    /// Redirects one join follows before giving up (a cluster places a room in one hop; more
+    /// means its relays disagree).
+    static let maximumRedirects = 4
+    static let maximumKnownRelays = 8
+    /// How long after losing a relay a redirect back to it is taken for a placement not yet expired.
+    static let lostRelayMemoryNanoseconds: UInt64 = 10_000_000_000
 
     /// SSRCs tried before a join gives up on `ssrcInUse` (a clash of random 32-bit values
     /// happens by accident once in billions; only someone squatting on ours repeats it).
@@ -141,6 +173,8 @@ public struct RelayLink {
     public init(configuration: Configuration) {
         self.configuration = configuration
         self.ssrc = configuration.ssrc
+        self.relayAddress = configuration.relayAddress
+        self.security = configuration.security
         outbox = RoomOutbox(retransmitNanoseconds: configuration.retransmitNanoseconds,
                             maximumRetransmitNanoseconds: configuration.maximumRetransmitNanoseconds)
     }
@@ -230,6 +264,12 @@ public struct RelayLink {
                 fail(failure, output: &output)
                 return output
             }
+            // Rejoining, and this relay has not answered four hellos: try another of the cluster.
+            if everJoined, phase == .greeting || phase == .joining, sendsInPhase >= 4, let next = moveToAnotherRelay() {
+                output.events.append(.reconnecting(reason: "no answer from the relay; trying \(next)"))
+                beginJoin(now: now, output: &output)
+                return output
+            }
             // A secure init unanswered several times may hold a stale cookie: start over.
             if phase == .handshaking, sendsInPhase >= 4 {
                 beginJoin(now: now, output: &output)
@@ -245,17 +285,30 @@ public struct RelayLink {
             beginJoin(now: now, output: &output)
         case .active:
             let silence = now - lastHeard
-            if silence >= configuration.lostAfterSilenceNanoseconds {
-                reconnect(reason: "nothing heard from the relay for \(silence / 1_000_000_000) s", now: now, output: &output)
+            let failover = canFailOver
+            let lostAfter = failover ? configuration.failoverAfterSilenceNanoseconds : configuration.lostAfterSilenceNanoseconds
+            let probeAfter = failover ? configuration.failoverProbeAfterSilenceNanoseconds : configuration.probeAfterSilenceNanoseconds
+            if silence >= lostAfter {
+                let heard = "nothing heard from the relay for \(silence / 1_000_000_000).\(silence / 100_000_000 % 10) s"
+                lostRelay = (relayAddress, now)
+                if failover, let next = moveToAnotherRelay() {
+                    reconnect(reason: "\(heard); rejoining through \(next)", now: now, output: &output)
+                } else {
+                    reconnect(reason: heard, now: now, output: &output)
+                }
                 return output
             }
-            let interval = silence >= configuration.probeAfterSilenceNanoseconds
-                ? 1_000_000_000
-                : UInt64(joined?.keepaliveIntervalMilliseconds ?? 5_000) * 1_000_000
+            let interval: UInt64
+            if silence >= probeAfter {
+                interval = failover ? 250_000_000 : 1_000_000_000
+            } else {
+                interval = UInt64(joined?.keepaliveIntervalMilliseconds ?? 5_000) * 1_000_000
+            }
             if now - lastPing >= interval {
                 sendPing(now: now, output: &output)
             }
-            nextAction = min(lastPing + interval, lastHeard + configuration.lostAfterSilenceNanoseconds)
+            nextAction = min(lastPing + interval, lastHeard + lostAfter)
+            if silence < probeAfter { nextAction = min(nextAction, lastHeard + probeAfter) }
             sendOutbox(now: now, output: &output)
         case .leaving:
             if now >= leaveDeadline {
@@ -329,8 +382,8 @@ public struct RelayLink {
             // The relay answered, and kept saying "later": say that, not "unreachable".
             return .refused(code: refusal.code, message: refusal.message)
         }
-        if cookieReceived { return .handshakeUnanswered(relay: configuration.relayAddress) }
-        return .unreachable(relay: configuration.relayAddress, seconds: Int(configuration.joinTimeoutNanoseconds / 1_000_000_000))
+        if cookieReceived { return .handshakeUnanswered(relay: relayAddress) }
+        return .unreachable(relay: relayAddress, seconds: Int(configuration.joinTimeoutNanoseconds / 1_000_000_000))
     }
 
     private mutating func beginJoin(now: UInt64, output: inout Output) {
@@ -346,7 +399,7 @@ public struct RelayLink {
         plaintextRelayReplies = nil
         sendsInPhase = 0
         retransmitInterval = configuration.retransmitNanoseconds
-        switch configuration.security {
+        switch security {
         case let .secure(relayKey):
             let handshake = ClientHandshake(relayPublicKey: relayKey)
             pendingSend = handshake.helloBytes
@@ -388,7 +441,7 @@ public struct RelayLink {
                 retransmitInterval = configuration.retransmitNanoseconds
                 retransmit(now: now, output: &output)
             } catch SecurityError.relayKeyMismatch {
-                fail(.relayKeyMismatch(relay: configuration.relayAddress), output: &output)
+                fail(.relayKeyMismatch(relay: relayAddress), output: &output)
             } catch {
                 droppedDatagrams += 1
             }
@@ -418,6 +471,7 @@ public struct RelayLink {
         case let .joined(joined):
             guard authenticated, [.handshaking, .joining, .confirming].contains(phase) else { return }
             self.joined = joined
+            learn(joined.clusterRelays)
             phase = .confirming
             sendsInPhase = 0
             retransmitInterval = configuration.retransmitNanoseconds
@@ -432,6 +486,7 @@ public struct RelayLink {
                 output.events.append(.joined(identity: joined.identity, room: joined.room, canPublish: joined.canPublish, rejoin: everJoined))
                 everJoined = true
                 lastRateLimit = nil
+                redirectsInJoin = 0
                 lastPing = now
                 nextAction = now + UInt64(joined.keepaliveIntervalMilliseconds) * 1_000_000
                 // A new session at the relay: it knows nothing of our state yet.
@@ -473,8 +528,17 @@ public struct RelayLink {
                 fail(.replaced, output: &output)
             case .relayShuttingDown, .idleTimeout, .unknown:
                 let why = goodbye.reason == .relayShuttingDown ? "the relay is restarting" : "the relay closed the session"
-                reconnect(reason: goodbye.message.isEmpty ? why : "\(why): \(goodbye.message)", now: now, output: &output)
+                var reason = goodbye.message.isEmpty ? why : "\(why): \(goodbye.message)"
+                // A relay of a cluster that stops has given its rooms back: rejoin through another.
+                if goodbye.reason == .relayShuttingDown, canFailOver, let next = moveToAnotherRelay() { reason += "; rejoining through \(next)" }
+                reconnect(reason: reason, now: now, output: &output)
             }
+        case let .redirect(redirect):
+            guard authenticated, [.handshaking, .joining].contains(phase), redirect.room == configuration.room else {
+                droppedDatagrams += 1
+                return
+            }
+            follow(redirect, now: now, output: &output)
         case .join, .ready, .leave, .memberState:
             droppedDatagrams += 1  // client-to-relay messages
         }
@@ -488,6 +552,12 @@ public struct RelayLink {
             if phase == .active || phase == .confirming {
                 reconnect(reason: "the relay no longer knows this session (it may have restarted)", now: now, output: &output)
             }
+        case .placementUnavailable:
+            // The relay's cluster could not place the room just now (its store is away, or it
+            // is busy): ask again shortly; a first join that times out on it says why.
+            guard [.greeting, .handshaking, .joining, .confirming].contains(phase) else { return }
+            lastRateLimit = error
+            restartJoin(at: now + 2 * configuration.retransmitNanoseconds)
         case .rateLimited:
             // Too many joins from here or with this identity: start over once the relay's
             // budget has refilled, with a new handshake (this one is spent).
@@ -537,7 +607,7 @@ public struct RelayLink {
             let count = (plaintextRelayReplies?.count ?? 0) + 1
             plaintextRelayReplies = (first, now, count)
             if !everJoined, count >= Self.plaintextRelayRepliesToGiveUp, now - first >= 1_000_000_000 {
-                fail(.relayWithoutEncryption(relay: configuration.relayAddress), output: &output)
+                fail(.relayWithoutEncryption(relay: relayAddress), output: &output)
             }
         default:
             droppedDatagrams += 1
@@ -556,7 +626,7 @@ public struct RelayLink {
     /// Serialises a control message and seals it when the link is secure.
     private func seal(_ message: ControlMessage, now: UInt64) -> [UInt8]? {
         guard let bytes = try? message.serialized() else { return nil }
-        guard case .secure = configuration.security else { return bytes }
+        guard case .secure = security else { return bytes }
         return bytes.withUnsafeBytes { protector.protect($0, nowNanoseconds: now) }
     }
 
@@ -567,6 +637,84 @@ public struct RelayLink {
         // Back off from a quarter second; the relay may still be starting.
         nextAction = now + configuration.retransmitNanoseconds
         attemptStarted = now
+    }
+
+    // MARK: The cluster
+
+    /// Whether another relay is known to rejoin through.
+    private var canFailOver: Bool {
+        relayAddress != configuration.relayAddress || clusterRelays.contains { $0.address != relayAddress }
+    }
+
+    /// Follows a redirect the pinned relay sent (authenticated): join where the room lives.
+    private mutating func follow(_ redirect: ControlMessage.Redirect, now: UInt64, output: inout Output) {
+        learn(redirect.others + [redirect.relay])
+        if let lost = lostRelay, lost.address == redirect.relay.address, now &- lost.at < Self.lostRelayMemoryNanoseconds {
+            // The relay just lost still holds the room until its lease runs out (etcd checks
+            // expiries every half second): ask again in a tenth of a second.
+            restartJoin(at: now + 100_000_000)
+            return
+        }
+        redirectsInJoin += 1
+        guard redirectsInJoin <= Self.maximumRedirects, use(redirect.relay) else {
+            redirectsInJoin = 0
+            let message = "the cluster's relays sent this join on more than \(Self.maximumRedirects) times, or to a relay whose key is unusable"
+            if everJoined {
+                output.events.append(.reconnecting(reason: message))
+                restartJoin(at: now + configuration.maximumRetransmitNanoseconds)
+            } else {
+                fail(.refused(code: .placementUnavailable, message: message), output: &output)
+            }
+            return
+        }
+        output.events.append(.redirected(to: redirect.relay.address))
+        beginJoin(now: now, output: &output)
+    }
+
+    /// Adds relays to those known, the newest news first, at most ``maximumKnownRelays``.
+    private mutating func learn(_ relays: [ControlMessage.ClusterRelay]) {
+        guard !relays.isEmpty else { return }
+        var merged: [ControlMessage.ClusterRelay] = []
+        for relay in relays + clusterRelays where !merged.contains(where: { $0.address == relay.address }) {
+            merged.append(relay)
+        }
+        clusterRelays = Array(merged.prefix(Self.maximumKnownRelays))
+    }
+
+    /// Points the link at `relay`; false if its key does not suit this link (a secure link
+    /// never goes plaintext, nor the reverse).
+    private mutating func use(_ relay: ControlMessage.ClusterRelay) -> Bool {
+        switch configuration.security {
+        case .secure:
+            guard let key = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: relay.publicKey) else { return false }
+            security = .secure(relayKey: key)
+        case .insecure:
+            guard relay.publicKey.isEmpty else { return false }
+            security = .insecure
+        }
+        relayAddress = relay.address
+        return true
+    }
+
+    /// Moves to the next relay other than the current one: the invite's, then those learned,
+    /// in turn. Returns its address, or nil when there is none.
+    private mutating func moveToAnotherRelay() -> String? {
+        var candidates: [ControlMessage.ClusterRelay] = []
+        if relayAddress != configuration.relayAddress {
+            switch configuration.security {
+            case let .secure(key): candidates.append(.init(address: configuration.relayAddress, publicKey: Array(key.rawRepresentation)))
+            case .insecure: candidates.append(.init(address: configuration.relayAddress, publicKey: []))
+            }
+        }
+        candidates += clusterRelays.filter { $0.address != relayAddress && $0.address != configuration.relayAddress }
+        // The relay just lost goes last.
+        if let lost = lostRelay { candidates.sort { ($0.address == lost.address ? 1 : 0) < ($1.address == lost.address ? 1 : 0) } }
+        for _ in 0..<candidates.count {
+            let next = candidates[nextFallback % candidates.count]
+            nextFallback &+= 1
+            if use(next) { return next.address }
+        }
+        return nil
     }
 
     /// Abandons the join in progress (its handshake and session) and begins a new one at `time`.

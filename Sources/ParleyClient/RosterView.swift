@@ -25,6 +25,9 @@ public enum RosterView {
         case .inCall: head.append("\(CallStatusLine.clock(statistics.elapsedSeconds)) in \(statistics.room)")
         }
         head.append("you: " + controls.summary.uppercased())
+        if !statistics.missingDevices.isEmpty {
+            head.append("NO " + statistics.missingDevices.joined(separator: " OR ").uppercased() + ": waiting for it")
+        }
         head.append("rtt " + (statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"))
         head.append("loss up \(CallStatusLine.percent(statistics.lossUpPercent))")
         head.append("\(statistics.bitrate / 1_000) kb/s")

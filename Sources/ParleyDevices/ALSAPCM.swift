@@ -42,15 +42,19 @@ final class ALSAPCM: @unchecked Sendable {
             guard result == 0 else {
                 throw DeviceError.alsa("reading the ALSA configuration text", device: configuration.name, code: result)
             }
-            result = snd_pcm_open_lconf(&pcm, configuration.name, stream, 0, config)
+            result = snd_pcm_open_lconf(&pcm, configuration.name, stream, SND_PCM_NONBLOCK, config)
         } else {
-            result = snd_pcm_open(&pcm, configuration.name, stream, 0)
+            result = snd_pcm_open(&pcm, configuration.name, stream, SND_PCM_NONBLOCK)
         }
         guard result == 0, let pcm else {
             throw DeviceError.alsa(
                 "opening for \(direction)", device: configuration.name, code: result,
                 hint: "`parley devices` lists the devices this machine has")
         }
+        // Opened without blocking, so a device another program holds answers "busy" at once
+        // instead of hanging the caller (a call trying to get an unplugged headset back);
+        // reads and writes then block, as the audio threads expect.
+        snd_pcm_nonblock(pcm, 0)
         try self.init(handle: pcm, configuration: configuration, stream: stream)
     }
 
@@ -116,10 +120,27 @@ final class ALSAPCM: @unchecked Sendable {
         return (Int(rate), Int(period), Int(buffer))
     }
 
-    /// Recovers from an xrun or suspend (counting it) or throws for anything else.
-    private func recover(_ code: Int, _ what: String) throws(DeviceError) {
+    /// How long a device may give nothing, although it said it would block until it could,
+    /// before it counts as gone (a sound server that died leaves its PCM answering "try
+    /// again" for ever).
+    static let stallLimitMilliseconds: Int32 = 2_000
+
+    /// Recovers from an xrun or suspend (counting it) or throws for anything else. "Try
+    /// again" waits for the device, up to `stallLimitMilliseconds` in all.
+    private func recover(_ code: Int, _ what: String, stalled: inout Int32) throws(DeviceError) {
         let error = Int32(code)
-        if error == -EAGAIN || error == -EINTR { return }
+        if error == -EINTR { return }
+        if error == -EAGAIN {
+            let waited = snd_pcm_wait(handle, 100)
+            if waited < 0 { return try recover(Int(waited), what, stalled: &stalled) }
+            if waited == 0 {
+                stalled += 100
+                if stalled >= Self.stallLimitMilliseconds {
+                    throw DeviceError("\(what) on ALSA device '\(name)' failed: it gave nothing for \(stalled / 1_000) s (gone or stuck)")
+                }
+            }
+            return
+        }
         if error == -EPIPE || error == -ESTRPIPE {
             xrunCount.add(1, ordering: .relaxed)
         }
@@ -132,13 +153,14 @@ final class ALSAPCM: @unchecked Sendable {
     func read(into output: UnsafeMutableBufferPointer<Float>) throws(DeviceError) -> Int {
         let frames = output.count / channels
         var done = 0
+        var stalled: Int32 = 0
         while done < frames {
             let chunk = min(frames - done, conversion.count / channels)
             let result = conversion.withUnsafeMutableBufferPointer { buffer in
                 snd_pcm_readi(handle, buffer.baseAddress, snd_pcm_uframes_t(chunk))
             }
             if result < 0 {
-                try recover(result, "reading")
+                try recover(result, "reading", stalled: &stalled)
                 continue
             }
             if result == 0 { break }
@@ -153,6 +175,7 @@ final class ALSAPCM: @unchecked Sendable {
     func write(_ samples: UnsafeBufferPointer<Float>) throws(DeviceError) {
         let frames = samples.count / channels
         var done = 0
+        var stalled: Int32 = 0
         while done < frames {
             let chunk = min(frames - done, conversion.count / channels)
             for index in 0..<chunk * channels { conversion[index] = SampleConversion.int16(samples[done * channels + index]) }
@@ -162,7 +185,7 @@ final class ALSAPCM: @unchecked Sendable {
                     snd_pcm_writei(handle, buffer.baseAddress! + offset * channels, snd_pcm_uframes_t(chunk - offset))
                 }
                 if result < 0 {
-                    try recover(result, "writing")
+                    try recover(result, "writing", stalled: &stalled)
                     continue
                 }
                 offset += Int(result)

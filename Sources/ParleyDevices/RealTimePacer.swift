@@ -3,15 +3,15 @@ import ParleyBasics
 /// Sleeps a device thread until a frame's due time, measured from the first frame, so a
 /// file device keeps the pace of a sound card without drifting: each wait targets an
 /// absolute deadline (``MonotonicClock/sleep(until:)``), not "one period from now".
-struct RealTimePacer {
+public struct RealTimePacer {
     private let sampleRate: Int
     private var start: UInt64?
     private var frames = 0
 
-    init(sampleRate: Int) { self.sampleRate = sampleRate }
+    public init(sampleRate: Int) { self.sampleRate = sampleRate }
 
     /// Waits until `count` more frames are due.
-    mutating func advance(by count: Int) {
+    public mutating func advance(by count: Int) {
         let start = start ?? MonotonicClock.now()
         self.start = start
         frames += count

@@ -14,7 +14,8 @@ import Foundation
 /// ```
 /// base64url({"alg":"HS256","typ":"JWT"}) . base64url(claims) . base64url(HMAC-SHA256(secret, header.claims))
 /// claims: {"sub": identity, "room": room, "iat": issued, "exp": expires, "nbf": not before (optional),
-///          "pub": may publish (optional, default true)}
+///          "pub": may publish (optional, default true),
+///          "region": where a cluster should place the room if it is new (optional)}
 /// ```
 ///
 /// Verification is written here with swift-crypto's `HMAC<SHA256>` rather than with
@@ -31,13 +32,16 @@ public struct AccessToken: Sendable, Hashable {
     public var notBefore: Int64?
     /// Whether the member may send media (`pub`).
     public var canPublish: Bool
+    /// The region a cluster should place the room in, if it is new and a relay serves it (`region`).
+    public var region: String?
 
     /// Longer tokens are refused before any decoding, so a hostile join costs little.
     public static let maximumEncodedLength = 4096
     /// Clocks of the minting web app and the relay may disagree by this much.
     public static let clockSkewToleranceSeconds: Int64 = 30
 
-    public init(identity: String, room: String, issuedAt: Int64, expiresAt: Int64, notBefore: Int64? = nil, canPublish: Bool = true) {
+    public init(identity: String, room: String, issuedAt: Int64, expiresAt: Int64, notBefore: Int64? = nil, canPublish: Bool = true, region: String? = nil) {
+        self.region = region
         self.identity = identity
         self.room = room
         self.issuedAt = issuedAt
@@ -53,7 +57,7 @@ public struct AccessToken: Sendable, Hashable {
     /// The compact serialisation, signed with `secret`.
     public func signed(with secret: TokenSecret) -> String {
         let claims = Claims(sub: identity, room: room, iat: Double(issuedAt), exp: Double(expiresAt),
-                            nbf: notBefore.map(Double.init), pub: canPublish ? nil : false)
+                            nbf: notBefore.map(Double.init), pub: canPublish ? nil : false, region: region)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let payload = Base64URL.encode(Array(try! encoder.encode(claims)))  // plain strings and numbers always encode
@@ -118,7 +122,8 @@ public struct AccessToken: Sendable, Hashable {
             notBefore = value
         }
         return AccessToken(identity: claims.sub, room: claims.room, issuedAt: issued, expiresAt: expires,
-                           notBefore: notBefore, canPublish: claims.pub ?? true)
+                           notBefore: notBefore, canPublish: claims.pub ?? true,
+                           region: claims.region.flatMap { ClusterSettings.problem(withRegion: $0) == nil ? $0 : nil })
     }
 
     /// JWT NumericDate: seconds, possibly fractional; refuses NaN and values no clock reaches.
@@ -138,6 +143,7 @@ public struct AccessToken: Sendable, Hashable {
         var exp: Double
         var nbf: Double?
         var pub: Bool?
+        var region: String?
     }
 
     /// Why a token was refused. Each case has its own error code for the client, a message

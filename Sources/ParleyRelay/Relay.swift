@@ -25,6 +25,8 @@ public final class Relay: Sendable {
     let joins: JoinVerifier
     /// One per thread, by index; never changes after start.
     let workers: [RelayWorker]
+    /// This relay's membership of a cluster, when it was started with one.
+    public let cluster: ClusterMember?
     /// The admin server's event loop, when it runs (the forwarding loops are ``RelayLoop``s
     /// of their own).
     private let adminGroup: MultiThreadedEventLoopGroup?
@@ -62,9 +64,15 @@ public final class Relay: Sendable {
         self.metrics = metrics
         self.logger = logger
         let core = RelayCore(limits: configuration.limits, metrics: metrics)
-        let joins = JoinVerifier(
+        let cluster = configuration.cluster.map { settings in
+            ClusterMember(settings: settings, publicKey: configuration.insecure ? "" : relayKey?.publicKeyText ?? "", metrics: metrics, logger: logger,
+                          hostedRooms: { core.roomSummary.mapValues(\.count) })
+        }
+        self.cluster = cluster
+        var joins = JoinVerifier(
             secret: secret, handshake: configuration.insecure ? nil : relayKey.map { RelayHandshake(key: $0) },
             replayCache: HandshakeReplayCache(capacityPerEpoch: configuration.handshakeReplayCapacity))
+        joins.cluster = cluster
         let relaySSRC = UInt32.random(in: 1 ... .max)
         if configuration.insecure {
             logger.warning("running WITHOUT encryption (--insecure): anyone on the path can listen to calls and read tokens; use this on trusted networks and for tests only")
@@ -95,6 +103,9 @@ public final class Relay: Sendable {
             throw error
         }
         localAddress = address
+        // Registered only once the sockets are bound: a relay the cluster sends clients to
+        // must already be listening.
+        cluster?.start()
 
         if let adminAddress = configuration.admin {
             let lifecycle = self.lifecycle
@@ -108,6 +119,7 @@ public final class Relay: Sendable {
                     healthy: { lifecycle.state.withLock { $0 == .running } },
                     logger: logger)
             } catch {
+                cluster?.stop()
                 for worker in workers { worker.stop() }
                 try? adminGroup.syncShutdownGracefully()
                 throw error
@@ -122,6 +134,7 @@ public final class Relay: Sendable {
             "udp": "\(Self.describe(localAddress))", "admin": "\(adminAddress.map(Self.describe) ?? "off")",
             "threads": "\(configuration.threads)", "max-rooms": "\(configuration.limits.maximumRooms)",
             "max-members-per-room": "\(configuration.limits.maximumMembersPerRoom)",
+            "cluster": "\(configuration.cluster.map { "\($0.endpoint) as \($0.publicAddress)" } ?? "off")",
         ])
     }
 
@@ -193,6 +206,9 @@ public final class Relay: Sendable {
         guard proceed else { return }
         logger.notice("relay shutting down; telling members goodbye")
         let started = monotonicNanoseconds()
+        // Leave the cluster first: its rooms are freed at once, so the members told goodbye
+        // below are placed on another relay when they rejoin.
+        cluster?.stop()
         core.beginShutdown()
         for worker in workers { worker.loop.execute { worker.beginShutdown() } }
         // Retransmissions run on the loops' ticks; wait for acks or the grace period.

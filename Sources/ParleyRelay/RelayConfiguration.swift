@@ -33,6 +33,11 @@ public struct RelayConfiguration: Sendable {
     /// Plaintext on the wire, no handshake: for tests and trusted networks only. Clients must
     /// pass `--insecure` too; each side refuses the other mode with a clear error.
     public var insecure = false
+    /// Membership of a cluster (`--cluster`, `--public-address`, `--region`); nil for a relay
+    /// on its own, which then never touches a store.
+    public var cluster: ClusterSettings?
+    /// The cluster settings as given, one key at a time, before ``resolve`` puts them together.
+    var clusterFlags = ClusterFlags()
     /// Admitted handshakes remembered per cookie epoch before the oldest are forgotten (see
     /// ``HandshakeReplayCache``); not a setting, a knob for tests that fill it.
     var handshakeReplayCapacity = 100_000
@@ -97,6 +102,16 @@ public struct RelayConfiguration: Sendable {
         Setting(key: "idle-timeout", help: "silence after which a member is removed, e.g. 30s") { configuration, text throws(ConfigurationError) in
             configuration.limits.idleTimeoutMilliseconds = try parseMilliseconds(text, in: 500...3_600_000)
         },
+        Setting(key: "cluster", help: "etcd's client URL, e.g. http://10.0.0.2:2379, to run as a member of a cluster") { configuration, text throws(ConfigurationError) in
+            configuration.clusterFlags.endpoint = try EtcdEndpoint(parsing: text)
+        },
+        Setting(key: "public-address", help: "with cluster: where clients reach this relay, HOST:PORT") { configuration, text throws(ConfigurationError) in
+            configuration.clusterFlags.publicAddress = try HostAndPort(parsing: text)
+        },
+        Setting(key: "region", help: "with cluster: the region this relay serves, for tokens that name one") { configuration, text throws(ConfigurationError) in
+            if let problem = ClusterSettings.problem(withRegion: text) { throw ConfigurationError(problem) }
+            configuration.clusterFlags.region = text
+        },
         Setting(key: "insecure", help: "true to run without encryption (tests and trusted networks only)") { configuration, text throws(ConfigurationError) in
             switch text.lowercased() {
             case "true", "yes", "1", "on": configuration.insecure = true
@@ -143,6 +158,7 @@ public struct RelayConfiguration: Sendable {
                 throw ConfigurationError("\(source) \(error.message)")
             }
         }
+        configuration.cluster = try configuration.clusterFlags.settings()
         try configuration.validate()
         return configuration
     }
@@ -150,6 +166,7 @@ public struct RelayConfiguration: Sendable {
     public func validate() throws(ConfigurationError) {
         try limits.validate()
         guard (1...256).contains(threads) else { throw ConfigurationError("threads is \(threads); it must be from 1 to 256") }
+        try cluster?.validate()
         guard (1...1024).contains(vectorReadCount) else {
             throw ConfigurationError("vectorReadCount is \(vectorReadCount); it must be from 1 to 1024 (the kernel's batch limit)")
         }
@@ -218,6 +235,26 @@ public struct RelayConfiguration: Sendable {
             throw ConfigurationError("is \(text); it must be from \(range.lowerBound >> 10) KiB to \(range.upperBound >> 20) MiB")
         }
         return bytes
+    }
+}
+
+/// `cluster`, `public-address` and `region` as given; they make sense only together.
+struct ClusterFlags: Sendable {
+    var endpoint: EtcdEndpoint?
+    var publicAddress: HostAndPort?
+    var region: String?
+
+    func settings() throws(ConfigurationError) -> ClusterSettings? {
+        guard let endpoint else {
+            if publicAddress != nil || region != nil {
+                throw ConfigurationError("public-address and region are for a member of a cluster; add cluster (etcd's URL, e.g. --cluster http://127.0.0.1:2379) or leave them out")
+            }
+            return nil
+        }
+        guard let publicAddress else {
+            throw ConfigurationError("cluster needs public-address: where clients reach this relay, e.g. --public-address 198.51.100.7:7800, since other relays send clients there")
+        }
+        return ClusterSettings(endpoint: endpoint, publicAddress: publicAddress, region: region)
     }
 }
 

@@ -14,6 +14,7 @@ public final class RelayMetrics: Sendable {
     let factory: PrometheusMetricsFactory
 
     static let latencyLabel = "parley_relay_forwarding_latency_seconds"
+    static let storeLatencyLabel = "parley_relay_cluster_store_request_seconds"
 
     let packetsReceived: [CoreMetrics.Counter]  // by PacketKind.index
     let bytesReceived: CoreMetrics.Counter
@@ -33,6 +34,14 @@ public final class RelayMetrics: Sendable {
     let socketSendBuffer: CoreMetrics.Gauge
     /// Set at each scrape from the kernel's count (see ``KernelSocketDrops``).
     let socketReceiveDrops: CoreMetrics.Gauge
+    /// Cluster membership (``ClusterMember``): 1 while the lease is renewed and the view current.
+    let clusterRegistered: CoreMetrics.Gauge
+    let clusterRoomsHosted: CoreMetrics.Gauge
+    /// Relay-to-relay trunks open; set by whoever opens them.
+    public let clusterTrunks: CoreMetrics.Gauge
+    let clusterRedirects: CoreMetrics.Counter
+    let storeRequestLatency: CoreMetrics.Timer
+    let storeErrors: CoreMetrics.Counter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -42,6 +51,11 @@ public final class RelayMetrics: Sendable {
             .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
             .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5), .milliseconds(10),
             .milliseconds(25), .milliseconds(100),
+        ]
+        // A store on the same network answers in a millisecond or two; a second is its timeout.
+        factory.durationHistogramBuckets[Self.storeLatencyLabel] = [
+            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+            .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1),
         ]
         self.factory = factory
         packetsReceived = PacketKind.allCases.map {
@@ -74,6 +88,12 @@ public final class RelayMetrics: Sendable {
         socketReceiveBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_receive_buffer_bytes", factory: factory)
         socketSendBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_send_buffer_bytes", factory: factory)
         socketReceiveDrops = CoreMetrics.Gauge(label: "parley_relay_socket_receive_drops", factory: factory)
+        clusterRegistered = CoreMetrics.Gauge(label: "parley_relay_cluster_registered", factory: factory)
+        clusterRoomsHosted = CoreMetrics.Gauge(label: "parley_relay_cluster_rooms_hosted", factory: factory)
+        clusterTrunks = CoreMetrics.Gauge(label: "parley_relay_cluster_trunks", factory: factory)
+        clusterRedirects = CoreMetrics.Counter(label: "parley_relay_cluster_redirects_total", factory: factory)
+        storeRequestLatency = CoreMetrics.Timer(label: Self.storeLatencyLabel, factory: factory)
+        storeErrors = CoreMetrics.Counter(label: "parley_relay_cluster_store_errors_total", factory: factory)
     }
 
     func joinRefused(_ code: ControlMessage.ErrorCode) {

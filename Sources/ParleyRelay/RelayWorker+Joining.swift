@@ -11,7 +11,8 @@ import ParleyWire
 /// steps come only after the cheap proofs (``receiveHandshake(_:from:peer:now:)``).
 extension RelayWorker {
     /// A plaintext join (relays started `--insecure`).
-    func receiveJoin(_ message: ControlMessage, size: Int, from address: DatagramAddress, peer: PeerAddress, existing: Session?, now: UInt64) {
+    func receiveJoin(_ message: ControlMessage, size: Int, from address: DatagramAddress, peer: PeerAddress, existing: Session?, now: UInt64,
+                     decided: ClusterMember.Route? = nil) {
         guard case let .join(join) = message.body else { return }
         // Joins are padded so the answer is never larger than the question; a short one is
         // not from a Parley client and gets no answer at all.
@@ -23,7 +24,8 @@ extension RelayWorker {
             if existing.joinedMessage.count <= size { send(existing.joinedMessage, to: address, kind: .control) }
             return
         }
-        guard budgets.joinAttempts.allow(peer.host, nowNanoseconds: now) else { return drop(.joinRateLimited) }
+        // A parked join spent its budget when it first came.
+        guard decided != nil || budgets.joinAttempts.allow(peer.host, nowNanoseconds: now) else { return drop(.joinRateLimited) }
         let token: AccessToken
         switch joins.verify(join, unixSeconds: unixSeconds()) {
         case let .refused(code, text, logReason):
@@ -32,6 +34,22 @@ extension RelayWorker {
             return
         case let .verified(verified):
             token = verified
+        }
+        let parked = ParkedJoin(value: (message, address, peer))
+        switch placeJoin(room: join.room, token: token, decided: decided, resume: { [self] route in
+            loop.execute { [self] in
+                guard !isShuttingDown else { return }
+                let (message, address, peer) = parked.value
+                receiveJoin(message, size: size, from: address, peer: peer, existing: sessions[peer], now: monotonicNanoseconds(), decided: route)
+            }
+        }) {
+        case .admit: break
+        case .parked: return
+        case let .redirect(redirect): return answerRedirect(redirect, sequence: message.sequence, to: address, size: size, now: now)
+        case let .refuse(text):
+            metrics.joinRefused(.placementUnavailable)
+            refuseJoin(.placementUnavailable, message: text, logReason: text, sequence: message.sequence, peer: peer, address: address, size: size, now: now)
+            return
         }
         let session = makeSession(join, sequence: message.sequence, token: token, address: address, peer: peer, now: now)
         switch admit(session, replacing: existing, software: join.software, now: now) {
@@ -52,7 +70,7 @@ extension RelayWorker {
             cookie: session.cookie, ssrc: session.ssrc, identity: session.identity, room: session.room,
             canPublish: session.canPublish,
             keepaliveIntervalMilliseconds: UInt32(limits.keepaliveIntervalMilliseconds),
-            idleTimeoutMilliseconds: UInt32(limits.idleTimeoutMilliseconds))))
+            idleTimeoutMilliseconds: UInt32(limits.idleTimeoutMilliseconds), clusterRelays: clusterFallbacks)))
         session.joinedMessage = (try? joined.serialized()) ?? []
         return session
     }
@@ -151,7 +169,8 @@ extension RelayWorker {
 
     /// The join inside an accepted handshake: the same checks as a plaintext join; the answer
     /// (joined, or the refusal) goes back inside the handshake response, so it is authenticated.
-    func receiveSecureJoin(_ accepted: AcceptedHandshake, size: Int, from address: DatagramAddress, peer: PeerAddress, existing: Session?, now: UInt64) {
+    func receiveSecureJoin(_ accepted: AcceptedHandshake, size: Int, from address: DatagramAddress, peer: PeerAddress, existing: Session?, now: UInt64,
+                           decided: ClusterMember.Route? = nil) {
         guard let message = try? ControlMessage(parsing: accepted.payload), case let .join(join) = message.body else {
             return drop(.malformed)
         }
@@ -176,6 +195,24 @@ extension RelayWorker {
             return refuse(code, text, logReason: logReason)
         case let .verified(verified):
             token = verified
+        }
+        // Before the replay cache: a redirected or parked join's handshake is not recorded,
+        // so its retransmission is answered (again, or when the room is placed).
+        let parked = ParkedJoin(value: (accepted, address, peer))
+        switch placeJoin(room: join.room, token: token, decided: decided, resume: { [self] route in
+            loop.execute { [self] in
+                guard !isShuttingDown else { return }
+                let (accepted, address, peer) = parked.value
+                receiveSecureJoin(accepted, size: size, from: address, peer: peer, existing: sessions[peer], now: monotonicNanoseconds(), decided: route)
+            }
+        }) {
+        case .admit: break
+        case .parked: return
+        case let .redirect(redirect):
+            return answerRedirect(redirect, handshake: accepted, sequence: message.sequence, to: address, size: size, now: now)
+        case let .refuse(text):
+            metrics.joinRefused(.placementUnavailable)
+            return refuse(.placementUnavailable, text, logReason: text)
         }
         // Only a verified join is remembered, so strangers cannot fill the cache, and each
         // source only its share of it.

@@ -31,10 +31,12 @@ extension ControlMessage {
             let permissions = try reader.readUInt8()
             let keepalive = try reader.readUInt32()
             let idle = try reader.readUInt32()
+            // Relays of a cluster list others after the fields every relay sends.
+            let relays = reader.isAtEnd ? [] : try ClusterRelay.readList(&reader)
             body = .joined(Joined(
                 cookie: cookie, ssrc: ssrc, identity: identity, room: room,
                 canPublish: permissions & 0x01 != 0,
-                keepaliveIntervalMilliseconds: keepalive, idleTimeoutMilliseconds: idle
+                keepaliveIntervalMilliseconds: keepalive, idleTimeoutMilliseconds: idle, clusterRelays: relays
             ))
         case .ready:
             body = .ready(Ready(cookie: try reader.readUInt64()))
@@ -81,6 +83,10 @@ extension ControlMessage {
         case .goodbye:
             let reason = GoodbyeReason(wireValue: try reader.readUInt8())
             body = .goodbye(Goodbye(reason: reason, message: try reader.readString8()))
+        case .redirect:
+            let room = try reader.readString8()
+            let relay = try ClusterRelay(reading: &reader)
+            body = .redirect(Redirect(room: room, relay: relay, others: try ClusterRelay.readList(&reader)))
         case .memberState:
             body = .memberState(try Self.readMemberStateUpdate(&reader))
         case .text:
@@ -105,6 +111,7 @@ extension ControlMessage {
             return max(Self.minimumJoinSize, Self.headerSize + natural)
         case let .joined(joined):
             bodySize = 8 + 4 + 1 + joined.identity.utf8.count + 1 + joined.room.utf8.count + 1 + 4 + 4
+                + (joined.clusterRelays.isEmpty ? 0 : ClusterRelay.listSize(joined.clusterRelays))
         case .ready, .ping, .pong:
             bodySize = 8
         case let .roster(roster):
@@ -117,6 +124,8 @@ extension ControlMessage {
             bodySize = 2 + 1 + error.message.utf8.count + (error.echo.isEmpty ? 0 : 1 + error.echo.count)
         case let .goodbye(goodbye):
             bodySize = 1 + 1 + goodbye.message.utf8.count
+        case let .redirect(redirect):
+            bodySize = 1 + redirect.room.utf8.count + redirect.relay.serializedSize + ClusterRelay.listSize(redirect.others)
         case .memberState:
             bodySize = 4 + 1
         case let .text(text):
@@ -148,6 +157,7 @@ extension ControlMessage {
             try writer.write(UInt8(joined.canPublish ? 0x01 : 0x00))
             try writer.write(joined.keepaliveIntervalMilliseconds)
             try writer.write(joined.idleTimeoutMilliseconds)
+            if !joined.clusterRelays.isEmpty { try ClusterRelay.writeList(joined.clusterRelays, to: &writer) }
         case let .ready(ready):
             try writer.write(ready.cookie)
         case let .roster(roster):
@@ -188,6 +198,10 @@ extension ControlMessage {
         case let .goodbye(goodbye):
             try writer.write(goodbye.reason.rawValue)
             try writer.writeString8(goodbye.message, element: .controlMessage)
+        case let .redirect(redirect):
+            try writer.writeString8(redirect.room, element: .controlMessage)
+            try redirect.relay.write(to: &writer)
+            try ClusterRelay.writeList(redirect.others, to: &writer)
         case let .memberState(update):
             try Self.write(update, to: &writer)
         case let .text(text):

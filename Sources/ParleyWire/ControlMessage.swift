@@ -70,6 +70,7 @@ public struct ControlMessage: Sendable, Hashable {
         case ack(Ack)
         case error(ErrorReply)
         case goodbye(Goodbye)
+        case redirect(Redirect)
         case memberState(MemberStateUpdate)
         case text(Text)
 
@@ -85,6 +86,7 @@ public struct ControlMessage: Sendable, Hashable {
             case .ack: return .ack
             case .error: return .error
             case .goodbye: return .goodbye
+            case .redirect: return .redirect
             case .memberState: return .memberState
             case .text: return .text
             }
@@ -92,9 +94,9 @@ public struct ControlMessage: Sendable, Hashable {
     }
 
     public enum MessageType: UInt8, Sendable, Hashable {
-        case join = 1, joined, ready, roster, leave, ping, pong, ack, error, goodbye
+        case join = 1, joined, ready, roster, leave, ping, pong, ack, error, goodbye, redirect
         /// What members tell the room (`ControlMessage+Room.swift`): numbered from 48, a block
-        /// of their own, apart from the session's messages above, leaving 11–47 free.
+        /// of their own, apart from the session's messages above.
         case memberState = 48, text
     }
 
@@ -150,11 +152,15 @@ public struct ControlMessage: Sendable, Hashable {
         public var keepaliveIntervalMilliseconds: UInt32
         /// Silence after which the relay removes a member, in milliseconds.
         public var idleTimeoutMilliseconds: UInt32
+        /// Other relays of the relay's cluster, to try if it falls silent (after the other
+        /// fields; none from a relay on its own, or one that predates clusters).
+        public var clusterRelays: [ClusterRelay]
 
         public init(
             cookie: UInt64, ssrc: UInt32, identity: String, room: String, canPublish: Bool,
-            keepaliveIntervalMilliseconds: UInt32, idleTimeoutMilliseconds: UInt32
+            keepaliveIntervalMilliseconds: UInt32, idleTimeoutMilliseconds: UInt32, clusterRelays: [ClusterRelay] = []
         ) {
+            self.clusterRelays = clusterRelays
             self.cookie = cookie
             self.ssrc = ssrc
             self.identity = identity
@@ -294,6 +300,9 @@ public struct ControlMessage: Sendable, Hashable {
         case encryptionRequired
         /// The relay runs without encryption (`--insecure`); the client asked for a handshake.
         case encryptionUnavailable
+        /// A relay of a cluster could not place the room now (its store is unreachable, or no
+        /// relay is free); the client tries again a little later.
+        case placementUnavailable
         /// A code this build does not know; carried so that newer relays stay readable.
         case unknown = 0xFFFF
 

@@ -19,6 +19,7 @@ struct ParleyBench: ParsableCommand {
             ReplayCommand.self,
             RelayMemoryBenchmark.self,
             AdmissionFloodBenchmark.self,
+            ClusterJoinBenchmark.self,
         ]
     )
 }

@@ -26,6 +26,11 @@ struct ServeCommand: ParsableCommand {
           secret-file = /etc/parley/relay.secret
           idle-timeout = 30s
 
+        A cluster: every relay shares the token secret (the token-secret line of one secret file)
+        but has its own key, and names the same etcd and its own public address:
+
+          parley-relay serve --cluster http://10.0.0.2:2379 --public-address 198.51.100.7:7800
+
         SIGTERM or SIGINT: members are told goodbye, then the relay exits 0 within 2 s.
         """
     )
@@ -58,6 +63,12 @@ struct ServeCommand: ParsableCommand {
     var keepaliveInterval: String?
     @Option(help: ArgumentHelp("Silence after which a member is removed. Default 30s.", valueName: "duration"))
     var idleTimeout: String?
+    @Option(help: ArgumentHelp("Join a cluster whose store is etcd at this URL, e.g. http://10.0.0.2:2379. Needs --public-address.", valueName: "url"))
+    var cluster: String?
+    @Option(help: ArgumentHelp("With --cluster: where clients reach this relay (other relays send them here).", valueName: "host:port"))
+    var publicAddress: String?
+    @Option(help: ArgumentHelp("With --cluster: this relay's region, for tokens that ask for one (\"region\" claim).", valueName: "name"))
+    var region: String?
     @Flag(help: "Run WITHOUT encryption: tokens and audio in the clear. For tests and trusted networks only; clients need --insecure too.")
     var insecure = false
 
@@ -68,6 +79,7 @@ struct ServeCommand: ParsableCommand {
             "socket-buffer": socketBuffer, "max-rooms": maxRooms, "max-members-per-room": maxMembersPerRoom,
             "max-packet-rate": maxPacketRate, "max-member-bitrate": maxMemberBitrate, "max-packet-size": maxPacketSize,
             "keepalive-interval": keepaliveInterval, "idle-timeout": idleTimeout,
+            "cluster": cluster, "public-address": publicAddress, "region": region,
             "insecure": insecure ? "true" : nil,
         ]
         var file: KeyValueFile?

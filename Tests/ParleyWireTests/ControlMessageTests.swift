@@ -23,6 +23,12 @@ struct ControlMessageTests {
         ControlMessage(sequence: 0, body: .error(.init(code: .tokenExpired, message: "token expired at 12:00 UTC"))),
         ControlMessage(sequence: 0, body: .error(.init(code: .notJoined, message: "join again", echo: Array(0..<16)))),
         ControlMessage(sequence: 6, isReliable: true, body: .goodbye(.init(reason: .relayShuttingDown, message: "relay restarting"))),
+        ControlMessage(sequence: 7, body: .redirect(.init(
+            room: "standup", relay: .init(address: "198.51.100.7:7800", publicKey: Array(0..<32)),
+            others: [.init(address: "[2001:db8::1]:7800", publicKey: Array(32..<64)), .init(address: "10.0.0.3:7800", publicKey: [])]))),
+        ControlMessage(sequence: 8, body: .joined(.init(
+            cookie: 9, ssrc: 10, identity: "ada", room: "standup", canPublish: true, keepaliveIntervalMilliseconds: 5_000,
+            idleTimeoutMilliseconds: 30_000, clusterRelays: [.init(address: "10.0.0.2:7800", publicKey: Array(repeating: 7, count: 32))]))),
         ControlMessage(sequence: 7, isReliable: true, body: .roster(.init(version: 10, members: [
             .init(ssrc: 1, identity: "alice", canPublish: true, capabilities: .supported, state: .muted),
             .init(ssrc: 2, identity: "bob", canPublish: true, state: [.muted, .deafened]),
@@ -38,6 +44,27 @@ struct ControlMessageTests {
         #expect(bytes.count == message.serializedSize)
         #expect(try ControlMessage(parsing: bytes) == message)
         bytes.withUnsafeBytes { #expect(PacketKind($0) == .control) }
+    }
+
+    /// A joined from a relay of a cluster lists four others and still fits in the smallest
+    /// join, which it answers; a joined from a relay on its own is byte for byte as before.
+    @Test func aJoinedListingClusterRelaysStillFitsTheJoinItAnswers() throws {
+        let relay = ControlMessage.ClusterRelay(address: "[2001:db8:ffff:ffff:ffff:ffff:ffff:ffff]:65535", publicKey: Array(repeating: 1, count: 32))
+        let joined = ControlMessage(body: .joined(.init(
+            cookie: 1, ssrc: 1, identity: String(repeating: "x", count: 64), room: String(repeating: "r", count: 64),
+            canPublish: true, keepaliveIntervalMilliseconds: 1, idleTimeoutMilliseconds: 1, clusterRelays: Array(repeating: relay, count: 4))))
+        #expect(joined.serializedSize < ControlMessage.minimumJoinSize)
+        let alone = ControlMessage(body: .joined(.init(cookie: 1, ssrc: 1, identity: "a", room: "r", canPublish: true, keepaliveIntervalMilliseconds: 1, idleTimeoutMilliseconds: 1)))
+        #expect(try alone.serialized().count == 8 + 8 + 4 + 2 + 2 + 1 + 4 + 4)
+    }
+
+    @Test func aRedirectWithABadKeyLengthOrTooManyRelaysIsRefused() throws {
+        var bytes = try ControlMessage(body: .redirect(.init(room: "r", relay: .init(address: "a:1", publicKey: Array(0..<32))))).serialized()
+        bytes[8 + 2 + 4] = 31  // the key's length byte
+        #expect(throws: WireError.self) { try ControlMessage(parsing: bytes) }
+        let many = ControlMessage(body: .redirect(.init(room: "r", relay: .init(address: "a:1", publicKey: []),
+                                                        others: Array(repeating: .init(address: "b:1", publicKey: []), count: 9))))
+        #expect(throws: WireError.self) { try many.serialized() }
     }
 
     @Test func pingMatchesTheLayoutByteForByte() throws {

@@ -1,0 +1,365 @@
+import Dispatch
+import Logging
+import NIOCore
+import NIOPosix
+import ParleyBasics
+import Synchronization
+
+/// This relay as a member of a cluster: its registration under a lease, the watch that keeps
+/// its ``ClusterView`` current, and the claims that place rooms.
+///
+/// Nothing here is on the packet path, and the join path only reads the view under a lock:
+/// a join for a room the view does not place starts a claim and is parked
+/// (``route(room:region:whenDecided:)``), its loop resuming it when the claim is answered,
+/// a few milliseconds later. Parking rather than waiting for the client's retransmission
+/// saves the quarter second its first retransmission would take, and costs nothing the
+/// relay does not bound: one claim in flight per room, a cap on parked joins.
+///
+/// When the store cannot be reached, everything placed goes on (the view stays as last
+/// seen, and forwarding never asked it), joins for new rooms are refused with an error that
+/// says so, and the member keeps trying: it renews its lease if the store still has it, or
+/// registers again and claims back every room it still hosts.
+public final class ClusterMember: Sendable {
+    public let settings: ClusterSettings
+    public let selfRecordID: String
+    let etcd: EtcdClient
+    private let publicKey: String
+    private let metrics: RelayMetrics
+    private let logger: Logger
+    /// Rooms with active members here (room → count); the relay's core answers.
+    private let hostedRooms: @Sendable () -> [String: Int]
+    private let state: Mutex<State>
+    private let group: MultiThreadedEventLoopGroup
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    struct State {
+        var view: ClusterView
+        /// The store answered the last request, and the watch runs: the view is current.
+        var storeReachable = false
+        var lease: Int64?
+        /// Joins waiting for a room's claim, by room.
+        var parked: [String: [@Sendable (Route) -> Void]] = [:]
+        var parkedCount = 0
+        /// When a room placed here was first seen without members.
+        var emptySince: [String: UInt64] = [:]
+        var lastReportedLoad = -1
+        /// The watch runs (it is restarted, after a fresh read, when it ends).
+        var watching = false
+        var stopped = false
+    }
+
+    /// Where a join goes.
+    public enum Route: Sendable, Equatable {
+        case here
+        case elsewhere(ClusterRelayRecord)
+        /// Asked the store; the join resumes when it answers.
+        case pending
+        /// The room cannot be placed now; the text says why, for the person joining.
+        case unavailable(String)
+    }
+
+    /// Joins parked at once, all rooms together; more are refused with "try again".
+    static let maximumParkedJoins = 1024
+    static let maximumParkedPerRoom = 64
+
+    public init(settings: ClusterSettings, publicKey: String, metrics: RelayMetrics, logger: Logger, hostedRooms: @escaping @Sendable () -> [String: Int]) {
+        self.settings = settings
+        self.publicKey = publicKey
+        self.metrics = metrics
+        self.logger = logger
+        self.hostedRooms = hostedRooms
+        selfRecordID = settings.publicAddress.description
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        etcd = EtcdClient(endpoint: settings.endpoint, group: group, requestTimeout: .milliseconds(Int64(settings.requestTimeoutMilliseconds))) { nanoseconds, succeeded in
+            metrics.storeRequestLatency.recordNanoseconds(Int64(clamping: nanoseconds))
+            if !succeeded { metrics.storeErrors.increment() }
+        }
+        state = Mutex(State(view: ClusterView(selfID: settings.publicAddress.description)))
+    }
+
+    // MARK: The join path
+
+    /// Where `room` lives. `.pending` means a claim was started or joined; `whenDecided` is then
+    /// called once with the answer, on the member's own thread.
+    public func route(room: String, region: String?, whenDecided: @escaping @Sendable (Route) -> Void) -> Route {
+        enum Next { case answer(Route), resolve }
+        let next: Next = state.withLock { state in
+            switch state.view.route(room: room) {
+            case .here: return .answer(.here)
+            case let .elsewhere(relay): return .answer(.elsewhere(relay))
+            case .unplaced:
+                guard state.storeReachable else {
+                    return .answer(.unavailable("the relay cannot reach its cluster's store to place a new room; try again in a few seconds"))
+                }
+                guard state.parkedCount < Self.maximumParkedJoins, state.parked[room, default: []].count < Self.maximumParkedPerRoom else {
+                    return .answer(.unavailable("the relay is placing many rooms at once; try again in a second"))
+                }
+                let first = state.parked[room] == nil
+                state.parked[room, default: []].append(whenDecided)
+                state.parkedCount += 1
+                return first ? .resolve : .answer(.pending)
+            }
+        }
+        switch next {
+        case let .answer(route): return route
+        case .resolve:
+            Task { await self.place(room: room, region: region) }
+            return .pending
+        }
+    }
+
+    /// Other live relays, for a client to fall back to if this one goes away.
+    public func fallbacks(limit: Int) -> [ClusterRelayRecord] {
+        state.withLock { $0.view.others(limit: limit) }
+    }
+
+    /// Every live relay of the cluster as registered (this one included): their addresses
+    /// and public keys are what relay-to-relay trunks trust.
+    public var liveRelays: [ClusterRelayRecord] {
+        state.withLock { $0.view.relays.values.sorted { $0.id < $1.id } }
+    }
+
+    /// A copy of the view, for tests and status.
+    var view: ClusterView { state.withLock { $0.view } }
+
+    /// Requests sent to the store so far (the benchmark counts store operations per join).
+    public var storeRequests: Int { etcd.requestsSent }
+
+    public var isRegistered: Bool { state.withLock { $0.lease != nil && $0.storeReachable } }
+
+    /// Rooms the store places on this relay.
+    public var roomsPlacedHere: [String] { state.withLock { $0.view.roomsHere.sorted() } }
+
+    /// Claims `room` for the best live relay and answers every join parked on it.
+    private func place(room: String, region: String?) async {
+        let route = await claim(room: room, region: region)
+        let waiting = state.withLock { state -> [@Sendable (Route) -> Void] in
+            let waiting = state.parked.removeValue(forKey: room) ?? []
+            state.parkedCount -= waiting.count
+            return waiting
+        }
+        for resume in waiting { resume(route) }
+    }
+
+    func claim(room: String, region: String?) async -> Route {
+        let candidates = state.withLock { $0.view.candidates(for: room, region: region) }
+        for candidate in candidates.prefix(3) {
+            guard let lease = candidate.leaseID else { continue }
+            let value = RoomPlacementRecord(relay: candidate.id).encoded
+            do {
+                let outcome = try await etcd.create(ClusterKeys.room(room), value: value, lease: lease)
+                let entry: EtcdEntry
+                switch outcome {
+                case .created:
+                    entry = EtcdEntry(key: ClusterKeys.room(room), value: value, lease: lease)
+                    logger.info("room placed", metadata: ["room": "\(room)", "relay": "\(candidate.id)"])
+                case let .exists(existing):
+                    entry = existing
+                }
+                return state.withLock { state -> Route in
+                    state.view.apply(.put(entry))
+                    switch state.view.route(room: room) {
+                    case .here: return .here
+                    case let .elsewhere(relay): return .elsewhere(relay)
+                    case .unplaced: return .unavailable("the room's relay is leaving the cluster; try again in a few seconds")
+                    }
+                }
+            } catch EtcdError.leaseNotFound {
+                // That relay died and the watch has not said so yet: the next one.
+                state.withLock { $0.view.forgetRelay(candidate.id) }
+            } catch {
+                logger.warning("cannot place a room: the cluster's store did not answer", metadata: ["room": "\(room)", "error": "\(error)"])
+                return .unavailable("the relay cannot reach its cluster's store to place a new room; try again in a few seconds")
+            }
+        }
+        return .unavailable("no relay of the cluster is available to host the room; try again in a few seconds")
+    }
+
+    // MARK: Running
+
+    /// Registers and keeps the registration, the view and the claims current until ``stop()``.
+    public func start() {
+        task.withLock { $0 = Task { await self.run() } }
+    }
+
+    /// Leaves the cluster: the lease is revoked, so this relay's registration and rooms go
+    /// at once instead of at its expiry (the members it told goodbye rejoin elsewhere).
+    public func stop() {
+        state.withLock { $0.stopped = true }
+        let running = task.withLock { $0 }
+        running?.cancel()
+        let lease = state.withLock { $0.lease }
+        if let lease {
+            let done = DispatchSemaphore(value: 0)
+            Task {
+                try? await etcd.revoke(lease: lease)
+                done.signal()
+            }
+            _ = done.wait(timeout: .now() + .milliseconds(settings.requestTimeoutMilliseconds))
+        }
+        etcd.close()
+        metrics.clusterRegistered.record(0)
+        try? group.syncShutdownGracefully()
+    }
+
+    private var stopped: Bool { state.withLock { $0.stopped } }
+
+    private func run() async {
+        var failures = 0
+        var watch: EtcdWatch?
+        while !stopped {
+            do {
+                if state.withLock({ $0.lease }) == nil {
+                    try await register()
+                }
+                if !state.withLock({ $0.watching }) {
+                    watch?.cancel()
+                    watch = try await startWatch()
+                    state.withLock { $0.storeReachable = true }
+                }
+                await reconcile()
+                if failures > 0 { logger.notice("the cluster's store answers again", metadata: ["store": "\(settings.endpoint)"]) }
+                failures = 0
+                metrics.clusterRegistered.record(1)
+                try await Task.sleep(nanoseconds: UInt64(settings.keepaliveMilliseconds) * 1_000_000)
+                guard let lease = state.withLock({ $0.lease }) else { continue }
+                try await etcd.keepAlive(lease: lease)
+                state.withLock { $0.storeReachable = $0.watching }
+            } catch is CancellationError {
+                break
+            } catch {
+                if case EtcdError.leaseNotFound = error {
+                    logger.warning("this relay's lease in the cluster expired; registering again and claiming back its rooms")
+                    state.withLock { $0.lease = nil }
+                }
+                failures += 1
+                state.withLock { $0.storeReachable = false }
+                metrics.clusterRegistered.record(0)
+                if failures == 1 || failures % 20 == 0 {
+                    logger.warning("the cluster's store does not answer; calls go on, new rooms are refused until it does", metadata: [
+                        "store": "\(settings.endpoint)", "error": "\(error)", "attempts": "\(failures)",
+                    ])
+                }
+                try? await Task.sleep(nanoseconds: UInt64(settings.keepaliveMilliseconds) * 1_000_000)
+            }
+        }
+        watch?.cancel()
+    }
+
+    /// A new lease and this relay's record under it. Another relay already registered with
+    /// this public address (a different key) is a configuration error worth shouting about.
+    private func register() async throws {
+        let lease = try await etcd.grantLease(ttlSeconds: settings.leaseTTLSeconds)
+        let load = hostedRooms().values.reduce(0, +)
+        let record = ClusterRelayRecord(address: selfRecordID, key: publicKey, load: load, region: settings.region, lease: lease)
+        if let existing = try await etcd.get(ClusterKeys.relay(selfRecordID)),
+           let other = ClusterRelayRecord.decode(existing.value), other.key != publicKey {
+            logger.error("another relay with a different key is registered at this public address; check --public-address on both", metadata: [
+                "public-address": "\(selfRecordID)", "their-key": "\(other.key)",
+            ])
+            try? await etcd.revoke(lease: lease)
+            throw EtcdError.refused(status: 409, code: nil, message: "public address \(selfRecordID) taken by another relay")
+        }
+        try await etcd.put(ClusterKeys.relay(selfRecordID), value: record.encoded, lease: lease)
+        state.withLock {
+            $0.lease = lease
+            $0.lastReportedLoad = load
+        }
+        logger.notice("registered in the cluster", metadata: [
+            "store": "\(settings.endpoint)", "public-address": "\(selfRecordID)", "region": "\(settings.region ?? "none")",
+            "lease-ttl": "\(settings.leaseTTLSeconds)s",
+        ])
+    }
+
+    /// Reads the whole cluster, then watches it from the next revision.
+    private func startWatch() async throws -> EtcdWatch {
+        let (revision, entries) = try await etcd.range(prefix: ClusterKeys.prefix)
+        state.withLock {
+            $0.view.reset(to: entries)
+            $0.watching = true
+        }
+        let logger = self.logger
+        do {
+            return try await openWatch(from: revision + 1, logger: logger)
+        } catch {
+            state.withLock { $0.watching = false }
+            throw error
+        }
+    }
+
+    private func openWatch(from revision: Int64, logger: Logger) async throws -> EtcdWatch {
+        try await EtcdWatch.start(
+            endpoint: settings.endpoint, prefix: ClusterKeys.prefix, fromRevision: revision, on: group.next(),
+            onChanges: { [weak self] changes, _ in
+                self?.state.withLock { state in
+                    for change in changes { state.view.apply(change) }
+                }
+            },
+            onEnd: { [weak self] error in
+                guard let self else { return }
+                self.state.withLock {
+                    $0.watching = false
+                    $0.storeReachable = false
+                }
+                guard !self.stopped else { return }
+                logger.notice("the cluster watch ended; reading the cluster again", metadata: ["reason": "\(error)"])
+            }).get()
+    }
+
+    /// Brings the store in line with what this relay really does: rooms with members here but
+    /// no placement are claimed back (the lease expired while the store was away), rooms
+    /// placed here that stayed empty are released, and the load is reported when it changed.
+    private func reconcile() async {
+        guard let lease = state.withLock({ $0.lease }) else { return }
+        let hosted = hostedRooms()
+        let now = MonotonicClock.now()
+        let (claimBack, release, load) = state.withLock { state -> ([String], [(String, [UInt8])], Int?) in
+            var claimBack: [String] = []
+            for (room, members) in hosted where members > 0 {
+                state.emptySince[room] = nil
+                switch state.view.route(room: room) {
+                case .unplaced: claimBack.append(room)
+                case .here: break
+                case let .elsewhere(relay):
+                    logger.warning("a room with members here is placed on another relay; its members here hear only each other until they rejoin", metadata: [
+                        "room": "\(room)", "placed-on": "\(relay.id)",
+                    ])
+                }
+            }
+            var release: [(String, [UInt8])] = []
+            for room in state.view.roomsHere where (hosted[room] ?? 0) == 0 {
+                let since = state.emptySince[room] ?? now
+                state.emptySince[room] = since
+                if now &- since >= UInt64(settings.releaseEmptyRoomsAfterMilliseconds) * 1_000_000, let value = state.view.placements[room]?.value {
+                    release.append((room, value))
+                    state.emptySince[room] = nil
+                }
+            }
+            state.emptySince = state.emptySince.filter { state.view.placements[$0.key] != nil }
+            let load = hosted.values.reduce(0, +)
+            let changed = load != state.lastReportedLoad
+            if changed { state.lastReportedLoad = load }
+            metrics.clusterRoomsHosted.record(state.view.roomsHere.count)
+            return (claimBack, release, changed ? load : nil)
+        }
+        for room in claimBack {
+            let value = RoomPlacementRecord(relay: selfRecordID).encoded
+            if let outcome = try? await etcd.create(ClusterKeys.room(room), value: value, lease: lease) {
+                if outcome == .created { logger.notice("claimed back a room this relay still hosts", metadata: ["room": "\(room)"]) }
+                let entry: EtcdEntry
+                if case let .exists(existing) = outcome { entry = existing } else { entry = EtcdEntry(key: ClusterKeys.room(room), value: value, lease: lease) }
+                state.withLock { $0.view.apply(.put(entry)) }
+            }
+        }
+        for (room, value) in release {
+            if (try? await etcd.delete(ClusterKeys.room(room), ifValue: value)) == true {
+                state.withLock { $0.view.apply(.delete(key: ClusterKeys.room(room))) }
+                logger.info("released an empty room", metadata: ["room": "\(room)"])
+            }
+        }
+        if let load {
+            let record = ClusterRelayRecord(address: selfRecordID, key: publicKey, load: load, region: settings.region, lease: lease)
+            try? await etcd.put(ClusterKeys.relay(selfRecordID), value: record.encoded, lease: lease)
+        }
+    }
+}

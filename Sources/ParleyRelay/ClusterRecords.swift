@@ -1,0 +1,77 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// What the cluster keeps in etcd, and where.
+///
+/// ```
+/// /parley/relays/<relay-id>  {"address":"198.51.100.7:7800","key":"<base64url X25519>","load":12,"region":"eu","lease":"7587…"}
+///                            under the relay's own lease: gone within its TTL when the relay dies
+/// /parley/rooms/<room>       {"relay":"<relay-id>"}
+///                            created once (create_revision == 0) under the HOSTING relay's lease
+/// ```
+///
+/// A relay's ID is its public address (`--public-address`): unique by construction, and the
+/// same after a restart, so a restarted relay takes its own registration back.
+enum ClusterKeys {
+    static let prefix = "/parley/"
+    static let relaysPrefix = "/parley/relays/"
+    static let roomsPrefix = "/parley/rooms/"
+
+    static func relay(_ id: String) -> String { relaysPrefix + id }
+    static func room(_ name: String) -> String { roomsPrefix + name }
+}
+
+/// A live relay as it registered itself.
+public struct ClusterRelayRecord: Sendable, Equatable, Codable {
+    /// Where clients reach it, "HOST:PORT".
+    public var address: String
+    /// Its X25519 public key in invite form (base64url), which clients sent there pin; empty
+    /// for a relay started `--insecure`.
+    public var key: String
+    /// Active members it forwards for, as it last reported.
+    public var load: Int
+    public var region: String?
+    /// Its lease, so another relay can claim a room for it that lives and dies with it.
+    public var lease: String
+
+    public init(address: String, key: String, load: Int, region: String?, lease: Int64) {
+        self.address = address
+        self.key = key
+        self.load = load
+        self.region = region
+        self.lease = "\(lease)"
+    }
+
+    public var id: String { address }
+    var leaseID: Int64? { Int64(lease) }
+
+    var encoded: [UInt8] { ClusterCoding.encode(self) }
+    static func decode(_ bytes: [UInt8]) -> ClusterRelayRecord? { ClusterCoding.decode(Self.self, bytes) }
+}
+
+/// A room's placement: the relay that hosts it.
+struct RoomPlacementRecord: Sendable, Equatable, Codable {
+    var relay: String
+
+    var encoded: [UInt8] { ClusterCoding.encode(self) }
+    static func decode(_ bytes: [UInt8]) -> RoomPlacementRecord? { ClusterCoding.decode(Self.self, bytes) }
+}
+
+enum ClusterCoding {
+    /// Sorted keys, so the same record always has the same bytes (a release compares them).
+    static func encode(_ value: some Encodable) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map(Array.init) ?? []
+    }
+
+    /// Nil for anything that is not a record Parley wrote: the store is shared, and a stray
+    /// key must not stop a relay.
+    static func decode<Value: Decodable>(_ type: Value.Type, _ bytes: [UInt8]) -> Value? {
+        guard bytes.count <= 4096 else { return nil }
+        return try? JSONDecoder().decode(type, from: Data(bytes))
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import ParleyBasics
+import ParleyRelay
+import ParleySecurity
+import ParleyWire
+import Synchronization
+
+/// A cluster as it runs in production, on one machine: a real etcd on 127.0.0.1 and relays
+/// as child processes (`parley-relay serve --cluster …`), relay N on 127.0.0.N, each with a
+/// key of its own and the token secret they share. A test can SIGKILL any of them.
+final class RelayCluster: @unchecked Sendable {
+    // @unchecked: `relays` changes only through kill/start, which the test calls in turn.
+    let etcd: EtcdServer
+    let store: EtcdClient
+    let secret = TokenSecret.random()
+    let directory: String
+    private(set) var relays: [Member] = []
+
+    struct Member {
+        let index: Int
+        let address: String
+        let key: RelayKey
+        let adminPort: Int
+        let process: Process
+        var log: String
+    }
+
+    static var relayBinary: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("parley-relay")
+    }
+
+    init(relays count: Int = 3) throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.relayBinary.path) else {
+            throw EtcdServer.Missing(description: "\(Self.relayBinary.path) is missing; build it first: swift build --build-tests")
+        }
+        etcd = try EtcdServer()
+        store = EtcdClient(endpoint: etcd.endpoint, group: .singletonMultiThreadedEventLoopGroup)
+        directory = etcd.directory
+        for index in 1...count { try startRelay(index) }
+        try waitForRegistrations(count)
+    }
+
+    /// Starts relay `index` on 127.0.0.`index`, on a fresh port.
+    func startRelay(_ index: Int) throws {
+        let host = "127.0.0.\(index)"
+        let port = try freeUDPPort(host: host)
+        let key = RelayKey()
+        let secretPath = directory + "/relay-\(index).secret"
+        try? FileManager.default.removeItem(atPath: secretPath)
+        try SecretFile(tokenSecret: secret, relayKey: key).write(path: secretPath, overwrite: true)
+        let adminPort = try freeTCPPort()
+        let log = directory + "/relay-\(index)-\(port).log"
+        FileManager.default.createFile(atPath: log, contents: nil)
+        let process = Process()
+        process.executableURL = Self.relayBinary
+        process.arguments = [
+            "serve", "--listen", "\(host):\(port)", "--admin", "127.0.0.1:\(adminPort)", "--secret-file", secretPath,
+            "--threads", "1", "--log-level", "info", "--cluster", etcd.url, "--public-address", "\(host):\(port)",
+        ]
+        process.environment = ["PATH": "/usr/bin:/bin"]
+        let handle = FileHandle(forWritingAtPath: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        let member = Member(index: index, address: "\(host):\(port)", key: key, adminPort: adminPort, process: process, log: log)
+        relays.removeAll { $0.index == index }
+        relays.append(member)
+        relays.sort { $0.index < $1.index }
+    }
+
+    func relay(_ index: Int) -> Member { relays.first { $0.index == index }! }
+
+    func relay(at address: String) -> Member? { relays.first { $0.address == address } }
+
+    /// Waits until `count` relays are registered in the store.
+    func waitForRegistrations(_ count: Int, within seconds: Double = 10) throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if (try? blocking { try await self.store.range(prefix: "/parley/relays/").entries.count }) == count { return }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        let logs = relays.map { "relay \($0.index): " + ((try? String(contentsOfFile: $0.log, encoding: .utf8)) ?? "").suffix(400) }
+        throw EtcdServer.Missing(description: "\(count) relays did not register within \(seconds) s; \(logs.joined(separator: "\n"))")
+    }
+
+    /// The relay the store places `room` on, if any.
+    func placement(of room: String) async throws -> String? {
+        guard let entry = try await store.get("/parley/rooms/\(room)") else { return nil }
+        struct Placement: Decodable { var relay: String }
+        return try? JSONDecoder().decode(Placement.self, from: Data(entry.value)).relay
+    }
+
+    /// SIGKILL: the relay vanishes with no goodbye and no word to the store.
+    func kill(_ member: Member) {
+        Foundation.kill(member.process.processIdentifier, SIGKILL)
+        member.process.waitUntilExit()
+    }
+
+    func token(_ identity: String, room: String, region: String? = nil) -> String {
+        let now = WallClock.seconds()
+        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600, region: region).signed(with: secret)
+    }
+
+    func log(of member: Member) -> String { (try? String(contentsOfFile: member.log, encoding: .utf8)) ?? "" }
+
+    func stop() {
+        for member in relays where member.process.isRunning {
+            member.process.terminate()
+        }
+        for member in relays { member.process.waitUntilExit() }
+        store.close()
+        etcd.stop()
+    }
+
+    deinit { stop() }
+}
+
+/// Runs async work from a plain thread and waits for it (the fixture's waits are on threads).
+func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let result = Mutex<Result<T, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        do {
+            let value = try await body()
+            result.withLock { $0 = .success(value) }
+        } catch {
+            result.withLock { $0 = .failure(error) }
+        }
+        done.signal()
+    }
+    done.wait()
+    return try result.withLock { $0! }.get()
+}
