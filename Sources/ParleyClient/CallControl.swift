@@ -23,6 +23,9 @@ public enum CallControl: Equatable, Sendable {
     case say(String)
     case leave
     case status
+    /// A moderator's request to the relay: server-mute, server-unmute, kick, close the room
+    /// (`CallControl+Moderation.swift`).
+    case moderate(ControlMessage.ModerationRequest)
 
     /// The longest request line the socket accepts, newline excluded.
     public static let maximumLineBytes = 512
@@ -30,6 +33,7 @@ public enum CallControl: Equatable, Sendable {
 
     /// What `parley ctl --help` and an error list.
     public static let usage = "mute | unmute | deafen | undeafen | ptt on|off|press|release | volume PERSON PERCENT | say TEXT | leave | status"
+        + " | server-mute PERSON | server-unmute PERSON | kick PERSON [--for DURATION] [--reason TEXT] | close-room [--reason TEXT]"
 
     /// Reads one request (without its newline).
     public init(parsing line: String) throws(CallControlError) {
@@ -71,6 +75,8 @@ public enum CallControl: Equatable, Sendable {
                 throw .malformed("'volume \(person) \(arguments[1])': the volume is a whole percentage from 0 (silent) to \(Self.maximumVolumePercent)")
             }
             self = .volume(person: person, percent: percent)
+        case _ where Self.moderationVerbs.contains(verb):
+            self = try Self.moderation(verb: verb, arguments: arguments)
         default:
             throw .malformed("'\(verb.prefix(40))' is not a request; send one of: \(Self.usage)")
         }
@@ -90,6 +96,7 @@ public enum CallControl: Equatable, Sendable {
         case let .say(text): "say \(text)"
         case .leave: "leave"
         case .status: "status"
+        case let .moderate(request): Self.moderationLine(request)
         }
     }
 }

@@ -95,6 +95,13 @@ public final class CallReceiver {
         apply(try link.say(text, now: now), now: now)
     }
 
+    /// Sends a moderator's request; its answer arrives as ``LinkEvent/moderationAnswered(sequence:_:)``
+    /// with the returned sequence (nil: not in the room, or too many requests waiting).
+    public func moderate(_ request: ControlMessage.ModerationRequest, now: UInt64) -> (sequence: UInt32?, datagrams: [[UInt8]]) {
+        let (sequence, output) = link.moderate(request, now: now)
+        return (sequence, apply(output, now: now))
+    }
+
     /// One datagram from the relay's address: control for the link, media for the speakers.
     /// Returns the datagrams to send in answer.
     public func receive(_ datagram: UnsafeRawBufferPointer, now: UInt64) -> [[UInt8]] {
@@ -268,6 +275,7 @@ public final class CallReceiver {
             shared.update { state in
                 state.members = roster.map(\.identity).sorted()
                 state.memberStates = Dictionary(roster.map { ($0.identity, $0.state) }, uniquingKeysWith: { $1 })
+                state.serverMuted = roster.filter(\.isServerMuted).map(\.identity).sorted()
             }
             let present = Set(roster.map(\.ssrc))
             for member in roster where member.ssrc != link.ssrc && member.canPublish {
@@ -301,6 +309,8 @@ public final class CallReceiver {
             }
         case .text, .textRefused:
             break  // for the call (CallSession) to show and keep
+        case .moderationAnswered:
+            break
         }
         onEvent(event)
     }

@@ -42,6 +42,7 @@ public final class CallSession: @unchecked Sendable {
     private let notice: @Sendable (String) -> Void
     private let onText: @Sendable (RoomText) -> Void
     private let controlServer = Mutex<ControlServer?>(nil)
+    private let moderationAnswers = ModerationAnswers()
 
     private struct Lifecycle {
         var joinedAt: UInt64?
@@ -51,6 +52,8 @@ public final class CallSession: @unchecked Sendable {
         var failure: CallError?
         var inputEndedAt: UInt64?
         var finalStatistics: CallStatistics?
+        /// Whether the last roster said a moderator muted us.
+        var serverMuted = false
     }
 
     /// Opens the devices, files and codecs; nothing is sent yet. `notice` receives one-line
@@ -246,6 +249,15 @@ public final class CallSession: @unchecked Sendable {
             return .done("leaving")
         case .status:
             return CallControlReply(ok: true, message: shared.snapshot.controls.summary, status: statistics())
+        case let .moderate(request):
+            guard let sequence = connection.moderate(request) else {
+                return .refused("the call is not in the room right now (joining or reconnecting), or \(PendingModeration.maximumOutstanding) requests still wait for the relay; try again in a moment")
+            }
+            // The link answers every request within its give-up time; this wait only guards against a stuck loop.
+            guard let reply = moderationAnswers.wait(for: sequence, seconds: Double(PendingModeration.giveUpNanoseconds) / 1e9 + 2) else {
+                return .refused("no answer from the call's network loop")
+            }
+            return reply.outcome == .done ? .done(reply.message) : .refused(reply.message)
         }
     }
 
@@ -290,7 +302,20 @@ public final class CallSession: @unchecked Sendable {
             onText(message)
         case let .textRefused(text, reason):
             notice("the relay refused your message \"\(text.logSafe(limit: 40))\": \(reason.logSafe(limit: 200))")
-        case .roster, .roundTrip:
+        case let .moderationAnswered(sequence, reply):
+            moderationAnswers.deliver(reply, for: sequence)
+        case let .roster(members):
+            let muted = lifecycle.withLock { state -> Bool? in
+                guard let identity = shared.snapshot.identity else { return nil }
+                let now = members.contains { $0.identity == identity && $0.isServerMuted }
+                defer { state.serverMuted = now }
+                return now == state.serverMuted ? nil : now
+            }
+            if let muted {
+                notice(muted ? "muted by the room's moderator: nobody hears you until they unmute you"
+                             : "the room's moderator unmuted you: the others hear you again")
+            }
+        case .roundTrip:
             break
         }
     }
@@ -421,7 +446,8 @@ public final class CallSession: @unchecked Sendable {
             controls: state.controls,
             mutedMembers: state.memberStates.filter { $0.value.contains(.muted) }.keys.sorted(),
             deafenedMembers: state.memberStates.filter { $0.value.contains(.deafened) }.keys.sorted(),
-            texts: state.texts)
+            texts: state.texts,
+            serverMuted: state.serverMuted)
     }
 }
 

@@ -28,6 +28,8 @@ final class CallShared: Sendable {
         var memberStates: [String: ControlMessage.MemberState] = [:]
         /// The room's text messages, oldest first (at most ``RoomText/kept``).
         var texts: [RoomText] = []
+        /// Members a moderator muted for everyone (the relay drops their audio), ourselves included.
+        var serverMuted: [String] = []
         var roundTripNanoseconds: UInt64?
         /// The relay's latest fraction lost on our upstream, and over the whole call.
         var lossUp: Double?

@@ -106,6 +106,12 @@ public struct CallStatistics: Sendable, Codable, Equatable {
     public var deafenedMembers: [String]? = nil
     /// The room's text messages, oldest first: the last ``RoomText/kept`` of the call.
     public var texts: [RoomText]? = nil
+    /// Members a moderator muted for everyone (the relay drops their audio), this client
+    /// included when it is one of them.
+    public var serverMuted: [String]? = nil
+
+    /// Whether a moderator muted this client for everyone.
+    public var isServerMuted: Bool { identity.map { serverMuted?.contains($0) ?? false } ?? false }
 
     /// The JSON written by `--stats-json` (pretty) and answered to `parley ctl status` (one line).
     public func json(pretty: Bool = true) throws -> Data {

@@ -23,6 +23,7 @@ public enum CallStatusLine {
             parts.append("no " + statistics.missingDevices.joined(separator: " or ") + ": waiting for it")
         }
         parts.append("\(statistics.members.count) in room")
+        if statistics.isServerMuted { parts.append("MUTED BY THE ROOM'S MODERATOR") }
         parts.append(statistics.speaking.isEmpty ? "quiet" : "speaking: " + statistics.speaking.joined(separator: ", "))
         // What the others set for themselves; a deafened member is muted too, and said once.
         let deafened = (statistics.deafenedMembers ?? []).filter { $0 != statistics.identity }

@@ -124,6 +124,16 @@ final class RelayConnection: @unchecked Sendable {
         return outcome ?? .failure(.notInRoom("the call has ended"))
     }
 
+    /// Sends a moderator's request to the relay; nil when the call is not in the room.
+    func moderate(_ request: ControlMessage.ModerationRequest) -> UInt32? {
+        submit { [self] in
+            let now = MonotonicClock.now()
+            let (sequence, datagrams) = receiver.moderate(request, now: now)
+            send(datagrams, now: now)
+            return sequence
+        } ?? nil
+    }
+
     /// Closes the socket and stops the loop.
     func close() {
         try? eventLoop.submit { [self] in

@@ -148,6 +148,8 @@ public struct RelayLink {
     private var ssrcChanges = 0
     /// The relay's last "too many joins, later" during this join, if the join times out on it.
     private var lastRateLimit: ControlMessage.ErrorReply?
+    /// A moderator's requests not yet answered.
+    private var moderation = PendingModeration()
     /// Redirects followed since the last join that succeeded.
     private var redirectsInJoin = 0
     /// The relay given up for silence, and when: its room stays placed on it until the
@@ -184,12 +186,25 @@ public struct RelayLink {
         switch phase {
         case .failed, .closed, .idle: return nil
         case .leaving: return min(nextAction, leaveDeadline)
-        case .active: return outbox.nextDeadline.map { min($0, nextAction) } ?? nextAction
+        case .active: return min(nextAction, moderation.nextDeadline ?? .max, outbox.nextDeadline ?? .max)
         default: return nextAction
         }
     }
 
     // MARK: Inputs
+
+    /// Sends a moderator's request (it is repeated until the relay answers, or for
+    /// ``PendingModeration/giveUpNanoseconds``); the answer comes as ``LinkEvent/moderationAnswered(sequence:_:)``
+    /// with the returned sequence. Nil when the call is not in the room or too many requests wait.
+    public mutating func moderate(_ request: ControlMessage.ModerationRequest, now: UInt64) -> (sequence: UInt32?, output: Output) {
+        var output = Output()
+        guard phase == .active, !moderation.isFull else { return (nil, output) }
+        controlSequence &+= 1
+        let message = ControlMessage(sequence: controlSequence, body: .moderate(request))
+        moderation.add(message, now: now)
+        if let bytes = seal(message, now: now) { output.datagrams.append(bytes) }
+        return (controlSequence, output)
+    }
 
     public mutating func start(now: UInt64) -> Output {
         var output = Output()
@@ -306,6 +321,14 @@ public struct RelayLink {
             }
             if now - lastPing >= interval {
                 sendPing(now: now, output: &output)
+            }
+            let (resend, expired) = moderation.due(now: now)
+            for message in resend {
+                if let bytes = seal(message, now: now) { output.datagrams.append(bytes) }
+            }
+            for sequence in expired {
+                output.events.append(.moderationAnswered(sequence: sequence, .init(
+                    outcome: .unknown, message: "the relay did not answer within \(PendingModeration.giveUpNanoseconds / 1_000_000_000) s; check the call's link and try again")))
             }
             nextAction = min(lastPing + interval, lastHeard + lostAfter)
             if silence < probeAfter { nextAction = min(nextAction, lastHeard + probeAfter) }
@@ -521,11 +544,16 @@ public struct RelayLink {
             if let last = lastTextReceived, Int32(bitPattern: text.number &- last) <= 0 { return }
             lastTextReceived = text.number
             output.events.append(.text(sender: text.sender, text: text.text))
+        case let .moderationReply(reply):
+            guard authenticated, moderation.answered(message.sequence) else { return }
+            output.events.append(.moderationAnswered(sequence: message.sequence, reply))
         case let .goodbye(goodbye):
             guard authenticated else { return }
             switch goodbye.reason {
             case .replaced:
                 fail(.replaced, output: &output)
+            case .kicked, .roomClosed:
+                fail(.removed(goodbye.reason, message: goodbye.message), output: &output)
             case .relayShuttingDown, .idleTimeout, .unknown:
                 let why = goodbye.reason == .relayShuttingDown ? "the relay is restarting" : "the relay closed the session"
                 var reason = goodbye.message.isEmpty ? why : "\(why): \(goodbye.message)"
@@ -539,7 +567,7 @@ public struct RelayLink {
                 return
             }
             follow(redirect, now: now, output: &output)
-        case .join, .ready, .leave, .memberState:
+        case .join, .ready, .leave, .moderate, .memberState:
             droppedDatagrams += 1  // client-to-relay messages
         }
     }
@@ -630,7 +658,16 @@ public struct RelayLink {
         return bytes.withUnsafeBytes { protector.protect($0, nowNanoseconds: now) }
     }
 
+    /// Requests still waiting get an answer saying the link went before the relay's came.
+    private mutating func abandonModeration(output: inout Output) {
+        for sequence in moderation.abandonAll() {
+            output.events.append(.moderationAnswered(sequence: sequence, .init(
+                outcome: .unknown, message: "the link to the relay was lost before it answered; the request may or may not have been carried out")))
+        }
+    }
+
     private mutating func reconnect(reason: String, now: UInt64, output: inout Output) {
+        abandonModeration(output: &output)
         protector.set(nil)
         phase = .reconnecting
         output.events.append(.reconnecting(reason: reason))
@@ -726,12 +763,14 @@ public struct RelayLink {
     }
 
     private mutating func finishLeave(output: inout Output) {
+        abandonModeration(output: &output)
         phase = .closed
         protector.set(nil)
         output.events.append(.left)
     }
 
     private mutating func fail(_ failure: LinkFailure, output: inout Output) {
+        abandonModeration(output: &output)
         phase = .failed(failure)
         protector.set(nil)
         output.events.append(.failed(failure))

@@ -24,7 +24,7 @@ public enum RosterView {
         case .ended: head.append("ended")
         case .inCall: head.append("\(CallStatusLine.clock(statistics.elapsedSeconds)) in \(statistics.room)")
         }
-        head.append("you: " + controls.summary.uppercased())
+        head.append("you: " + (statistics.isServerMuted ? "MUTED BY THE ROOM'S MODERATOR" : controls.summary.uppercased()))
         if !statistics.missingDevices.isEmpty {
             head.append("NO " + statistics.missingDevices.joined(separator: " OR ").uppercased() + ": waiting for it")
         }
@@ -53,6 +53,7 @@ public enum RosterView {
                 parts.append("silent  ")
             }
             parts.append(volume == 0 ? "muted here" : String(format: "vol %3d%%", volume))
+            if statistics.serverMuted?.contains(identity) == true { parts.append("muted by moderator") }
             if let speaker {
                 parts.append("loss \(CallStatusLine.format(speaker.lossPercent))%")
                 parts.append("jb \(Int(speaker.jitterBufferDelayMilliseconds.rounded())) ms")

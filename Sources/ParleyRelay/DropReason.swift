@@ -43,6 +43,8 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case cookieInvalid
     /// A handshake init seen before that made no session here any more: a replay.
     case handshakeReplayed
+    /// Media from a member a moderator server-muted.
+    case serverMuted
 
     public var label: String {
         switch self {
@@ -67,6 +69,7 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .handshakeFailed: return "handshake_failed"
         case .cookieInvalid: return "cookie_invalid"
         case .handshakeReplayed: return "handshake_replayed"
+        case .serverMuted: return "server_muted"
         }
     }
 }

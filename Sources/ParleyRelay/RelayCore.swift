@@ -17,7 +17,7 @@ import Synchronization
 final class RelayCore: RoomMembership {
     let metrics: RelayMetrics
 
-    private struct Rooms {
+    struct Rooms {
         var directory: RoomDirectory
         /// Once the relay is stopping, members hear goodbye, not rosters of a room emptying.
         var isShuttingDown = false
@@ -25,9 +25,11 @@ final class RelayCore: RoomMembership {
         var nextSessionID: UInt64 = 1
         var joinBudget: IdentityJoinBudget
         var rosterSchedule = RosterSchedule()
+        /// Who was kicked from which room, until when (``KickList``).
+        var kicks = KickList()
     }
 
-    private let rooms: Mutex<Rooms>
+    let rooms: Mutex<Rooms>
     /// By ``Session/workerIndex``; set once, before any loop starts.
     private let loops: Mutex<[any SessionLoop]>
 
@@ -55,6 +57,9 @@ final class RelayCore: RoomMembership {
         rooms.withLock { rooms in
             guard rooms.joinBudget.allow(identity: session.identity, room: session.room, now: now) else {
                 return .refused(.rateLimited, "\(session.identity) joined \(session.room) too often in the last minute; try again in a few seconds")
+            }
+            if let ban = rooms.kicks.ban(of: session.identity, in: session.room, now: now) {
+                return .refused(.kickedFromRoom, ban.refusal(room: session.room, now: now))
             }
             let candidate = Room.Member(
                 sessionID: session.id, identity: session.identity, ssrc: session.ssrc, canPublish: session.canPublish,
@@ -129,7 +134,7 @@ final class RelayCore: RoomMembership {
     }
 
     /// The room's membership changed: its roster goes out now, or at its next turn.
-    private func roomChanged(_ room: String, in rooms: inout Rooms, now: UInt64) {
+    func roomChanged(_ room: String, in rooms: inout Rooms, now: UInt64) {
         let everyone = rooms.rosterSchedule.roomChanged(room, now: now)
         publish(room, in: rooms, rosterTo: everyone ? .everyone : .nobody)
     }
@@ -160,7 +165,8 @@ final class RelayCore: RoomMembership {
     private func publish(_ roomName: String, in rooms: borrowing Rooms, rosterTo audience: RosterAudience) {
         guard !rooms.isShuttingDown, let room = rooms.directory[roomName] else { return }
         let active = room.members.filter(\.isActive).compactMap { rooms.sessions[$0.sessionID] }
-        let snapshot = RoomSnapshot(version: room.version, receivers: active.map(\.receiver))
+        let muted = room.serverMuted.isEmpty ? [] : Set(active.filter { room.serverMuted.contains($0.identity) }.map(\.id))
+        let snapshot = RoomSnapshot(version: room.version, receivers: active.map(\.receiver), serverMuted: muted)
         let roster = ControlMessage.Roster.pages(version: room.version, members: room.roster, maximumMessageSize: Self.maximumRosterMessageSize)
         let list = loops.withLock { $0 }
         for session in active {
@@ -169,11 +175,11 @@ final class RelayCore: RoomMembership {
     }
 
     /// The loops never change after start.
-    private func loop(_ index: Int) -> any SessionLoop {
+    func loop(_ index: Int) -> any SessionLoop {
         loops.withLock { $0[index] }
     }
 
-    private func updateGauges(_ rooms: Rooms) {
+    func updateGauges(_ rooms: Rooms) {
         let counts = rooms.directory.memberCount
         metrics.rooms.record(rooms.directory.rooms.count)
         metrics.membersActive.record(counts.active)

@@ -50,7 +50,9 @@ extension RelayWorker {
         case let .text(text):
             session.lastHeardNanoseconds = now
             receiveText(text, sequence: message.sequence, from: session, now: now)
-        case .join, .joined, .roster, .error, .goodbye, .redirect:
+        case let .moderate(request):
+            receiveModeration(request, sequence: message.sequence, from: session, now: now)
+        case .join, .joined, .roster, .error, .goodbye, .moderationReply, .redirect:
             drop(.unexpectedControl)
         }
     }
@@ -70,7 +72,7 @@ extension RelayWorker {
         case .ready, .ping:
             drop(.notJoined)
             answerStranger(peer, address: address, receivedSize: size, echo: [], now: now)
-        case .joined, .roster, .pong, .error, .goodbye, .redirect, .memberState, .text:
+        case .joined, .roster, .pong, .error, .goodbye, .moderate, .moderationReply, .redirect, .memberState, .text:
             drop(.notJoined)
         }
     }

@@ -285,7 +285,11 @@ final class RelayWorker: @unchecked Sendable {
             MediaAdmission.admit(packet, from: &session.media, isActive: session.state == .active, nowNanoseconds: now)
         }
         guard decision == .forward else {
-            if case let .drop(reason) = decision { drop(reason) }
+            if case let .drop(reason) = decision {
+                drop(reason)
+                // A server-muted member is still there, talking: not idle.
+                if reason == .serverMuted { session.lastHeardNanoseconds = now }
+            }
             return
         }
         session.lastHeardNanoseconds = now

@@ -3,6 +3,8 @@ import ParleyWire
 /// Why a member left the room.
 enum RemovalReason: CaseIterable, Hashable, Sendable {
     case left, idleTimeout, replaced, neverReady, shutdown
+    /// A moderator or the relay's operator removed the member, or closed its room.
+    case kicked, roomClosed
 
     var label: String {
         switch self {
@@ -11,6 +13,8 @@ enum RemovalReason: CaseIterable, Hashable, Sendable {
         case .replaced: return "replaced"
         case .neverReady: return "never_ready"
         case .shutdown: return "shutdown"
+        case .kicked: return "kicked"
+        case .roomClosed: return "room_closed"
         }
     }
 }
@@ -22,6 +26,8 @@ extension RemovalReason {
         case .idleTimeout: return .idleTimeout
         case .replaced: return .replaced
         case .shutdown: return .relayShuttingDown
+        case .kicked: return .kicked
+        case .roomClosed: return .roomClosed
         case .left, .neverReady: return nil
         }
     }
@@ -31,6 +37,8 @@ extension RemovalReason {
         case .idleTimeout: return "nothing heard from you for the idle timeout; join again"
         case .replaced: return "you joined this room again from another session"
         case .shutdown: return "the relay is shutting down; join again when it is back"
+        case .kicked: return "you were removed from the room"
+        case .roomClosed: return "the room was closed"
         case .left, .neverReady: return ""
         }
     }

@@ -42,6 +42,11 @@ public struct Room: Sendable {
     public private(set) var members: [Member] = []
     /// Increases whenever the roster (the active members) changes.
     public private(set) var version: UInt32 = 0
+    /// Identities a moderator server-muted: their audio is dropped at the relay. Kept by
+    /// identity for the room's life, so leaving and rejoining does not lift a mute.
+    public private(set) var serverMuted: Set<String> = []
+    /// Server-mutes a room keeps at most; each needs a member present when it is made.
+    public static let maximumServerMuted = 1_024
 
     public init(name: String) { self.name = name }
 
@@ -103,8 +108,26 @@ public struct Room: Sendable {
     /// The active members, as the roster tells them.
     public var roster: [ControlMessage.Roster.Member] {
         members.filter(\.isActive).map {
-            ControlMessage.Roster.Member(ssrc: $0.ssrc, identity: $0.identity, canPublish: $0.canPublish, capabilities: $0.capabilities, state: $0.state)
+            ControlMessage.Roster.Member(ssrc: $0.ssrc, identity: $0.identity, canPublish: $0.canPublish, capabilities: $0.capabilities,
+                                         isServerMuted: serverMuted.contains($0.identity), state: $0.state)
         }
+    }
+
+    /// The member of this identity, joining or active.
+    public func member(identity: String) -> Member? { members.first { $0.identity == identity } }
+
+    /// Server-mutes or unmutes the member of `identity`; false if nobody of that identity is
+    /// here or the room holds its most mutes. A change the roster shows bumps its version.
+    public mutating func setServerMuted(_ identity: String, _ muted: Bool) -> Bool {
+        guard let member = member(identity: identity) else { return false }
+        if muted {
+            guard serverMuted.count < Self.maximumServerMuted || serverMuted.contains(identity) else { return false }
+            guard serverMuted.insert(identity).inserted else { return true }
+        } else {
+            guard serverMuted.remove(identity) != nil else { return true }
+        }
+        if member.isActive { version &+= 1 }
+        return true
     }
 
     public var activeCount: Int { members.reduce(0) { $0 + ($1.isActive ? 1 : 0) } }
@@ -139,6 +162,18 @@ public struct RoomDirectory: Sendable {
 
     private mutating func count(_ member: Room.Member, by change: Int) {
         if member.isActive { memberCount.active += change } else { memberCount.joining += change }
+    }
+
+    /// Server-mutes or unmutes a member of `room`; false if there is no such member.
+    public mutating func setServerMuted(_ identity: String, _ muted: Bool, in room: String) -> Bool {
+        rooms[room]?.setServerMuted(identity, muted) ?? false
+    }
+
+    /// Takes every member out of `room` and closes it; returns who was in it.
+    public mutating func close(_ room: String) -> [Room.Member] {
+        guard let closed = rooms.removeValue(forKey: room) else { return [] }
+        for member in closed.members { count(member, by: -1) }
+        return closed.members
     }
 
     @discardableResult

@@ -18,6 +18,9 @@ protocol RoomMembership: AnyObject, Sendable {
     /// Hands a text from `session` to every other active member of its room that reads text,
     /// in one order for the whole room.
     func relayText(_ text: String, from session: Session)
+    /// A moderator's request in `room` (server-mute, kick, close); `moderator` is the name
+    /// a removed member is told.
+    func moderate(_ request: ControlMessage.ModerationRequest, in room: String, by moderator: String, now: UInt64) -> ControlMessage.ModerationReply
 }
 
 enum RoomAdmission {
@@ -35,4 +38,7 @@ protocol SessionLoop: AnyObject, Sendable {
     func deliverReplacement(_ session: Session)
     /// A text for `session` from the member `sender`.
     func deliverText(_ session: Session, sender: String, text: String)
+    /// A moderator removed the member (kicked, or closed the room): it is already out of its
+    /// room; its loop closes the session and tells it `message`.
+    func deliverRemoval(_ session: Session, reason: RemovalReason, message: String)
 }

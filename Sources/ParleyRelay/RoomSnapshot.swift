@@ -18,13 +18,16 @@ final class RoomSnapshot: Sendable {
 
     let version: UInt32
     let receivers: [Receiver]
+    /// Sessions a moderator server-muted: their media is dropped, not forwarded.
+    let serverMuted: Set<UInt64>
 
     /// Room versions count up and may wrap: `a` is newer when it is less than half the range ahead.
     static func isNewer(_ a: UInt32, than b: UInt32) -> Bool { Int32(bitPattern: a &- b) > 0 }
 
-    init(version: UInt32, receivers: [Receiver]) {
+    init(version: UInt32, receivers: [Receiver], serverMuted: Set<UInt64> = []) {
         self.version = version
         self.receivers = receivers
+        self.serverMuted = serverMuted
     }
 
     static let empty = RoomSnapshot(version: 0, receivers: [])

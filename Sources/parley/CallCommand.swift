@@ -44,7 +44,8 @@ struct CallCommand: ParsableCommand {
             3 the relay is unreachable; 4 the relay's key or handshake is wrong; 5 the token \
             was refused; 6 the room is full or the relay has too many rooms; 7 the relay \
             refused for another reason; 8 you joined from somewhere else; 9 a sound device is \
-            missing or busy; 10 an input WAV cannot be used; 11 an output file cannot be written.
+            missing or busy; 10 an input WAV cannot be used; 11 an output file cannot be written; \
+            12 a moderator removed you from the room (or you may not rejoin it yet); 13 the room was closed.
             """)
 
     @Argument(help: ArgumentHelp("The invite: parley://HOST:PORT/ROOM?token=…", valueName: "invite-url"))

@@ -25,21 +25,31 @@ struct CtlCommand: ParsableCommand {
             (mutedMembers, deafenedMembers), speaking, the room's messages (texts), per-speaker \
             loss, jitter buffer, concealment, rtt, bitrate, xruns
 
+            For moderators (a token minted with `parley-relay token --moderator`; the relay refuses others):
+              server-mute PERSON        the relay drops PERSON's audio for everyone until server-unmute
+              server-unmute PERSON
+              kick PERSON [--for DURATION] [--reason TEXT]
+                                        remove PERSON; they cannot rejoin for DURATION (default 5m, at most 7d)
+              close-room [--reason TEXT]
+                                        remove everyone (you too) and close the room
+
             Examples:
               parley ctl mute
               parley ctl --call standup volume bob 50
               parley ctl ptt press; sleep 2; parley ctl ptt release
               parley ctl say "back in five minutes"
               parley ctl status | jq '.speakers[] | {identity, lossPercent}'
+              parley ctl kick bob --for 10m --reason shouting over everyone
 
             Exit status: 0 done; 1 no call answers, or it answered wrongly; 2 the request was \
-            refused (a bad request, or a person not in the call).
+            refused (a bad request, a person not in the call, or the relay refused a moderator's request).
             """)
 
     @Option(help: ArgumentHelp("The call to control, by its --name (needed when several run).", valueName: "name"))
     var call: String?
 
-    @Argument(help: ArgumentHelp("The request and its values.", valueName: "request"))
+    // Captured as given, so a request's own options (kick's --for and --reason) reach it.
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("The request and its values.", valueName: "request"))
     var request: [String] = []
 
     func validate() throws {
