@@ -85,6 +85,16 @@ public final class CallReceiver {
         apply(link.leave(now: now), now: now)
     }
 
+    /// Tells the room our muted/deafened state; returns the datagrams to send.
+    public func setMemberState(_ state: ControlMessage.MemberState, now: UInt64) -> [[UInt8]] {
+        apply(link.setMemberState(state, now: now), now: now)
+    }
+
+    /// Sends a text to the room; returns the datagrams to send, or why it cannot go.
+    public func say(_ text: String, now: UInt64) throws(TextRefusal) -> [[UInt8]] {
+        apply(try link.say(text, now: now), now: now)
+    }
+
     /// Sends a moderator's request; its answer arrives as ``LinkEvent/moderationAnswered(sequence:_:)``
     /// with the returned sequence (nil: not in the room, or too many requests waiting).
     public func moderate(_ request: ControlMessage.ModerationRequest, now: UInt64) -> (sequence: UInt32?, datagrams: [[UInt8]]) {
@@ -264,6 +274,7 @@ public final class CallReceiver {
             listenersChanged(roster)
             shared.update { state in
                 state.members = roster.map(\.identity).sorted()
+                state.memberStates = Dictionary(roster.map { ($0.identity, $0.state) }, uniquingKeysWith: { $1 })
                 state.serverMuted = roster.filter(\.isServerMuted).map(\.identity).sorted()
             }
             let present = Set(roster.map(\.ssrc))
@@ -296,6 +307,8 @@ public final class CallReceiver {
                 state.mediaGate = false
                 state.phase = .ended
             }
+        case .text, .textRefused:
+            break  // for the call (CallSession) to show and keep
         case .moderationAnswered:
             break
         }

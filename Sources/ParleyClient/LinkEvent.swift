@@ -16,6 +16,10 @@ public enum LinkEvent: Sendable, Equatable {
     case failed(LinkFailure)
     /// The member left cleanly (the relay acknowledged, or the wait for it ended).
     case left
+    /// A text from another member, as sent (the call neutralises it before showing it).
+    case text(sender: String, text: String)
+    /// The relay refused a text of ours, saying why.
+    case textRefused(text: String, reason: String)
     /// The relay answered a moderation request (``RelayLink/moderate(_:now:)``), or the link
     /// gave up waiting for the answer (outcome `.unknown`).
     case moderationAnswered(sequence: UInt32, ControlMessage.ModerationReply)

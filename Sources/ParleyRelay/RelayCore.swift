@@ -4,9 +4,10 @@ import Synchronization
 /// The relay's rooms, shared by every event loop.
 ///
 /// Rooms live in one ``RoomDirectory`` behind one lock, taken only when membership changes
-/// (join, ready, leave, timeout), never per packet. A change builds the room's new
-/// ``RoomSnapshot`` and roster and hands them to the loop of every member, while still
-/// holding the lock, so each loop receives a room's versions in order. Forwarding changes
+/// (join, ready, leave, timeout), a member's muted/deafened state changes, or a text is
+/// relayed; never per packet. A change builds the room's new ``RoomSnapshot`` and roster and
+/// hands them to the loop of every member, while still holding the lock, so each loop
+/// receives a room's versions (and its texts) in order. Forwarding changes
 /// at once; a room whose membership churns is sent its roster (a reliable message every
 /// member acknowledges) at most every ``RosterSchedule/interval``, the loops' ticks sending
 /// what was held back. Joins are also limited per identity (``IdentityJoinBudget``).
@@ -109,6 +110,26 @@ final class RelayCore: RoomMembership {
         rooms.withLock { rooms in
             guard rooms.rosterSchedule.hasPending else { return }
             for room in rooms.rosterSchedule.due(now: now) { publish(room, in: rooms, rosterTo: .everyone) }
+        }
+    }
+
+    func setState(_ state: ControlMessage.MemberState, of session: Session, now: UInt64) {
+        rooms.withLock { rooms in
+            guard rooms.sessions[session.id] === session,
+                  rooms.directory.setState(state, sessionID: session.id, in: session.room) else { return }
+            roomChanged(session.room, in: &rooms, now: now)
+        }
+    }
+
+    func relayText(_ text: String, from session: Session) {
+        rooms.withLock { rooms in
+            guard !rooms.isShuttingDown, rooms.sessions[session.id] === session, let room = rooms.directory[session.room] else { return }
+            let list = loops.withLock { $0 }
+            // Handed over under the lock: every loop receives the room's texts in one order.
+            for member in room.members where member.isActive && member.sessionID != session.id && member.capabilities.contains(.textMessages) {
+                guard let receiver = rooms.sessions[member.sessionID] else { continue }
+                list[receiver.workerIndex].deliverText(receiver, sender: session.identity, text: text)
+            }
         }
     }
 

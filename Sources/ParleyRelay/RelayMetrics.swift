@@ -27,6 +27,8 @@ public final class RelayMetrics: Sendable {
     let membersActive: CoreMetrics.Gauge
     let membersJoining: CoreMetrics.Gauge
     let removals: [RemovalReason: CoreMetrics.Counter]
+    /// Text messages members sent, by what became of them.
+    let texts: [TextOutcome: CoreMetrics.Counter]
     let forwardingLatency: CoreMetrics.Timer
     let socketReceiveBuffer: CoreMetrics.Gauge
     let socketSendBuffer: CoreMetrics.Gauge
@@ -84,6 +86,7 @@ public final class RelayMetrics: Sendable {
             removals[reason] = CoreMetrics.Counter(label: "parley_relay_members_removed_total", dimensions: [("reason", reason.label)], factory: factory)
         }
         self.removals = removals
+        texts = TextOutcome.counters(factory: factory)
         forwardingLatency = CoreMetrics.Timer(label: Self.latencyLabel, factory: factory)
         socketReceiveBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_receive_buffer_bytes", factory: factory)
         socketSendBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_send_buffer_bytes", factory: factory)

@@ -27,7 +27,8 @@ import Darwin
 /// `RelayWorker+Joining.swift` (plaintext joins and the Noise handshake, ``JoinVerifier``),
 /// `RelayWorker+Leaving.swift` (departures and shutdown, ``Departures``),
 /// `RelayWorker+Timers.swift` (the tick), `RelayWorker+Sending.swift` (what the relay builds
-/// and sends itself); RTCP is ``MemberRTCP``'s.
+/// and sends itself), `RelayWorker+Room.swift` (members' muted/deafened state and text
+/// messages); RTCP is ``MemberRTCP``'s.
 final class RelayWorker: @unchecked Sendable {
     let index: Int
     /// The thread everything here runs on.
@@ -55,6 +56,8 @@ final class RelayWorker: @unchecked Sendable {
     var nextSweepSlice = 0
     /// Sessions with a reliable message not yet acknowledged: the tick retransmits for these only.
     var awaitingAcknowledgement: [PeerAddress: Session] = [:]
+    /// Sessions whose latest muted/deafened state waits for their rate (``MemberStatePacer``).
+    var heldBackStates: [PeerAddress: Session] = [:]
     var departures = Departures()
     /// What strangers and would-be members may spend: cookie replies, error replies, joins.
     var budgets: AdmissionBudgets

@@ -14,6 +14,8 @@ public struct Room: Sendable {
         public var capabilities: ControlMessage.Capabilities
         /// False until the member proves its address with `ready`.
         public var isActive: Bool
+        /// Muted, deafened, as the member said (paced by ``MemberStatePacer``).
+        public var state: ControlMessage.MemberState = []
 
         public init(
             sessionID: UInt64, identity: String, ssrc: UInt32, canPublish: Bool, capabilities: ControlMessage.Capabilities = [],
@@ -83,6 +85,17 @@ public struct Room: Sendable {
         return true
     }
 
+    /// Records a member's muted/deafened state; true when the roster changed (an active
+    /// member's state is new), which makes a new version.
+    @discardableResult
+    public mutating func setState(_ state: ControlMessage.MemberState, sessionID: UInt64) -> Bool {
+        guard let index = members.firstIndex(where: { $0.sessionID == sessionID }), members[index].state != state else { return false }
+        members[index].state = state
+        guard members[index].isActive else { return false }
+        version &+= 1
+        return true
+    }
+
     /// Removes a member; returns it, or nil if it was not here.
     @discardableResult
     public mutating func remove(sessionID: UInt64) -> Member? {
@@ -96,7 +109,7 @@ public struct Room: Sendable {
     public var roster: [ControlMessage.Roster.Member] {
         members.filter(\.isActive).map {
             ControlMessage.Roster.Member(ssrc: $0.ssrc, identity: $0.identity, canPublish: $0.canPublish, capabilities: $0.capabilities,
-                                         isServerMuted: serverMuted.contains($0.identity))
+                                         isServerMuted: serverMuted.contains($0.identity), state: $0.state)
         }
     }
 
@@ -169,6 +182,12 @@ public struct RoomDirectory: Sendable {
         memberCount.joining -= 1
         memberCount.active += 1
         return true
+    }
+
+    /// A member's new muted/deafened state; true when its room's roster changed.
+    @discardableResult
+    public mutating func setState(_ state: ControlMessage.MemberState, sessionID: UInt64, in room: String) -> Bool {
+        rooms[room]?.setState(state, sessionID: sessionID) ?? false
     }
 
     /// Removes a member, closing its room when it was the last.

@@ -13,6 +13,11 @@ protocol RoomMembership: AnyObject, Sendable {
     func remove(_ session: Session, now: UInt64)
     /// Sends the rosters held back by ``RosterSchedule`` whose time has come (every loop's tick).
     func publishDueRosters(now: UInt64)
+    /// The member's muted/deafened state changed; its room's roster says so at its next turn.
+    func setState(_ state: ControlMessage.MemberState, of session: Session, now: UInt64)
+    /// Hands a text from `session` to every other active member of its room that reads text,
+    /// in one order for the whole room.
+    func relayText(_ text: String, from session: Session)
     /// A moderator's request in `room` (server-mute, kick, close); `moderator` is the name
     /// a removed member is told.
     func moderate(_ request: ControlMessage.ModerationRequest, in room: String, by moderator: String, now: UInt64) -> ControlMessage.ModerationReply
@@ -31,6 +36,8 @@ protocol SessionLoop: AnyObject, Sendable {
     func deliverRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster])
     /// Another loop admitted a new session with this one's identity.
     func deliverReplacement(_ session: Session)
+    /// A text for `session` from the member `sender`.
+    func deliverText(_ session: Session, sender: String, text: String)
     /// A moderator removed the member (kicked, or closed the room): it is already out of its
     /// room; its loop closes the session and tells it `message`.
     func deliverRemoval(_ session: Session, reason: RemovalReason, message: String)

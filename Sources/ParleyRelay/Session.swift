@@ -63,6 +63,10 @@ final class Session: @unchecked Sendable {
     var gauges: StreamGauges?
     /// What the listeners of this member's stream report losing of it.
     let listenerLoss = ListenerLossBoard()
+    /// Muted, deafened: what the member says and what its room has been told.
+    var memberState: MemberStatePacer
+    /// Text messages from the member and to it.
+    var texts: MemberTexts
     /// The last moderation request answered and the answer's bytes: a repeat of the request
     /// (its answer was lost) gets the same answer, not a second action.
     var lastModeration: (sequence: UInt32, answer: [UInt8])?
@@ -90,6 +94,8 @@ final class Session: @unchecked Sendable {
         self.lastHeardNanoseconds = nowNanoseconds
         self.joinedNanoseconds = nowNanoseconds
         self.media = MediaAdmission.Sender(ssrc: ssrc, canPublish: canPublish, limits: limits, nowNanoseconds: nowNanoseconds)
+        self.memberState = MemberStatePacer(nowNanoseconds: nowNanoseconds)
+        self.texts = MemberTexts(nowNanoseconds: nowNanoseconds)
         self.rtcpAndControlRate = TokenBucket(ratePerSecond: limits.controlPacketsPerSecondPerMember, burst: limits.controlPacketsPerSecondPerMember,
                                        nowNanoseconds: nowNanoseconds)
         self.moderationRate = TokenBucket(ratePerSecond: 5, burst: 10, nowNanoseconds: nowNanoseconds)

@@ -58,6 +58,7 @@ extension ControlMessage {
                     ssrc: ssrc, identity: identity, canPublish: flags & 0x01 != 0, capabilities: Capabilities(rawValue: flags >> 1),
                     isServerMuted: flags & Roster.Member.serverMutedFlag != 0))
             }
+            try Self.readRosterStates(&reader, into: &members)
             body = .roster(Roster(version: version, pageIndex: pageIndex, pageCount: pageCount, members: members))
         case .leave:
             body = .leave(Leave())
@@ -91,6 +92,10 @@ extension ControlMessage {
             let room = try reader.readString8()
             let relay = try ClusterRelay(reading: &reader)
             body = .redirect(Redirect(room: room, relay: relay, others: try ClusterRelay.readList(&reader)))
+        case .memberState:
+            body = .memberState(try Self.readMemberStateUpdate(&reader))
+        case .text:
+            body = .text(try Self.readText(&reader))
         }
     }
 
@@ -130,6 +135,10 @@ extension ControlMessage {
             bodySize = reply.serializedSize
         case let .redirect(redirect):
             bodySize = 1 + redirect.room.utf8.count + redirect.relay.serializedSize + ClusterRelay.listSize(redirect.others)
+        case .memberState:
+            bodySize = 4 + 1
+        case let .text(text):
+            bodySize = Self.serializedSize(of: text)
         }
         return Self.headerSize + bodySize
     }
@@ -177,6 +186,7 @@ extension ControlMessage {
                                  | (member.isServerMuted ? Roster.Member.serverMutedFlag : 0))
                 try writer.writeString8(member.identity, element: .controlMessage)
             }
+            try Self.writeRosterStates(roster.members, to: &writer)
         case .leave:
             break
         case let .ping(ping):
@@ -206,6 +216,10 @@ extension ControlMessage {
             try writer.writeString8(redirect.room, element: .controlMessage)
             try redirect.relay.write(to: &writer)
             try ClusterRelay.writeList(redirect.others, to: &writer)
+        case let .memberState(update):
+            try Self.write(update, to: &writer)
+        case let .text(text):
+            try Self.write(text, to: &writer)
         }
     }
 

@@ -75,6 +75,8 @@ public struct ControlMessage: Sendable, Hashable {
         case moderate(ModerationRequest)
         case moderationReply(ModerationReply)
         case redirect(Redirect)
+        case memberState(MemberStateUpdate)
+        case text(Text)
 
         public var type: MessageType {
             switch self {
@@ -91,6 +93,8 @@ public struct ControlMessage: Sendable, Hashable {
             case .moderate: return .moderate
             case .moderationReply: return .moderationReply
             case .redirect: return .redirect
+            case .memberState: return .memberState
+            case .text: return .text
             }
         }
     }
@@ -99,6 +103,9 @@ public struct ControlMessage: Sendable, Hashable {
         case join = 1, joined, ready, roster, leave, ping, pong, ack, error, goodbye, redirect
         /// Room control (`ControlMessage+Moderation.swift`), numbered apart from the rest.
         case moderate = 32, moderationReply
+        /// What members tell the room (`ControlMessage+Room.swift`): numbered from 48, a block
+        /// of their own, apart from the session's messages and room control's.
+        case memberState = 48, text
     }
 
     /// What a member can receive beyond plain Opus, as its join says and the roster repeats.
@@ -108,8 +115,10 @@ public struct ControlMessage: Sendable, Hashable {
 
         /// RFC 2198 redundant audio around Opus (``REDPayload``, ``RTPHeader/redPayloadType``).
         public static let redundantAudio = Capabilities(rawValue: 1 << 0)
+        /// Text messages from the room (``Text``).
+        public static let textMessages = Capabilities(rawValue: 1 << 1)
         /// What this build can receive.
-        public static let supported: Capabilities = [.redundantAudio]
+        public static let supported: Capabilities = [.redundantAudio, .textMessages]
         /// The most the roster's member flags carry (6 bits: bit 7 is the server-mute).
         static let rosterMask: UInt8 = 0x3F
     }
@@ -188,18 +197,23 @@ public struct ControlMessage: Sendable, Hashable {
             /// A moderator muted the member: the relay drops its audio (flag bit 7, which
             /// older clients read as a capability they do not know, and ignore).
             public var isServerMuted: Bool
+            /// Muted, deafened, as the member last told the relay (empty from older relays).
+            public var state: MemberState
 
-            public init(ssrc: UInt32, identity: String, canPublish: Bool, capabilities: Capabilities = [], isServerMuted: Bool = false) {
+            public init(ssrc: UInt32, identity: String, canPublish: Bool, capabilities: Capabilities = [], isServerMuted: Bool = false,
+                        state: MemberState = []) {
                 self.ssrc = ssrc
                 self.identity = identity
                 self.canPublish = canPublish
                 self.capabilities = Capabilities(rawValue: capabilities.rawValue & Capabilities.rosterMask)
                 self.isServerMuted = isServerMuted
+                self.state = state
             }
 
             static let serverMutedFlag: UInt8 = 0x80
 
-            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count }
+            /// Its entry, and its byte in the state block behind the members.
+            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count + 1 }
         }
 
         /// Increases with every change; a client ignores pages older than what it has.

@@ -6,7 +6,7 @@ import ParleyClient
 struct CtlCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ctl",
-        abstract: "Control a running call: mute, push-to-talk, volumes, leave, status.",
+        abstract: "Control a running call: mute, push-to-talk, volumes, messages, leave, status.",
         discussion: """
             Talks to a `parley call` on this machine through its control socket \
             ($XDG_RUNTIME_DIR/parley/NAME.sock, else /tmp/parley-UID/NAME.sock; NAME is the \
@@ -18,8 +18,12 @@ struct CtlCommand: ParsableCommand {
               ptt press, ptt release    push-to-talk: send only between press and release
               ptt on, ptt off           push-to-talk mode on (silent until pressed) or off
               volume PERSON PERCENT     PERSON's loudness here, 0 (silent) to 200
+              say TEXT                  a text message to everyone else in the room: one line, \
+            at most 500 bytes, at most 5 every 5 seconds
               leave                     leave the call
-              status                    the call as JSON: members, speaking, muted, per-speaker loss, jitter buffer, concealment, rtt, bitrate, xruns
+              status                    the call as JSON: members, who is muted or deafened \
+            (mutedMembers, deafenedMembers), speaking, the room's messages (texts), per-speaker \
+            loss, jitter buffer, concealment, rtt, bitrate, xruns
 
             For moderators (a token minted with `parley-relay token --moderator`; the relay refuses others):
               server-mute PERSON        the relay drops PERSON's audio for everyone until server-unmute
@@ -33,6 +37,7 @@ struct CtlCommand: ParsableCommand {
               parley ctl mute
               parley ctl --call standup volume bob 50
               parley ctl ptt press; sleep 2; parley ctl ptt release
+              parley ctl say "back in five minutes"
               parley ctl status | jq '.speakers[] | {identity, lossPercent}'
               parley ctl kick bob --for 10m --reason shouting over everyone
 
