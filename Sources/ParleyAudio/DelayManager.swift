@@ -38,9 +38,14 @@ public struct DelayManager: Sendable {
         public var marginSeconds: Double = 0.003
         public var minimumSeconds: Double = 0
         public var maximumSeconds: Double = 0.400
-        /// The target until `minimumSamples` packets have been measured.
+        /// The target until `minimumSamples` packets have been measured, or a few over
+        /// `estimateAfterSeconds`: a listener who has not spoken yet sends only DTX packets, a few
+        /// a second, and a stall met before 25 of them came would otherwise be taken for the
+        /// path's jitter and keep the target up until their words arrive.
         public var initialSeconds: Double = 0.040
         public var minimumSamples = 25
+        public var estimateAfterSeconds: Double = 2.0
+        public var minimumSamplesOverTime = 5
         public var peaks = DelayPeakDetector.Configuration()
         public init() {}
     }
@@ -49,6 +54,7 @@ public struct DelayManager: Sendable {
     private var histogram: DelayHistogram
     private var peaks: DelayPeakDetector
     private var lastArrival: Double?
+    private var firstArrival: Double?
     /// The transit of an on-time packet now: the reference "no delay".
     public private(set) var floor: Double?
     /// The jitter quantile of relative delay (without margin or spikes), seconds.
@@ -87,10 +93,11 @@ public struct DelayManager: Sendable {
             floor = transit
         }
         lastArrival = max(lastArrival ?? arrival, arrival)
+        if firstArrival == nil { firstArrival = arrival }
         let delay = max(0, transit - (floor ?? transit))
 
         let spikeLevel = max(jitterSeconds + configuration.spikeThresholdSeconds, 2 * jitterSeconds)
-        if histogram.count >= configuration.minimumSamples, delay > spikeLevel,
+        if hasEstimate(now: arrival), delay > spikeLevel,
            (peaks.currentSpikeDuration(now: arrival) ?? 0) <= configuration.sustainedSpikeSeconds {
             peaks.record(arrival: arrival, delay: delay)
         } else {
@@ -103,9 +110,15 @@ public struct DelayManager: Sendable {
 
     /// Brings the target up to date at `now` (a recurring spike pattern expires with time).
     public mutating func update(now: Double) {
-        guard histogram.count >= configuration.minimumSamples else { return }
+        guard hasEstimate(now: now) else { return }
         recurringSpikeSeconds = peaks.recurringHeight(now: now) ?? 0
         unclampedTarget = max(jitterSeconds, recurringSpikeSeconds) + configuration.marginSeconds
+    }
+
+    /// Enough packets measured for the jitter quantile to mean something.
+    private func hasEstimate(now: Double) -> Bool {
+        histogram.count >= configuration.minimumSamples
+            || (histogram.count >= configuration.minimumSamplesOverTime && now - (firstArrival ?? now) >= configuration.estimateAfterSeconds)
     }
 
     /// The relative delay a packet with media time `mediaSeconds` has if it is taken at
@@ -120,6 +133,7 @@ public struct DelayManager: Sendable {
         peaks.reset()
         floor = nil
         lastArrival = nil
+        firstArrival = nil
         jitterSeconds = 0
         recurringSpikeSeconds = 0
         unclampedTarget = configuration.initialSeconds

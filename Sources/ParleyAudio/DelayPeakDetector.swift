@@ -8,6 +8,8 @@
 /// `periodLimitSeconds` after the one before, the target covers them: it becomes the
 /// median height of that chain's spikes (of two, the lower), so that a rare higher one (two
 /// spikes on two hops at once, a freak delay) does not set the delay for all the others.
+/// Spikes less than `sameEventSeconds` apart count as one event: a recurring pattern needs
+/// a period, and two stalls a second apart are one stall met on two hops.
 /// The chain is forgotten once no spike has come for twice its longest gap.
 ///
 /// Plain Swift, times in seconds on the receiver's clock; a fixed ring of recent spikes.
@@ -17,6 +19,10 @@ public struct DelayPeakDetector: Sendable {
         public var mergeSeconds = 0.5
         /// Two spikes closer than this (start to start) make a recurring pattern.
         public var periodLimitSeconds = 12.0
+        /// Spikes closer than this (start to start) are one event, not a pattern: the same
+        /// stall met on both hops of a relayed path (the talker's uplink, then the listener's
+        /// downlink), whose backlogs come a fraction of a second apart.
+        public var sameEventSeconds = 2.0
         public init() {}
     }
 
@@ -68,13 +74,18 @@ public struct DelayPeakDetector: Sendable {
         var longestGap = 0.0
         heights[0] = spikes[newest].height
         var later = spikes[newest]
-        while chain < held {
-            let earlier = spikes[(newest - chain + Self.capacity) % Self.capacity]
+        for back in 1..<held {
+            let earlier = spikes[(newest - back + Self.capacity) % Self.capacity]
             let gap = later.start - earlier.start
             guard gap <= configuration.periodLimitSeconds else { break }
-            longestGap = max(longestGap, gap)
-            heights[chain] = earlier.height
-            chain += 1
+            if gap < configuration.sameEventSeconds {
+                // The same event: as high as its highest part.
+                heights[chain - 1] = max(heights[chain - 1], earlier.height)
+            } else {
+                longestGap = max(longestGap, gap)
+                heights[chain] = earlier.height
+                chain += 1
+            }
             later = earlier
         }
         guard chain >= 2, now - spikes[newest].end <= 2 * longestGap else { return nil }

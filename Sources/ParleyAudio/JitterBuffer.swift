@@ -154,9 +154,11 @@ public final class JitterBuffer {
     }
 
     var targetLead: Double {
-        // The played delay is the lead plus up to a period (reads come a period apart) and
-        // the reserve: the lead's ceiling keeps that under the configured maximum.
-        let ceiling = configuration.delay.maximumSeconds - configuration.decisions.reserveSeconds - configuration.decisions.periodSeconds
+        // The played delay is the lead plus up to a period (reads come a period apart), the
+        // reserve, and the excess the buffer lets stand until a pause comes: the lead's
+        // ceiling keeps all that under the configured maximum.
+        let rules = configuration.decisions
+        let ceiling = configuration.delay.maximumSeconds - rules.reserveSeconds - rules.periodSeconds - rules.gentleExcessSeconds
         return min(ceiling, delays.target(adding: Double(repairFrames * lastFrameSamples) / sampleRate))
     }
 
@@ -294,7 +296,11 @@ public final class JitterBuffer {
         let frame: PlayoutDecision.NextFrame
         if let packet = next {
             frame = expectedTimestamp.map { packet.timestamp > $0 } ?? true ? .afterSilence : .here
-        } else if let sequence = nextSequence, store.contains(sequence + 1) {
+        } else if let sequence = nextSequence, let following = store.packet(sequence + 1),
+                  expectedTimestamp.map({ following.timestamp - $0 <= Int64(OpusPacket.maximumSamples) }) ?? true {
+            // Only a packet that follows the missing frame in time carries its FEC: one that
+            // starts the next words after a silence (DTX) does not, and the missing frame was
+            // the silence's.
             frame = .rebuildable
         } else if store.count > 0 {
             frame = .missing

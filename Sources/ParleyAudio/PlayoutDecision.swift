@@ -146,8 +146,11 @@ public enum PlayoutDecision {
         /// Missing frames concealed in their time, in a row, before the buffer suspects the
         /// packets are held up rather than lost and lets the delay grow to wait for them.
         public var lossBurstFrames = 3
-        /// Dry this long (not in DTX), the speaker has stopped.
-        public var idleAfterSeconds = 0.250
+        /// Dry this long (not in DTX), the speaker has stopped. A stalled path is not a
+        /// speaker who stopped: Wi-Fi stalls on two hops at once hold packets for up to half a
+        /// second, and going quiet in one throws away the buffer's timeline, so the words
+        /// held up in it come back as a fresh start instead of being played out.
+        public var idleAfterSeconds = 0.600
         public init() {}
     }
 

@@ -1,6 +1,8 @@
+import ParleyWire
+
 /// One thing a person (a key, `parley ctl`, a script) asks of a running call, and its words
 /// on the control socket: `mute`, `unmute`, `deafen`, `undeafen`, `ptt on|off` (push-to-talk
-/// mode), `ptt press`, `ptt release`, `volume PERSON PERCENT`, `leave`, `status`.
+/// mode), `ptt press`, `ptt release`, `volume PERSON PERCENT`, `say TEXT`, `leave`, `status`.
 ///
 /// The words are the wire format of the control socket, one request a line, so the parser
 /// takes any bytes a local program may send and refuses what it cannot read with a message
@@ -17,15 +19,21 @@ public enum CallControl: Equatable, Sendable {
     case pushToTalkRelease
     /// One member's loudness in this client's mix, 0–200 % (0 mutes them here only).
     case volume(person: String, percent: Int)
+    /// A text message to everyone else in the room: the rest of the line, as typed.
+    case say(String)
     case leave
     case status
+    /// A moderator's request to the relay: server-mute, server-unmute, kick, close the room
+    /// (`CallControl+Moderation.swift`).
+    case moderate(ControlMessage.ModerationRequest)
 
     /// The longest request line the socket accepts, newline excluded.
     public static let maximumLineBytes = 512
     public static let maximumVolumePercent = 200
 
     /// What `parley ctl --help` and an error list.
-    public static let usage = "mute | unmute | deafen | undeafen | ptt on|off|press|release | volume PERSON PERCENT | leave | status"
+    public static let usage = "mute | unmute | deafen | undeafen | ptt on|off|press|release | volume PERSON PERCENT | say TEXT | leave | status"
+        + " | server-mute PERSON | server-unmute PERSON | kick PERSON [--for DURATION] [--reason TEXT] | close-room [--reason TEXT]"
 
     /// Reads one request (without its newline).
     public init(parsing line: String) throws(CallControlError) {
@@ -52,6 +60,12 @@ public enum CallControl: Equatable, Sendable {
             case "release": self = .pushToTalkRelease
             default: throw .malformed("'ptt \(arguments[0])': use ptt on, off, press or release")
             }
+        case "say":
+            // The words after `say`, spaces kept as typed.
+            let text = String(line.drop { $0 == " " || $0 == "\t" }.dropFirst(verb.count).drop { $0 == " " || $0 == "\t" })
+            guard !text.isEmpty else { throw .malformed("'say' takes the message after it, like: say back in five minutes") }
+            if let problem = ControlMessage.Text.problem(with: text) { throw .malformed("'say': \(problem)") }
+            self = .say(text)
         case "volume":
             guard arguments.count == 2 else { throw .malformed("'volume' takes a person and a percentage, like: volume bob 50") }
             let person = arguments[0]
@@ -61,6 +75,8 @@ public enum CallControl: Equatable, Sendable {
                 throw .malformed("'volume \(person) \(arguments[1])': the volume is a whole percentage from 0 (silent) to \(Self.maximumVolumePercent)")
             }
             self = .volume(person: person, percent: percent)
+        case _ where Self.moderationVerbs.contains(verb):
+            self = try Self.moderation(verb: verb, arguments: arguments)
         default:
             throw .malformed("'\(verb.prefix(40))' is not a request; send one of: \(Self.usage)")
         }
@@ -77,8 +93,10 @@ public enum CallControl: Equatable, Sendable {
         case .pushToTalkPress: "ptt press"
         case .pushToTalkRelease: "ptt release"
         case let .volume(person, percent): "volume \(person) \(percent)"
+        case let .say(text): "say \(text)"
         case .leave: "leave"
         case .status: "status"
+        case let .moderate(request): Self.moderationLine(request)
         }
     }
 }

@@ -27,7 +27,8 @@ public enum CallError: Error, Sendable, CustomStringConvertible {
 
     /// 0 ok, 1 unexpected, 2 usage, 3 unreachable, 4 relay key or handshake, 5 token refused,
     /// 6 room full or too many rooms, 7 other refusal, 8 replaced, 9 audio device missing or
-    /// busy, 10 bad input WAV, 11 cannot write an output file.
+    /// busy, 10 bad input WAV, 11 cannot write an output file, 12 removed by a moderator (or
+    /// still banned from the room), 13 the room was closed.
     public var exitCode: Int32 {
         switch self {
         case let .link(failure): return failure.exitCode

@@ -1,23 +1,30 @@
 /// The keys a person presses during a call on a terminal, read from raw bytes: a byte at a
-/// time, arrows as their escape sequences (which may arrive split across reads), and after
-/// `:` a typed request (`:volume bob 50`, Enter), the words `parley ctl` takes.
+/// time, arrows as their escape sequences (which may arrive split across reads), after `:` a
+/// typed request (`:volume bob 50`, Enter), the words `parley ctl` takes, and after `/` a
+/// text message to the room (`/back in 5`, Enter). Escape gives up what is being typed.
 public enum CallKey: Equatable, Sendable {
     case mute, deafen, pushToTalkMode, talk, louder, quieter, up, down, leave, help
     /// A typed request, as typed (Enter sends it).
     case command(String)
+    /// A typed text message for the room.
+    case message(String)
 
     /// The help line: every key, in the words a person looks for.
-    public static let helpLine = "m mute · d deafen · t push-to-talk on/off · space talk/stop · ↑↓ choose a person · +/- their volume · q leave · :request (as parley ctl) · ? help"
+    public static let helpLine = "m mute · d deafen · t push-to-talk on/off · space talk/stop · ↑↓ choose a person · +/- their volume · q leave · /message to the room · :request (as parley ctl) · ? help"
 
     /// Splits a stream of terminal bytes into keys; bytes that are no key are dropped.
     public struct Reader: Sendable {
         private var escape: [UInt8] = []
         private var typed: [UInt8]?
+        /// Whether what is typed is a message (after `/`) rather than a request (after `:`).
+        private var typingMessage = false
 
         public init() {}
 
-        /// What is being typed after `:`, for the screen to show; nil when no request is.
+        /// What is being typed after `:` or `/`, for the screen to show; nil when nothing is.
         public var typing: String? { typed.map { String(decoding: $0, as: UTF8.self) } }
+        /// What the line being typed starts with on the screen: `:` or `/`.
+        public var prompt: String { typingMessage ? "/" : ":" }
 
         public mutating func keys(from bytes: some Sequence<UInt8>) -> [CallKey] {
             var keys: [CallKey] = []
@@ -26,7 +33,8 @@ public enum CallKey: Equatable, Sendable {
                     switch byte {
                     case 0x0D, 0x0A:
                         typed = nil
-                        keys.append(.command(String(decoding: line, as: UTF8.self)))
+                        let text = String(decoding: line, as: UTF8.self)
+                        keys.append(typingMessage ? .message(text) : .command(text))
                     case 0x1B, 0x03: typed = nil  // Escape gives up the request
                     case 0x7F, 0x08:
                         if line.isEmpty { typed = nil } else {
@@ -69,7 +77,12 @@ public enum CallKey: Equatable, Sendable {
                 case UInt8(ascii: "j"): keys.append(.down)
                 case UInt8(ascii: "q"), UInt8(ascii: "Q"): keys.append(.leave)
                 case UInt8(ascii: "?"), UInt8(ascii: "h"): keys.append(.help)
-                case UInt8(ascii: ":"): typed = []
+                case UInt8(ascii: ":"):
+                    typed = []
+                    typingMessage = false
+                case UInt8(ascii: "/"):
+                    typed = []
+                    typingMessage = true
                 default: break
                 }
             }

@@ -85,6 +85,23 @@ public final class CallReceiver {
         apply(link.leave(now: now), now: now)
     }
 
+    /// Tells the room our muted/deafened state; returns the datagrams to send.
+    public func setMemberState(_ state: ControlMessage.MemberState, now: UInt64) -> [[UInt8]] {
+        apply(link.setMemberState(state, now: now), now: now)
+    }
+
+    /// Sends a text to the room; returns the datagrams to send, or why it cannot go.
+    public func say(_ text: String, now: UInt64) throws(TextRefusal) -> [[UInt8]] {
+        apply(try link.say(text, now: now), now: now)
+    }
+
+    /// Sends a moderator's request; its answer arrives as ``LinkEvent/moderationAnswered(sequence:_:)``
+    /// with the returned sequence (nil: not in the room, or too many requests waiting).
+    public func moderate(_ request: ControlMessage.ModerationRequest, now: UInt64) -> (sequence: UInt32?, datagrams: [[UInt8]]) {
+        let (sequence, output) = link.moderate(request, now: now)
+        return (sequence, apply(output, now: now))
+    }
+
     /// One datagram from the relay's address: control for the link, media for the speakers.
     /// Returns the datagrams to send in answer.
     public func receive(_ datagram: UnsafeRawBufferPointer, now: UInt64) -> [[UInt8]] {
@@ -255,7 +272,11 @@ public final class CallReceiver {
         case let .roster(roster):
             members = roster
             listenersChanged(roster)
-            shared.update { $0.members = roster.map(\.identity).sorted() }
+            shared.update { state in
+                state.members = roster.map(\.identity).sorted()
+                state.memberStates = Dictionary(roster.map { ($0.identity, $0.state) }, uniquingKeysWith: { $1 })
+                state.serverMuted = roster.filter(\.isServerMuted).map(\.identity).sorted()
+            }
             let present = Set(roster.map(\.ssrc))
             for member in roster where member.ssrc != link.ssrc && member.canPublish {
                 if let speaker = speaker(for: member.ssrc, now: now), speaker.identity != member.identity {
@@ -286,6 +307,10 @@ public final class CallReceiver {
                 state.mediaGate = false
                 state.phase = .ended
             }
+        case .text, .textRefused:
+            break  // for the call (CallSession) to show and keep
+        case .moderationAnswered:
+            break
         }
         onEvent(event)
     }

@@ -3,6 +3,7 @@ import NIOCore
 import ParleyAudio
 import ParleyBasics
 import ParleyDevices
+import ParleyWire
 import Synchronization
 
 /// One call: owns everything it needs and closes it all when it ends.
@@ -39,7 +40,9 @@ public final class CallSession: @unchecked Sendable {
     private let audioDone = DispatchGroup()
     private let lifecycle = Mutex(Lifecycle())
     private let notice: @Sendable (String) -> Void
+    private let onText: @Sendable (RoomText) -> Void
     private let controlServer = Mutex<ControlServer?>(nil)
+    private let moderationAnswers = ModerationAnswers()
 
     private struct Lifecycle {
         var joinedAt: UInt64?
@@ -49,13 +52,18 @@ public final class CallSession: @unchecked Sendable {
         var failure: CallError?
         var inputEndedAt: UInt64?
         var finalStatistics: CallStatistics?
+        /// Whether the last roster said a moderator muted us.
+        var serverMuted = false
     }
 
     /// Opens the devices, files and codecs; nothing is sent yet. `notice` receives one-line
-    /// messages for the person (joined, reconnecting, rejoined, left), on any thread.
-    public init(_ configuration: CallConfiguration, notice: @escaping @Sendable (String) -> Void = { _ in }) throws(CallError) {
+    /// messages for the person (joined, reconnecting, rejoined, left), `onText` each text
+    /// message of the room as it arrives (made safe for a terminal), on any thread.
+    public init(_ configuration: CallConfiguration, notice: @escaping @Sendable (String) -> Void = { _ in },
+                onText: @escaping @Sendable (RoomText) -> Void = { _ in }) throws(CallError) {
         self.configuration = configuration
         self.notice = notice
+        self.onText = onText
         if let directory = configuration.recordReceivedDirectory {
             var isDirectory: ObjCBool = false
             if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
@@ -216,9 +224,18 @@ public final class CallSession: @unchecked Sendable {
     public func perform(_ control: CallControl) -> CallControlReply {
         switch control {
         case .mute, .unmute, .deafen, .undeafen, .pushToTalkMode, .pushToTalkPress, .pushToTalkRelease:
-            let (summary, deafened) = shared.update { state in (state.controls.apply(control) ?? "", state.controls.deafened) }
-            mix.setDeafened(deafened)
+            let (summary, controls) = shared.update { state in (state.controls.apply(control) ?? "", state.controls) }
+            mix.setDeafened(controls.deafened)
+            connection.setMemberState(controls.memberState)
             return .done(summary)
+        case let .say(text):
+            switch connection.say(text) {
+            case .success:
+                keep(RoomText(sender: shared.snapshot.identity ?? "you", text: text, atSeconds: secondsIntoCall(), outgoing: true))
+                return .done("sent to the room")
+            case let .failure(refusal):
+                return .refused(refusal.description)
+            }
         case let .volume(person, percent):
             let state = shared.snapshot
             let heard = Set(mix.levels(now: 0).keys)
@@ -232,6 +249,15 @@ public final class CallSession: @unchecked Sendable {
             return .done("leaving")
         case .status:
             return CallControlReply(ok: true, message: shared.snapshot.controls.summary, status: statistics())
+        case let .moderate(request):
+            guard let sequence = connection.moderate(request) else {
+                return .refused("the call is not in the room right now (joining or reconnecting), or \(PendingModeration.maximumOutstanding) requests still wait for the relay; try again in a moment")
+            }
+            // The link answers every request within its give-up time; this wait only guards against a stuck loop.
+            guard let reply = moderationAnswers.wait(for: sequence, seconds: Double(PendingModeration.giveUpNanoseconds) / 1e9 + 2) else {
+                return .refused("no answer from the call's network loop")
+            }
+            return reply.outcome == .done ? .done(reply.message) : .refused(reply.message)
         }
     }
 
@@ -270,9 +296,40 @@ public final class CallSession: @unchecked Sendable {
         case .left:
             lifecycle.withLock { $0.left = true }
             wake.signal()
-        case .roster, .roundTrip:
+        case let .text(sender, text):
+            let message = RoomText(sender: sender, text: text, atSeconds: secondsIntoCall(), outgoing: false)
+            keep(message)
+            onText(message)
+        case let .textRefused(text, reason):
+            notice("the relay refused your message \"\(text.logSafe(limit: 40))\": \(reason.logSafe(limit: 200))")
+        case let .moderationAnswered(sequence, reply):
+            moderationAnswers.deliver(reply, for: sequence)
+        case let .roster(members):
+            let muted = lifecycle.withLock { state -> Bool? in
+                guard let identity = shared.snapshot.identity else { return nil }
+                let now = members.contains { $0.identity == identity && $0.isServerMuted }
+                defer { state.serverMuted = now }
+                return now == state.serverMuted ? nil : now
+            }
+            if let muted {
+                notice(muted ? "muted by the room's moderator: nobody hears you until they unmute you"
+                             : "the room's moderator unmuted you: the others hear you again")
+            }
+        case .roundTrip:
             break
         }
+    }
+
+    /// Keeps a text in the call's record (the status and `--stats-json`), the newest ``RoomText/kept``.
+    private func keep(_ message: RoomText) {
+        shared.update { state in
+            state.texts.append(message)
+            if state.texts.count > RoomText.kept { state.texts.removeFirst(state.texts.count - RoomText.kept) }
+        }
+    }
+
+    private func secondsIntoCall() -> Double {
+        lifecycle.withLock { $0.joinedAt }.map { Double(MonotonicClock.now() &- $0) / 1e9 } ?? 0
     }
 
     private func startAudio() {
@@ -386,7 +443,11 @@ public final class CallSession: @unchecked Sendable {
             captureStartedAtNanoseconds: state.captureStartedAt,
             playbackStartedAtNanoseconds: state.playbackStartedAt,
             speakers: speakers,
-            controls: state.controls)
+            controls: state.controls,
+            mutedMembers: state.memberStates.filter { $0.value.contains(.muted) }.keys.sorted(),
+            deafenedMembers: state.memberStates.filter { $0.value.contains(.deafened) }.keys.sorted(),
+            texts: state.texts,
+            serverMuted: state.serverMuted)
     }
 }
 

@@ -1,3 +1,4 @@
+import ParleyWire
 import Synchronization
 
 /// What the call's threads tell each other, behind one small lock: whether media may be
@@ -23,6 +24,12 @@ final class CallShared: Sendable {
         var rejoins = 0
         var identity: String?
         var members: [String] = []
+        /// Each member's muted/deafened state, as the relay's roster last said.
+        var memberStates: [String: ControlMessage.MemberState] = [:]
+        /// The room's text messages, oldest first (at most ``RoomText/kept``).
+        var texts: [RoomText] = []
+        /// Members a moderator muted for everyone (the relay drops their audio), ourselves included.
+        var serverMuted: [String] = []
         var roundTripNanoseconds: UInt64?
         /// The relay's latest fraction lost on our upstream, and over the whole call.
         var lossUp: Double?

@@ -100,6 +100,18 @@ public struct CallStatistics: Sendable, Codable, Equatable {
     public var speakers: [Speaker]
     /// Muted, deafened, push-to-talk, as this member set them.
     public var controls: ControlState? = nil
+    /// The members the relay says are muted (push-to-talk and not talking counts), and
+    /// deafened, ourselves included: what everyone else sees of each.
+    public var mutedMembers: [String]? = nil
+    public var deafenedMembers: [String]? = nil
+    /// The room's text messages, oldest first: the last ``RoomText/kept`` of the call.
+    public var texts: [RoomText]? = nil
+    /// Members a moderator muted for everyone (the relay drops their audio), this client
+    /// included when it is one of them.
+    public var serverMuted: [String]? = nil
+
+    /// Whether a moderator muted this client for everyone.
+    public var isServerMuted: Bool { identity.map { serverMuted?.contains($0) ?? false } ?? false }
 
     /// The JSON written by `--stats-json` (pretty) and answered to `parley ctl status` (one line).
     public func json(pretty: Bool = true) throws -> Data {

@@ -23,7 +23,13 @@ public enum CallStatusLine {
             parts.append("no " + statistics.missingDevices.joined(separator: " or ") + ": waiting for it")
         }
         parts.append("\(statistics.members.count) in room")
+        if statistics.isServerMuted { parts.append("MUTED BY THE ROOM'S MODERATOR") }
         parts.append(statistics.speaking.isEmpty ? "quiet" : "speaking: " + statistics.speaking.joined(separator: ", "))
+        // What the others set for themselves; a deafened member is muted too, and said once.
+        let deafened = (statistics.deafenedMembers ?? []).filter { $0 != statistics.identity }
+        let muted = (statistics.mutedMembers ?? []).filter { $0 != statistics.identity && !deafened.contains($0) }
+        if !muted.isEmpty { parts.append("muted: " + muted.joined(separator: ", ")) }
+        if !deafened.isEmpty { parts.append("deafened: " + deafened.joined(separator: ", ")) }
         parts.append("rtt " + (statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"))
         parts.append("loss up \(percent(statistics.lossUpPercent)) down \(percent(statistics.lossDownPercent))")
         parts.append("jb " + (statistics.jitterBufferDelayMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"))

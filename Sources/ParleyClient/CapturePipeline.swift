@@ -34,6 +34,8 @@ final class CapturePipeline {
     private let silenceAfterInput: Bool
     private var setting: EncoderAdaptation.Setting
     private var joinGeneration = 0
+    /// What a muted member encodes instead of the microphone (one frame of zeros).
+    private lazy var silentFrame = [Float](repeating: 0, count: encoder.frameSamples)
 
     /// - Parameter processor: nil when neither echo cancellation nor noise suppression runs.
     init(input: any AudioInput, processor: OutgoingProcessor?, encoder: VoiceEncoder, ssrc: UInt32,
@@ -144,9 +146,14 @@ final class CapturePipeline {
             setting = wanted
             shared.update { $0.currentBitrate = wanted.bitrate }
         }
+        // Muted (or push-to-talk not held): the microphone is replaced by silence, which the
+        // encoder sends as a talker falling silent does (a few quiet frames, then DTX), so a
+        // listener hears the voice stop within a frame and knows the talker stopped: a stream
+        // that just broke off would look like a stalled path, which is concealed for a while.
+        let source = gate && !transmits ? silentFrame : frame
         let output: VoiceEncoder.Output
         do {
-            output = try frame.withUnsafeBufferPointer { input in
+            output = try source.withUnsafeBufferPointer { input in
                 try encoded.withUnsafeMutableBytes { try encoder.encode(input, into: $0) }
             }
         } catch {
@@ -157,11 +164,11 @@ final class CapturePipeline {
             packetizer.startTalkspurt()
             if let ssrc, ssrc != packetizer.ssrc { packetizer.switchSource(to: ssrc) }
         }
-        guard gate, transmits else {
-            // Not joined (yet, or while reconnecting), or muted: nothing is sent, but the
-            // stream's clock runs on, so a receiver sees a pause, not a jump back in time, and
-            // the first packet after it carries the marker; no frame from before the pause is
-            // repeated after it.
+        guard gate else {
+            // Not joined (yet, or while reconnecting): nothing is sent, but the stream's clock
+            // runs on, so a receiver sees a pause, not a jump back in time, and the first
+            // packet after it carries the marker; no frame from before the pause is repeated
+            // after it.
             packetizer.skip(samples: frame.count)
             encoder.interrupt()
             return
@@ -170,7 +177,7 @@ final class CapturePipeline {
             packetizer.skipSilence(samples: frame.count)  // DTX silence: nothing to send
             return
         }
-        let level = frame.withUnsafeBufferPointer { AudioLevel(rms: Self.rms($0), voiceActivity: voice) }
+        let level = source.withUnsafeBufferPointer { AudioLevel(rms: Self.rms($0), voiceActivity: voice && transmits) }
         let size: Int
         do {
             size = try encoded.withUnsafeBytes { payload in

@@ -1,3 +1,5 @@
+import ParleyWire
+
 /// Whether this member's microphone goes out and whether they hear the room, as the person
 /// set it: muted, deafened, push-to-talk. Plain values; `CallShared` holds the call's copy so
 /// the capture thread reads it with the media gate, under the same lock, once a frame.
@@ -34,9 +36,18 @@ public struct ControlState: Equatable, Sendable, Codable {
         case .pushToTalkRelease:
             pushToTalk = true
             talking = false
-        case .volume, .leave, .status: return nil
+        case .volume, .say, .leave, .status, .moderate: return nil
         }
         return summary
+    }
+
+    /// What the others are shown of this member: muted whenever the microphone does not go
+    /// out (push-to-talk and not talking included), and deafened.
+    public var memberState: ControlMessage.MemberState {
+        var state: ControlMessage.MemberState = []
+        if !transmits { state.insert(.muted) }
+        if deafened { state.insert(.deafened) }
+        return state
     }
 
     /// `muted`, `deafened`, `push-to-talk: talking`, `live`.

@@ -34,6 +34,7 @@ public struct KeyboardControls: Sendable {
         case .leave: return [.leave]
         case .help: return []
         case let .command(line): return (try? CallControl(parsing: line)).map { [$0] } ?? []
+        case let .message(text): return [.say(text)]
         }
     }
 

@@ -16,6 +16,13 @@ public enum LinkEvent: Sendable, Equatable {
     case failed(LinkFailure)
     /// The member left cleanly (the relay acknowledged, or the wait for it ended).
     case left
+    /// A text from another member, as sent (the call neutralises it before showing it).
+    case text(sender: String, text: String)
+    /// The relay refused a text of ours, saying why.
+    case textRefused(text: String, reason: String)
+    /// The relay answered a moderation request (``RelayLink/moderate(_:now:)``), or the link
+    /// gave up waiting for the answer (outcome `.unknown`).
+    case moderationAnswered(sequence: UInt32, ControlMessage.ModerationReply)
 }
 
 /// Why a link ended for good. Each has its own exit code so scripts can tell them apart.
@@ -33,6 +40,9 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
     case refused(code: ControlMessage.ErrorCode, message: String)
     /// Another session with the same identity joined the room.
     case replaced
+    /// A moderator removed us (`kicked`) or closed the room (`roomClosed`); `message` is the
+    /// relay's words: who, why, and for how long.
+    case removed(ControlMessage.GoodbyeReason, message: String)
 
     public var description: String {
         switch self {
@@ -53,6 +63,9 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
             return Self.explain(code, message)
         case .replaced:
             return "you joined this room from somewhere else, so this session was closed"
+        case let .removed(reason, message):
+            let what = reason == .roomClosed ? "the room was closed" : "you were removed from the room"
+            return message.isEmpty ? what : "\(what): \(message)"
         }
     }
 
@@ -68,9 +81,11 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
                  .tokenIdentityInvalid, .publishNotAllowed:
                 return 5
             case .roomFull, .tooManyRooms: return 6
+            case .kickedFromRoom: return 12
             default: return 7
             }
         case .replaced: return 8
+        case let .removed(reason, _): return reason == .roomClosed ? 13 : 12
         }
     }
 
@@ -93,6 +108,8 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
             return "the relay accepts encrypted clients only\(relaySays); use an invite that carries the relay's key (key=…) and leave out --insecure"
         case .encryptionUnavailable:
             return "the relay runs without encryption\(relaySays); ask its owner to run it encrypted"
+        case .kickedFromRoom:
+            return "you may not rejoin this room yet: \(message.isEmpty ? "a moderator removed you" : message)"
         case .placementUnavailable:
             return "the relay could not find the room a place in its cluster\(relaySays); try again in a minute, and tell the relay's owner if it persists"
         default: return "the relay refused the join: \(message.isEmpty ? "error \(code.rawValue)" : message)"

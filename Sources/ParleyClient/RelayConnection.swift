@@ -102,6 +102,38 @@ final class RelayConnection: @unchecked Sendable {
         }
     }
 
+    /// Tells the room our muted/deafened state (on the loop; returns at once).
+    func setMemberState(_ state: ControlMessage.MemberState) {
+        eventLoop.execute { [self] in
+            let now = MonotonicClock.now()
+            send(receiver.setMemberState(state, now: now), now: now)
+        }
+    }
+
+    /// Sends a text to the room; waits for the link to take it or say why not.
+    func say(_ text: String) -> Result<Void, TextRefusal> {
+        let outcome = submit { [self] () -> Result<Void, TextRefusal> in
+            let now = MonotonicClock.now()
+            do throws(TextRefusal) {
+                send(try receiver.say(text, now: now), now: now)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        return outcome ?? .failure(.notInRoom("the call has ended"))
+    }
+
+    /// Sends a moderator's request to the relay; nil when the call is not in the room.
+    func moderate(_ request: ControlMessage.ModerationRequest) -> UInt32? {
+        submit { [self] in
+            let now = MonotonicClock.now()
+            let (sequence, datagrams) = receiver.moderate(request, now: now)
+            send(datagrams, now: now)
+            return sequence
+        } ?? nil
+    }
+
     /// Closes the socket and stops the loop.
     func close() {
         try? eventLoop.submit { [self] in

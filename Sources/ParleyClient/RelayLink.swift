@@ -133,6 +133,11 @@ public struct RelayLink {
     private var leaveDeadline: UInt64 = 0
     private var seenReliable = RecentSequenceSet()
     private var rosterAssembler = RosterAssembler()
+    /// Our muted/deafened state and texts, until the relay has them.
+    private var outbox: RoomOutbox
+    /// The number of the last text the relay delivered in this session: one not newer is a
+    /// copy already shown.
+    private var lastTextReceived: UInt32?
     /// Plaintext "not joined" replies that echo one of our sealed packets, since the last
     /// datagram that authenticated: the relay lost our session only if a second one comes.
     private var boundNotJoinedReplies = 0
@@ -143,6 +148,8 @@ public struct RelayLink {
     private var ssrcChanges = 0
     /// The relay's last "too many joins, later" during this join, if the join times out on it.
     private var lastRateLimit: ControlMessage.ErrorReply?
+    /// A moderator's requests not yet answered.
+    private var moderation = PendingModeration()
     /// Redirects followed since the last join that succeeded.
     private var redirectsInJoin = 0
     /// The relay given up for silence, and when: its room stays placed on it until the
@@ -170,6 +177,8 @@ public struct RelayLink {
         self.ssrc = configuration.ssrc
         self.relayAddress = configuration.relayAddress
         self.security = configuration.security
+        outbox = RoomOutbox(retransmitNanoseconds: configuration.retransmitNanoseconds,
+                            maximumRetransmitNanoseconds: configuration.maximumRetransmitNanoseconds)
     }
 
     /// When ``tick(now:)`` should next be called, if ever.
@@ -177,11 +186,25 @@ public struct RelayLink {
         switch phase {
         case .failed, .closed, .idle: return nil
         case .leaving: return min(nextAction, leaveDeadline)
+        case .active: return min(nextAction, moderation.nextDeadline ?? .max, outbox.nextDeadline ?? .max)
         default: return nextAction
         }
     }
 
     // MARK: Inputs
+
+    /// Sends a moderator's request (it is repeated until the relay answers, or for
+    /// ``PendingModeration/giveUpNanoseconds``); the answer comes as ``LinkEvent/moderationAnswered(sequence:_:)``
+    /// with the returned sequence. Nil when the call is not in the room or too many requests wait.
+    public mutating func moderate(_ request: ControlMessage.ModerationRequest, now: UInt64) -> (sequence: UInt32?, output: Output) {
+        var output = Output()
+        guard phase == .active, !moderation.isFull else { return (nil, output) }
+        controlSequence &+= 1
+        let message = ControlMessage(sequence: controlSequence, body: .moderate(request))
+        moderation.add(message, now: now)
+        if let bytes = seal(message, now: now) { output.datagrams.append(bytes) }
+        return (controlSequence, output)
+    }
 
     public mutating func start(now: UInt64) -> Output {
         var output = Output()
@@ -210,6 +233,39 @@ public struct RelayLink {
         nextAction = now + retransmitInterval
         if let pendingSend { output.datagrams.append(pendingSend) }
         return output
+    }
+
+    /// Tells the room our muted/deafened state (the newest only, once joined; again after a rejoin).
+    public mutating func setMemberState(_ state: ControlMessage.MemberState, now: UInt64) -> Output {
+        var output = Output()
+        outbox.setState(state)
+        if phase == .active { sendOutbox(now: now, output: &output) }
+        return output
+    }
+
+    /// Sends a text to the room, or says at once why it cannot go (empty, too long, too many
+    /// too fast, not in the room). Delivered reliably; a refusal by the relay comes later as
+    /// a ``LinkEvent/textRefused(text:reason:)``.
+    public mutating func say(_ text: String, now: UInt64) throws(TextRefusal) -> Output {
+        guard phase == .active else {
+            throw .notInRoom("the call is not in the room right now (\(phase == .reconnecting ? "reconnecting" : "not joined")); send it once it is")
+        }
+        try outbox.say(text, now: now)
+        var output = Output()
+        sendOutbox(now: now, output: &output)
+        return output
+    }
+
+    private mutating func sendOutbox(now: UInt64, output: inout Output) {
+        var sequence = controlSequence
+        let messages = outbox.due(now: now) {
+            sequence &+= 1
+            return sequence
+        }
+        controlSequence = sequence
+        for message in messages {
+            if let bytes = seal(message, now: now) { output.datagrams.append(bytes) }
+        }
     }
 
     public mutating func tick(now: UInt64) -> Output {
@@ -266,8 +322,17 @@ public struct RelayLink {
             if now - lastPing >= interval {
                 sendPing(now: now, output: &output)
             }
+            let (resend, expired) = moderation.due(now: now)
+            for message in resend {
+                if let bytes = seal(message, now: now) { output.datagrams.append(bytes) }
+            }
+            for sequence in expired {
+                output.events.append(.moderationAnswered(sequence: sequence, .init(
+                    outcome: .unknown, message: "the relay did not answer within \(PendingModeration.giveUpNanoseconds / 1_000_000_000) s; check the call's link and try again")))
+            }
             nextAction = min(lastPing + interval, lastHeard + lostAfter)
             if silence < probeAfter { nextAction = min(nextAction, lastHeard + probeAfter) }
+            sendOutbox(now: now, output: &output)
         case .leaving:
             if now >= leaveDeadline {
                 finishLeave(output: &output)
@@ -352,6 +417,7 @@ public struct RelayLink {
         // kept, they made the new relay's roster look like a retransmission and the link
         // waited for it forever.
         seenReliable = RecentSequenceSet()
+        lastTextReceived = nil
         boundNotJoinedReplies = 0
         plaintextRelayReplies = nil
         sendsInPhase = 0
@@ -446,6 +512,9 @@ public struct RelayLink {
                 redirectsInJoin = 0
                 lastPing = now
                 nextAction = now + UInt64(joined.keepaliveIntervalMilliseconds) * 1_000_000
+                // A new session at the relay: it knows nothing of our state yet.
+                outbox.sessionStarted()
+                sendOutbox(now: now, output: &output)
             }
             output.events.append(.roster(members))
         case let .pong(pong):
@@ -458,13 +527,33 @@ public struct RelayLink {
             sendControl(.pong(.init(timestamp: ping.timestamp)), now: now, output: &output)
         case let .ack(ack):
             if phase == .leaving, ack.sequence == leaveSequence { finishLeave(output: &output) }
+            outbox.acknowledge(sequence: ack.sequence)
+            if phase == .active { sendOutbox(now: now, output: &output) }  // the next text may go
         case let .error(error):
+            // The relay refuses a text by answering its sequence number.
+            if authenticated, phase == .active, message.sequence != 0, let text = outbox.refuse(sequence: message.sequence) {
+                output.events.append(.textRefused(text: text, reason: error.message))
+                sendOutbox(now: now, output: &output)
+                return
+            }
             handleError(error, now: now, output: &output)
+        case let .text(text):
+            // The relay sends texts only to members it counts as active, so one that overtook
+            // our first roster (confirming) is already ours to show.
+            guard authenticated, phase == .active || phase == .confirming else { return }
+            if let last = lastTextReceived, Int32(bitPattern: text.number &- last) <= 0 { return }
+            lastTextReceived = text.number
+            output.events.append(.text(sender: text.sender, text: text.text))
+        case let .moderationReply(reply):
+            guard authenticated, moderation.answered(message.sequence) else { return }
+            output.events.append(.moderationAnswered(sequence: message.sequence, reply))
         case let .goodbye(goodbye):
             guard authenticated else { return }
             switch goodbye.reason {
             case .replaced:
                 fail(.replaced, output: &output)
+            case .kicked, .roomClosed:
+                fail(.removed(goodbye.reason, message: goodbye.message), output: &output)
             case .relayShuttingDown, .idleTimeout, .unknown:
                 let why = goodbye.reason == .relayShuttingDown ? "the relay is restarting" : "the relay closed the session"
                 var reason = goodbye.message.isEmpty ? why : "\(why): \(goodbye.message)"
@@ -478,7 +567,7 @@ public struct RelayLink {
                 return
             }
             follow(redirect, now: now, output: &output)
-        case .join, .ready, .leave:
+        case .join, .ready, .leave, .moderate, .memberState:
             droppedDatagrams += 1  // client-to-relay messages
         }
     }
@@ -569,7 +658,16 @@ public struct RelayLink {
         return bytes.withUnsafeBytes { protector.protect($0, nowNanoseconds: now) }
     }
 
+    /// Requests still waiting get an answer saying the link went before the relay's came.
+    private mutating func abandonModeration(output: inout Output) {
+        for sequence in moderation.abandonAll() {
+            output.events.append(.moderationAnswered(sequence: sequence, .init(
+                outcome: .unknown, message: "the link to the relay was lost before it answered; the request may or may not have been carried out")))
+        }
+    }
+
     private mutating func reconnect(reason: String, now: UInt64, output: inout Output) {
+        abandonModeration(output: &output)
         protector.set(nil)
         phase = .reconnecting
         output.events.append(.reconnecting(reason: reason))
@@ -665,12 +763,14 @@ public struct RelayLink {
     }
 
     private mutating func finishLeave(output: inout Output) {
+        abandonModeration(output: &output)
         phase = .closed
         protector.set(nil)
         output.events.append(.left)
     }
 
     private mutating func fail(_ failure: LinkFailure, output: inout Output) {
+        abandonModeration(output: &output)
         phase = .failed(failure)
         protector.set(nil)
         output.events.append(.failed(failure))

@@ -14,7 +14,7 @@ import Foundation
 /// ```
 /// base64url({"alg":"HS256","typ":"JWT"}) . base64url(claims) . base64url(HMAC-SHA256(secret, header.claims))
 /// claims: {"sub": identity, "room": room, "iat": issued, "exp": expires, "nbf": not before (optional),
-///          "pub": may publish (optional, default true),
+///          "pub": may publish (optional, default true), "mod": moderator (optional, default false),
 ///          "region": where a cluster should place the room if it is new (optional)}
 /// ```
 ///
@@ -32,6 +32,9 @@ public struct AccessToken: Sendable, Hashable {
     public var notBefore: Int64?
     /// Whether the member may send media (`pub`).
     public var canPublish: Bool
+    /// Whether the member may server-mute, kick and close the room (`mod`). Absent in tokens
+    /// minted before the claim existed, and by web apps that do not know it: false.
+    public var isModerator: Bool
     /// The region a cluster should place the room in, if it is new and a relay serves it (`region`).
     public var region: String?
 
@@ -40,7 +43,8 @@ public struct AccessToken: Sendable, Hashable {
     /// Clocks of the minting web app and the relay may disagree by this much.
     public static let clockSkewToleranceSeconds: Int64 = 30
 
-    public init(identity: String, room: String, issuedAt: Int64, expiresAt: Int64, notBefore: Int64? = nil, canPublish: Bool = true, region: String? = nil) {
+    public init(identity: String, room: String, issuedAt: Int64, expiresAt: Int64, notBefore: Int64? = nil, canPublish: Bool = true,
+                isModerator: Bool = false, region: String? = nil) {
         self.region = region
         self.identity = identity
         self.room = room
@@ -48,6 +52,7 @@ public struct AccessToken: Sendable, Hashable {
         self.expiresAt = expiresAt
         self.notBefore = notBefore
         self.canPublish = canPublish
+        self.isModerator = isModerator
     }
 
     // MARK: Minting
@@ -57,7 +62,7 @@ public struct AccessToken: Sendable, Hashable {
     /// The compact serialisation, signed with `secret`.
     public func signed(with secret: TokenSecret) -> String {
         let claims = Claims(sub: identity, room: room, iat: Double(issuedAt), exp: Double(expiresAt),
-                            nbf: notBefore.map(Double.init), pub: canPublish ? nil : false, region: region)
+                            nbf: notBefore.map(Double.init), pub: canPublish ? nil : false, mod: isModerator ? true : nil, region: region)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let payload = Base64URL.encode(Array(try! encoder.encode(claims)))  // plain strings and numbers always encode
@@ -122,7 +127,7 @@ public struct AccessToken: Sendable, Hashable {
             notBefore = value
         }
         return AccessToken(identity: claims.sub, room: claims.room, issuedAt: issued, expiresAt: expires,
-                           notBefore: notBefore, canPublish: claims.pub ?? true,
+                           notBefore: notBefore, canPublish: claims.pub ?? true, isModerator: claims.mod ?? false,
                            region: claims.region.flatMap { ClusterSettings.problem(withRegion: $0) == nil ? $0 : nil })
     }
 
@@ -143,6 +148,7 @@ public struct AccessToken: Sendable, Hashable {
         var exp: Double
         var nbf: Double?
         var pub: Bool?
+        var mod: Bool?
         var region: String?
     }
 

@@ -3,18 +3,24 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// The admin HTTP port: `GET /metrics` (Prometheus text format) and `GET /healthz`.
+/// The admin HTTP port: `GET /metrics` (Prometheus text format), `GET /healthz`, and the
+/// admin API under `/admin/` (``AdminAPI``: rooms, kick, mute, close; bearer token).
 /// Bind it to localhost or a private interface; it tells who is in which room.
 final class AdminServer: Sendable {
     let channel: Channel
 
     /// Binds; `metrics` is called for each scrape and returns the exposition once the
-    /// loops have added their latest counts; `healthy` says whether /healthz is 200.
+    /// loops have added their latest counts; `healthy` says whether /healthz is 200; `admin`
+    /// answers the admin API's authorised requests (`token` nil: the API is off).
     static func start(
         address: SocketAddress,
         group: EventLoopGroup,
         metrics: @escaping @Sendable () -> EventLoopFuture<[UInt8]>,
         healthy: @escaping @Sendable () -> Bool,
+        token: AdminToken? = nil,
+        admin: @escaping @Sendable (AdminAPI.Route, any EventLoop) -> EventLoopFuture<AdminAPI.Response> = { _, loop in
+            loop.makeSucceededFuture(.error(404, "the admin API is off"))
+        },
         logger: Logger
     ) throws -> AdminServer {
         let channel = try ServerBootstrap(group: group)
@@ -22,7 +28,7 @@ final class AdminServer: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(AdminHTTPHandler(metrics: metrics, healthy: healthy))
+                    try channel.pipeline.syncOperations.addHandler(AdminHTTPHandler(metrics: metrics, healthy: healthy, token: token, admin: admin))
                 }
             }
             .childChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -48,28 +54,58 @@ final class AdminHTTPHandler: ChannelInboundHandler {
 
     private let metrics: @Sendable () -> EventLoopFuture<[UInt8]>
     private let healthy: @Sendable () -> Bool
+    private let token: AdminToken?
+    private let admin: @Sendable (AdminAPI.Route, any EventLoop) -> EventLoopFuture<AdminAPI.Response>
     private var request: HTTPRequestHead?
+    /// The admin API request's body so far; nil once it grew past ``AdminAPI/maximumBodyBytes``
+    /// (the request has been answered 413 and the connection is closing).
+    private var body: [UInt8]? = []
 
-    init(metrics: @escaping @Sendable () -> EventLoopFuture<[UInt8]>, healthy: @escaping @Sendable () -> Bool) {
+    init(metrics: @escaping @Sendable () -> EventLoopFuture<[UInt8]>, healthy: @escaping @Sendable () -> Bool, token: AdminToken?,
+         admin: @escaping @Sendable (AdminAPI.Route, any EventLoop) -> EventLoopFuture<AdminAPI.Response>) {
         self.metrics = metrics
         self.healthy = healthy
+        self.token = token
+        self.admin = admin
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case let .head(head):
             request = head
-        case .body:
-            break
+            body = []
+            if let length = head.headers.first(name: "Content-Length").flatMap(Int.init), length > AdminAPI.maximumBodyBytes {
+                refuseLargeBody(head: head, context: context)
+            }
+        case var .body(part):
+            guard let head = request, body != nil else { return }
+            if body!.count + part.readableBytes > AdminAPI.maximumBodyBytes {
+                refuseLargeBody(head: head, context: context)
+            } else {
+                body!.append(contentsOf: part.readBytes(length: part.readableBytes) ?? [])
+            }
         case .end:
-            guard let head = request else { return }
+            guard let head = request, let received = body else { return }
             request = nil
-            respond(to: head, context: context)
+            body = []
+            respond(to: head, body: received, context: context)
         }
     }
 
-    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
+    /// A body over the limit is answered at once and the connection closed, so nothing more of it is read.
+    private func refuseLargeBody(head: HTTPRequestHead, context: ChannelHandlerContext) {
+        body = nil
+        var closing = head
+        closing.headers.replaceOrAdd(name: "Connection", value: "close")
+        send(.payloadTooLarge, body: AdminAPI.Response.error(413, "the body is larger than \(AdminAPI.maximumBodyBytes) bytes").body,
+             type: "application/json", head: closing, context: context)
+    }
+
+    private func respond(to head: HTTPRequestHead, body: [UInt8], context: ChannelHandlerContext) {
         let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+        if path.hasPrefix(AdminAPI.pathPrefix) {
+            return respondToAdmin(head: head, path: path, body: body, context: context)
+        }
         guard head.method == .GET || head.method == .HEAD else {
             return send(.methodNotAllowed, body: Array("only GET and HEAD are served here\n".utf8), type: "text/plain", head: head, context: context)
         }
@@ -96,11 +132,32 @@ final class AdminHTTPHandler: ChannelInboundHandler {
         }
     }
 
+    private func respondToAdmin(head: HTTPRequestHead, path: String, body: [UInt8], context: ChannelHandlerContext) {
+        let authorization = head.headers.first(name: "Authorization")
+        switch AdminAPI.route(method: head.method.rawValue, path: path, authorization: authorization, body: body, token: token) {
+        case let .failure(refusal):
+            sendAdmin(refusal.response, head: head, context: context)
+        case let .success(route):
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            admin(route, context.eventLoop).hop(to: context.eventLoop).whenComplete { result in
+                let (handler, context) = bound.value
+                switch result {
+                case let .success(response): handler.sendAdmin(response, head: head, context: context)
+                case let .failure(error): handler.sendAdmin(.error(500, "the relay could not answer: \(error)"), head: head, context: context)
+                }
+            }
+        }
+    }
+
+    private func sendAdmin(_ response: AdminAPI.Response, head: HTTPRequestHead, context: ChannelHandlerContext) {
+        send(HTTPResponseStatus(statusCode: response.status), body: response.body, type: "application/json", head: head, context: context)
+    }
+
     private func send(_ status: HTTPResponseStatus, body: [UInt8], type: String, head: HTTPRequestHead, context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: type)
         headers.add(name: "Content-Length", value: "\(body.count)")
-        let keepAlive = head.isKeepAlive
+        let keepAlive = head.isKeepAlive && head.headers.first(name: "Connection")?.lowercased() != "close"
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
         if head.method != .HEAD {

@@ -188,6 +188,16 @@ public final class ClusterMember: Sendable {
         state.withLock { $0.stopped = true }
         let running = task.withLock { $0 }
         running?.cancel()
+        // Wait for the loop to end (a request in flight is answered or times out) before the
+        // event loop it uses goes away: a request left on a stopped loop would never complete.
+        if let running {
+            let ended = DispatchSemaphore(value: 0)
+            Task {
+                await running.value
+                ended.signal()
+            }
+            _ = ended.wait(timeout: .now() + .milliseconds(2 * settings.requestTimeoutMilliseconds))
+        }
         let lease = state.withLock { $0.lease }
         if let lease {
             let done = DispatchSemaphore(value: 0)

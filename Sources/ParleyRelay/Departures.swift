@@ -27,12 +27,16 @@ struct Departures {
 
     /// The goodbye `session` is told (nil when `reason` has none or it is not to be told), as
     /// a reliable message: retransmitted until acknowledged, except to an idle member, who is
-    /// told once since it is probably gone.
-    static func goodbye(to session: Session, reason: RemovalReason, tellMember: Bool, now: UInt64) -> (sender: ReliableSender, bytes: [UInt8]?) {
+    /// told once since it is probably gone. `text` replaces the reason's own words (a
+    /// moderator's, for a kick).
+    static func goodbye(to session: Session, reason: RemovalReason, text: String? = nil, tellMember: Bool, now: UInt64) -> (sender: ReliableSender, bytes: [UInt8]?) {
         var sender = ReliableSender()
         guard tellMember, let goodbyeReason = reason.goodbye else { return (sender, nil) }
         let sequence = session.takeSequence()
-        let message = ControlMessage(sequence: sequence, isReliable: true, body: .goodbye(ControlMessage.Goodbye(reason: goodbyeReason, message: reason.goodbyeText)))
+        // A goodbye's text is a string8: cut at a character boundary within 255 bytes.
+        var words = text ?? reason.goodbyeText
+        while words.utf8.count > 255 { words.removeLast() }
+        let message = ControlMessage(sequence: sequence, isReliable: true, body: .goodbye(ControlMessage.Goodbye(reason: goodbyeReason, message: words)))
         guard let bytes = try? message.serialized() else { return (sender, nil) }
         sender.enqueue(sequence: sequence, kind: .goodbye, bytes: bytes, nowNanoseconds: now,
                        attempts: reason == .idleTimeout ? 1 : ReliableSender.maximumAttempts)

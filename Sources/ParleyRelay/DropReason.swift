@@ -45,6 +45,8 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case handshakeReplayed
     /// A trunk handshake from a relay whose key is not in the trusted-relay set.
     case trunkUntrusted
+    /// Media from a member a moderator server-muted.
+    case serverMuted
 
     public var label: String {
         switch self {
@@ -70,6 +72,7 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .cookieInvalid: return "cookie_invalid"
         case .handshakeReplayed: return "handshake_replayed"
         case .trunkUntrusted: return "trunk_untrusted"
+        case .serverMuted: return "server_muted"
         }
     }
 }

@@ -49,22 +49,28 @@ public final class EtcdClient: Sendable {
     /// Requests sent so far (the benchmark counts store operations per join with it).
     public var requestsSent: Int { requestCount.load(ordering: .relaxed) }
 
+    /// Closes the connection for good: a request made afterwards fails at once, without
+    /// touching the event loop, which the owner may be about to shut down (a request queued
+    /// on a loop that has stopped would never be answered).
     public func close() {
         let state = connection.withLock { state in
-            defer { state = .closed }
+            defer { state = .shutDown }
             return state
         }
         switch state {
         case let .connected(open): open.close()
         case let .connecting(pending): pending.whenSuccess { $0.close() }
-        case .closed: break
+        case .closed, .shutDown: break
         }
     }
 
     private enum ConnectionState {
+        /// No connection now; the next request opens one.
         case closed
         case connecting(EventLoopFuture<EtcdConnection>)
         case connected(EtcdConnection)
+        /// `close()` was called.
+        case shutDown
     }
 
     // MARK: Leases
@@ -185,8 +191,9 @@ public final class EtcdClient: Sendable {
 
     /// The kept-alive connection, or a new one when it closed.
     private func openConnection() async throws -> EtcdConnection {
-        let future = connection.withLock { state -> EventLoopFuture<EtcdConnection> in
+        let future = connection.withLock { state -> EventLoopFuture<EtcdConnection>? in
             switch state {
+            case .shutDown: return nil
             case let .connected(open) where open.isActive: return loop.makeSucceededFuture(open)
             case let .connecting(pending): return pending
             case .connected, .closed:
@@ -195,6 +202,7 @@ public final class EtcdClient: Sendable {
                 return made
             }
         }
+        guard let future else { throw EtcdError.connectionClosed }
         do {
             let made = try await future.get()
             connection.withLock { state in

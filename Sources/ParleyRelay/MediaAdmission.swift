@@ -15,6 +15,10 @@ enum MediaAdmission {
         var byteRate: TokenBucket
         /// RFC 3550 A.1/A.3/A.8 statistics of the sender's stream, from its first packet on.
         var reception: RTPReceptionStatistics?
+        /// Media bytes received that passed the checks (forwarded, or dropped for the server-mute).
+        var bytesReceived: UInt64 = 0
+        /// A moderator muted the sender: its packets count in its statistics, then go no further.
+        var isServerMuted = false
 
         init(ssrc: UInt32, canPublish: Bool, limits: RelayLimits, nowNanoseconds: UInt64) {
             self.ssrc = ssrc
@@ -45,6 +49,10 @@ enum MediaAdmission {
             sender.reception = RTPReceptionStatistics(ssrc: sender.ssrc, clockRate: 48_000, firstSequence: view.sequenceNumber)
         }
         sender.reception!.record(sequence: view.sequenceNumber, rtpTimestamp: view.timestamp, arrivalNanoseconds: nowNanoseconds)
+        sender.bytesReceived &+= UInt64(packet.count)
+        // Counted before the mute is applied, so the relay's receiver reports do not tell the
+        // muted client its packets are lost (its encoder would add redundancy for nothing).
+        guard !sender.isServerMuted else { return .drop(.serverMuted) }
         return .forward
     }
 }

@@ -34,7 +34,7 @@ public final class Relay: Sendable {
     private let adminGroup: MultiThreadedEventLoopGroup?
     private let admin: AdminServer?
     private let lifecycle = Lifecycle()
-    private let logger: Logger
+    let logger: Logger
 
     enum State { case running, shuttingDown, stopped }
 
@@ -48,6 +48,7 @@ public final class Relay: Sendable {
         configuration: RelayConfiguration,
         secret: TokenSecret,
         relayKey: RelayKey? = nil,
+        adminToken: AdminToken? = nil,
         logger: Logger,
         metrics: RelayMetrics = RelayMetrics()
     ) throws -> Relay {
@@ -58,10 +59,11 @@ public final class Relay: Sendable {
                     + "make a new secret file with `parley-relay keygen --out FILE --force` (old invites stop working), "
                     + "or run with --insecure on a trusted network only")
         }
-        return try Relay(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger, metrics: metrics)
+        return try Relay(configuration: configuration, secret: secret, relayKey: relayKey, adminToken: adminToken, logger: logger, metrics: metrics)
     }
 
-    private init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, logger: Logger, metrics: RelayMetrics) throws {
+    private init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, adminToken: AdminToken?, logger: Logger,
+                 metrics: RelayMetrics) throws {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
@@ -111,16 +113,30 @@ public final class Relay: Sendable {
         // must already be listening.
         cluster?.start()
 
+        // The admin API's closure reaches the relay once it exists (at the end of this init).
+        let box = RelayBox()
         if let adminAddress = configuration.admin {
             let lifecycle = self.lifecycle
             let adminGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             self.adminGroup = adminGroup
             let loop = adminGroup.next()
+            if adminToken == nil {
+                logger.notice("""
+                    the admin API is off: the secret file has no admin-token line; /metrics and /healthz still answer. \
+                    To turn it on, make a new secret file with `parley-relay keygen --out FILE --force` (old tokens stop working), \
+                    or add a line `admin-token = <32 or more random characters>` to it and restart
+                    """)
+            }
             do {
                 admin = try AdminServer.start(
                     address: try adminAddress.socketAddress(), group: adminGroup,
                     metrics: { [workers, metrics, address] in Self.scrape(workers: workers, metrics: metrics, port: address.port, on: loop) },
                     healthy: { lifecycle.state.withLock { $0 == .running } },
+                    token: adminToken,
+                    admin: { route, loop in
+                        guard let relay = box.relay else { return loop.makeSucceededFuture(.error(503, "the relay is starting")) }
+                        return relay.answer(route, on: loop)
+                    },
                     logger: logger)
             } catch {
                 cluster?.stop()
@@ -134,6 +150,7 @@ public final class Relay: Sendable {
             admin = nil
             self.adminAddress = nil
         }
+        box.set(self)
         logger.info("relay listening", metadata: [
             "udp": "\(Self.describe(localAddress))", "admin": "\(adminAddress.map(Self.describe) ?? "off")",
             "threads": "\(configuration.threads)", "max-rooms": "\(configuration.limits.maximumRooms)",
@@ -230,4 +247,14 @@ public final class Relay: Sendable {
         for worker in workers { worker.stop() }
         logger.notice("relay stopped")
     }
+}
+
+/// A weak reference to the relay for the admin server's closure, which is made before the
+/// relay is (and must not keep it alive).
+private final class RelayBox: Sendable {
+    private struct Reference { weak var relay: Relay? }
+    private let storage = Mutex(Reference())
+
+    var relay: Relay? { storage.withLock { $0.relay } }
+    func set(_ relay: Relay) { storage.withLock { $0.relay = relay } }
 }

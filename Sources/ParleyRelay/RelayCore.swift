@@ -4,9 +4,10 @@ import Synchronization
 /// The relay's rooms, shared by every event loop.
 ///
 /// Rooms live in one ``RoomDirectory`` behind one lock, taken only when membership changes
-/// (join, ready, leave, timeout), never per packet. A change builds the room's new
-/// ``RoomSnapshot`` and roster and hands them to the loop of every member, while still
-/// holding the lock, so each loop receives a room's versions in order. Forwarding changes
+/// (join, ready, leave, timeout), a member's muted/deafened state changes, or a text is
+/// relayed; never per packet. A change builds the room's new ``RoomSnapshot`` and roster and
+/// hands them to the loop of every member, while still holding the lock, so each loop
+/// receives a room's versions (and its texts) in order. Forwarding changes
 /// at once; a room whose membership churns is sent its roster (a reliable message every
 /// member acknowledges) at most every ``RosterSchedule/interval``, the loops' ticks sending
 /// what was held back. Joins are also limited per identity (``IdentityJoinBudget``).
@@ -28,6 +29,8 @@ final class RelayCore: RoomMembership {
         var trunks: [String: [Trunk]] = [:]
         /// The streams each trunk brings, by trunk ID, as its loop last reported them.
         var trunkStreams: [UInt64: [RoomSnapshot.RemoteStream]] = [:]
+        /// Who was kicked from which room, until when (``KickList``).
+        var kicks = KickList()
     }
 
     let rooms: Mutex<Rooms>
@@ -58,6 +61,9 @@ final class RelayCore: RoomMembership {
         rooms.withLock { rooms in
             guard rooms.joinBudget.allow(identity: session.identity, room: session.room, now: now) else {
                 return .refused(.rateLimited, "\(session.identity) joined \(session.room) too often in the last minute; try again in a few seconds")
+            }
+            if let ban = rooms.kicks.ban(of: session.identity, in: session.room, now: now) {
+                return .refused(.kickedFromRoom, ban.refusal(room: session.room, now: now))
             }
             let candidate = Room.Member(
                 sessionID: session.id, identity: session.identity, ssrc: session.ssrc, canPublish: session.canPublish,
@@ -111,6 +117,26 @@ final class RelayCore: RoomMembership {
         }
     }
 
+    func setState(_ state: ControlMessage.MemberState, of session: Session, now: UInt64) {
+        rooms.withLock { rooms in
+            guard rooms.sessions[session.id] === session,
+                  rooms.directory.setState(state, sessionID: session.id, in: session.room) else { return }
+            roomChanged(session.room, in: &rooms, now: now)
+        }
+    }
+
+    func relayText(_ text: String, from session: Session) {
+        rooms.withLock { rooms in
+            guard !rooms.isShuttingDown, rooms.sessions[session.id] === session, let room = rooms.directory[session.room] else { return }
+            let list = loops.withLock { $0 }
+            // Handed over under the lock: every loop receives the room's texts in one order.
+            for member in room.members where member.isActive && member.sessionID != session.id && member.capabilities.contains(.textMessages) {
+                guard let receiver = rooms.sessions[member.sessionID] else { continue }
+                list[receiver.workerIndex].deliverText(receiver, sender: session.identity, text: text)
+            }
+        }
+    }
+
     /// The room's membership changed: its roster goes out now, or at its next turn.
     func roomChanged(_ room: String, in rooms: inout Rooms, now: UInt64) {
         let everyone = rooms.rosterSchedule.roomChanged(room, now: now)
@@ -146,8 +172,9 @@ final class RelayCore: RoomMembership {
         guard !rooms.isShuttingDown, let room = rooms.directory[roomName] else { return }
         let active = room.members.filter(\.isActive).compactMap { rooms.sessions[$0.sessionID] }
         let trunks = rooms.trunks[roomName] ?? []
+        let muted = room.serverMuted.isEmpty ? [] : Set(active.filter { room.serverMuted.contains($0.identity) }.map(\.id))
         let snapshot = RoomSnapshot(
-            version: room.version, receivers: active.map(\.receiver) + trunks.map(\.receiver),
+            version: room.version, receivers: active.map(\.receiver) + trunks.map(\.receiver), serverMuted: muted,
             remoteStreams: trunks.flatMap { rooms.trunkStreams[$0.id] ?? [] }, remoteMemberCount: room.remoteMemberCount)
         let roster = ControlMessage.Roster.pages(version: room.version, members: room.roster, maximumMessageSize: Self.maximumRosterMessageSize)
         let list = loops.withLock { $0 }

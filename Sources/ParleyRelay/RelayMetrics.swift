@@ -30,11 +30,16 @@ public final class RelayMetrics: Sendable {
     let trunks: CoreMetrics.Gauge
     let membersRemote: CoreMetrics.Gauge
     let removals: [RemovalReason: CoreMetrics.Counter]
+    /// Text messages members sent, by what became of them.
+    let texts: [TextOutcome: CoreMetrics.Counter]
     let forwardingLatency: CoreMetrics.Timer
     let socketReceiveBuffer: CoreMetrics.Gauge
     let socketSendBuffer: CoreMetrics.Gauge
     /// Set at each scrape from the kernel's count (see ``KernelSocketDrops``).
     let socketReceiveDrops: CoreMetrics.Gauge
+    /// Moderation carried out and refused, by who asked (a member or the admin API).
+    let moderationDone: [ModerationSource: [ControlMessage.ModerationAction: CoreMetrics.Counter]]
+    let moderationRefused: [ModerationSource: [ControlMessage.ModerationOutcome: CoreMetrics.Counter]]
     /// Cluster membership (``ClusterMember``): 1 while the lease is renewed and the view current.
     let clusterRegistered: CoreMetrics.Gauge
     let clusterRoomsHosted: CoreMetrics.Gauge
@@ -86,16 +91,40 @@ public final class RelayMetrics: Sendable {
             removals[reason] = CoreMetrics.Counter(label: "parley_relay_members_removed_total", dimensions: [("reason", reason.label)], factory: factory)
         }
         self.removals = removals
+        texts = TextOutcome.counters(factory: factory)
         forwardingLatency = CoreMetrics.Timer(label: Self.latencyLabel, factory: factory)
         socketReceiveBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_receive_buffer_bytes", factory: factory)
         socketSendBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_send_buffer_bytes", factory: factory)
         socketReceiveDrops = CoreMetrics.Gauge(label: "parley_relay_socket_receive_drops", factory: factory)
+        var done: [ModerationSource: [ControlMessage.ModerationAction: CoreMetrics.Counter]] = [:]
+        var refusedModeration: [ModerationSource: [ControlMessage.ModerationOutcome: CoreMetrics.Counter]] = [:]
+        for source in ModerationSource.allCases {
+            for action in ControlMessage.ModerationAction.allCases where action != .unknown {
+                done[source, default: [:]][action] = CoreMetrics.Counter(
+                    label: "parley_relay_moderation_total", dimensions: [("source", source.label), ("action", action.label)], factory: factory)
+            }
+            for outcome in ControlMessage.ModerationOutcome.allCases where outcome != .done && outcome != .unknown {
+                refusedModeration[source, default: [:]][outcome] = CoreMetrics.Counter(
+                    label: "parley_relay_moderation_refused_total", dimensions: [("source", source.label), ("reason", outcome.label)], factory: factory)
+            }
+        }
+        moderationDone = done
+        moderationRefused = refusedModeration
         clusterRegistered = CoreMetrics.Gauge(label: "parley_relay_cluster_registered", factory: factory)
         clusterRoomsHosted = CoreMetrics.Gauge(label: "parley_relay_cluster_rooms_hosted", factory: factory)
         clusterTrunks = CoreMetrics.Gauge(label: "parley_relay_cluster_trunks", factory: factory)
         clusterRedirects = CoreMetrics.Counter(label: "parley_relay_cluster_redirects_total", factory: factory)
         storeRequestLatency = CoreMetrics.Timer(label: Self.storeLatencyLabel, factory: factory)
         storeErrors = CoreMetrics.Counter(label: "parley_relay_cluster_store_errors_total", factory: factory)
+    }
+
+    /// Counts one moderation request by its outcome.
+    func moderation(_ action: ControlMessage.ModerationAction, from source: ModerationSource, outcome: ControlMessage.ModerationOutcome) {
+        if outcome == .done {
+            moderationDone[source]?[action]?.increment()
+        } else {
+            moderationRefused[source]?[outcome]?.increment()
+        }
     }
 
     func joinRefused(_ code: ControlMessage.ErrorCode) {

@@ -1,7 +1,8 @@
 import NIOCore
 import ParleyWire
 
-/// Control messages: from members (ready, ping, ack, leave), from strangers (joins go on to
+/// Control messages: from members (ready, ping, ack, leave; state and text go on to
+/// `RelayWorker+Room.swift`), from strangers (joins go on to
 /// `RelayWorker+Joining.swift`; anything else is told it is not a member, within the
 /// stranger's budget and never in more bytes than it sent), and from members just departed.
 extension RelayWorker {
@@ -33,6 +34,7 @@ extension RelayWorker {
         case let .ack(ack):
             session.lastHeardNanoseconds = now
             session.reliable.acknowledge(sequence: ack.sequence)
+            if ack.sequence == session.texts.inFlight { textSettled(session, now: now) }
         case .leave:
             // An ack is larger than a leave, so an address that never proved itself gets none.
             if session.state == .active {
@@ -42,7 +44,15 @@ extension RelayWorker {
             remove(session, reason: .left, now: now)
         case .pong:
             session.lastHeardNanoseconds = now
-        case .join, .joined, .roster, .error, .goodbye, .redirect:
+        case let .memberState(update):
+            session.lastHeardNanoseconds = now
+            receiveMemberState(update, sequence: message.sequence, from: session, now: now)
+        case let .text(text):
+            session.lastHeardNanoseconds = now
+            receiveText(text, sequence: message.sequence, from: session, now: now)
+        case let .moderate(request):
+            receiveModeration(request, sequence: message.sequence, from: session, now: now)
+        case .join, .joined, .roster, .error, .goodbye, .moderationReply, .redirect:
             drop(.unexpectedControl)
         }
     }
@@ -62,7 +72,7 @@ extension RelayWorker {
         case .ready, .ping:
             drop(.notJoined)
             answerStranger(peer, address: address, receivedSize: size, echo: [], now: now)
-        case .joined, .roster, .pong, .error, .goodbye, .redirect:
+        case .joined, .roster, .pong, .error, .goodbye, .moderate, .moderationReply, .redirect, .memberState, .text:
             drop(.notJoined)
         }
     }

@@ -64,7 +64,7 @@ extension RelayWorker {
     func makeSession(_ join: ControlMessage.Join, sequence: UInt32, token: AccessToken, address: DatagramAddress, peer: PeerAddress, now: UInt64) -> Session {
         let session = Session(
             id: rooms.makeSessionID(), address: address, peer: peer, room: join.room, identity: token.identity,
-            ssrc: join.ssrc, canPublish: token.canPublish, capabilities: join.capabilities, cookie: UInt64.random(in: 1 ... .max), token: join.token,
+            ssrc: join.ssrc, canPublish: token.canPublish, isModerator: token.isModerator, capabilities: join.capabilities, cookie: UInt64.random(in: 1 ... .max), token: join.token,
             workerIndex: index, limits: limits, nowNanoseconds: now)
         let joined = ControlMessage(sequence: sequence, body: .joined(ControlMessage.Joined(
             cookie: session.cookie, ssrc: session.ssrc, identity: session.identity, room: session.room,

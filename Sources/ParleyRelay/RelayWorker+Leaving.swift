@@ -10,7 +10,7 @@ extension RelayWorker {
         finishClosing(session, reason: reason, now: now, tellMember: tellMember)
     }
 
-    func finishClosing(_ session: Session, reason: RemovalReason, now: UInt64, tellMember: Bool) {
+    func finishClosing(_ session: Session, reason: RemovalReason, now: UInt64, tellMember: Bool, text: String? = nil) {
         session.state = .closed
         session.gauges?.destroy()
         session.gauges = nil
@@ -19,7 +19,7 @@ extension RelayWorker {
         if sweepSlices[slice][session.peer] === session { sweepSlices[slice][session.peer] = nil }
         if awaitingAcknowledgement[session.peer] === session { awaitingAcknowledgement[session.peer] = nil }
         metrics.removals[reason]?.increment()
-        let goodbye = Departures.goodbye(to: session, reason: reason, tellMember: tellMember, now: now)
+        let goodbye = Departures.goodbye(to: session, reason: reason, text: text, tellMember: tellMember, now: now)
         if let bytes = goodbye.bytes { send(bytes, to: session, kind: .control) }
         if reason != .neverReady, sessions[session.peer] == nil {
             departures.record(session, goodbye: goodbye.sender, now: now)

@@ -12,6 +12,10 @@ extension RelayWorker: SessionLoop {
         loop.execute { self.closeReplaced(session) }
     }
 
+    func deliverRemoval(_ session: Session, reason: RemovalReason, message: String) {
+        loop.execute { self.closeRemoved(session, reason: reason, message: message) }
+    }
+
     /// A new roster and forwarding snapshot for `session`'s room.
     /// `roster` is empty when only the forwarding changes now and the roster follows later
     /// (``RosterSchedule``); each is taken only if newer than what the session has.
@@ -19,6 +23,7 @@ extension RelayWorker: SessionLoop {
         guard session.state != .closed else { return }
         if session.forwarding === RoomSnapshot.empty || RoomSnapshot.isNewer(snapshot.version, than: session.forwarding.version) {
             session.forwarding = snapshot
+            session.media.isServerMuted = snapshot.serverMuted.contains(session.id)
         }
         guard let version = roster.first?.version, session.rosterVersion.map({ RoomSnapshot.isNewer(version, than: $0) }) ?? true else { return }
         session.rosterVersion = version
@@ -31,6 +36,17 @@ extension RelayWorker: SessionLoop {
             awaitingAcknowledgement[session.peer] = session
             send(bytes, to: session, kind: .control)
         }
+        flush()
+    }
+
+    /// A moderator removed the member: it is out of its room already; tell it why.
+    func closeRemoved(_ session: Session, reason: RemovalReason, message: String) {
+        guard session.state != .closed else { return }
+        let now = monotonicNanoseconds()
+        membershipLogs.log(.notice, reason == .kicked ? "member kicked" : "member removed: room closed", metadata: [
+            "member": "\(session.logDescription)", "told": "\(message.logSafe(limit: 300))",
+        ], now: now)
+        finishClosing(session, reason: reason, now: now, tellMember: true, text: message)
         flush()
     }
 

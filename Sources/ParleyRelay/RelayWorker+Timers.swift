@@ -1,7 +1,8 @@
 import ParleyWire
 
 extension RelayWorker {
-    /// Every ``tickIntervalNanoseconds``: retransmissions, one slice of the idle and joining
+    /// Every ``tickIntervalNanoseconds``: retransmissions, members' states held back by
+    /// their rate, one slice of the idle and joining
     /// timeouts (and the receiver reports of streams that went quiet), departures, and the
     /// counters for /metrics. (Receiver reports go out with the stream's own packets, in
     /// `forwardMedia`.) The tick holds up forwarding while it runs, so it touches only what
@@ -13,9 +14,11 @@ extension RelayWorker {
         var acknowledged: [PeerAddress] = []
         for (peer, session) in awaitingAcknowledgement {
             resendReliable(session, now: now, force: false)
+            if session.texts.inFlight != nil { settleTextIfGivenUp(session, now: now) }
             if session.reliable.isEmpty { acknowledged.append(peer) }
         }
         for peer in acknowledged { awaitingAcknowledgement[peer] = nil }
+        if !heldBackStates.isEmpty { applyHeldBackStates(now: now) }
         var expired: [(Session, RemovalReason)] = []
         for session in sweepSlices[nextSweepSlice].values {
             if session.state == .joining, now &- session.joinedNanoseconds > pending {

@@ -27,7 +27,8 @@ import Darwin
 /// `RelayWorker+Joining.swift` (plaintext joins and the Noise handshake, ``JoinVerifier``),
 /// `RelayWorker+Leaving.swift` (departures and shutdown, ``Departures``),
 /// `RelayWorker+Timers.swift` (the tick), `RelayWorker+Sending.swift` (what the relay builds
-/// and sends itself); RTCP is ``MemberRTCP``'s.
+/// and sends itself), `RelayWorker+Room.swift` (members' muted/deafened state and text
+/// messages); RTCP is ``MemberRTCP``'s.
 final class RelayWorker: @unchecked Sendable {
     let index: Int
     /// The thread everything here runs on.
@@ -60,6 +61,8 @@ final class RelayWorker: @unchecked Sendable {
     var nextSweepSlice = 0
     /// Sessions with a reliable message not yet acknowledged: the tick retransmits for these only.
     var awaitingAcknowledgement: [PeerAddress: Session] = [:]
+    /// Sessions whose latest muted/deafened state waits for their rate (``MemberStatePacer``).
+    var heldBackStates: [PeerAddress: Session] = [:]
     var departures = Departures()
     /// What strangers and would-be members may spend: cookie replies, error replies, joins.
     var budgets: AdmissionBudgets
@@ -290,7 +293,11 @@ final class RelayWorker: @unchecked Sendable {
             MediaAdmission.admit(packet, from: &session.media, isActive: session.state == .active, nowNanoseconds: now)
         }
         guard decision == .forward else {
-            if case let .drop(reason) = decision { drop(reason) }
+            if case let .drop(reason) = decision {
+                drop(reason)
+                // A server-muted member is still there, talking: not idle.
+                if reason == .serverMuted { session.lastHeardNanoseconds = now }
+            }
             return
         }
         session.lastHeardNanoseconds = now

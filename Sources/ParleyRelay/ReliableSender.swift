@@ -1,4 +1,4 @@
-/// The relay's side of reliable control messages (roster, goodbye): each is sent, then sent
+/// The relay's side of reliable control messages (roster, goodbye, text): each is sent, then sent
 /// again every ``retransmitInterval`` until the client acknowledges its sequence number or
 /// the attempts run out. A newer roster supersedes any unacknowledged older one, so a client
 /// that was unreachable for a while gets the current room, not its history.
@@ -14,6 +14,8 @@ struct ReliableSender: Sendable {
     enum Kind: Sendable, Hashable {
         case roster(version: UInt32)
         case goodbye
+        /// A member's text message to this member (``MemberTexts``): never superseded.
+        case text
     }
 
     struct Message: Sendable {

@@ -5,6 +5,8 @@ enum RemovalReason: CaseIterable, Hashable, Sendable {
     case left, idleTimeout, replaced, neverReady, shutdown
     /// A member on another relay of the room holds the same SSRC and keeps it (`Room+Trunks.swift`).
     case ssrcClash
+    /// A moderator or the relay's operator removed the member, or closed its room.
+    case kicked, roomClosed
 
     var label: String {
         switch self {
@@ -14,6 +16,8 @@ enum RemovalReason: CaseIterable, Hashable, Sendable {
         case .neverReady: return "never_ready"
         case .shutdown: return "shutdown"
         case .ssrcClash: return "ssrc_clash"
+        case .kicked: return "kicked"
+        case .roomClosed: return "room_closed"
         }
     }
 }
@@ -27,6 +31,8 @@ extension RemovalReason {
         case .shutdown: return .relayShuttingDown
         // The client reconnects, finds its SSRC taken, and picks another.
         case .ssrcClash: return .unknown
+        case .kicked: return .kicked
+        case .roomClosed: return .roomClosed
         case .left, .neverReady: return nil
         }
     }
@@ -37,6 +43,8 @@ extension RemovalReason {
         case .replaced: return "you joined this room again from another session"
         case .shutdown: return "the relay is shutting down; join again when it is back"
         case .ssrcClash: return "a member of this room on another relay has your stream's SSRC; joining again with a new one"
+        case .kicked: return "you were removed from the room"
+        case .roomClosed: return "the room was closed"
         case .left, .neverReady: return ""
         }
     }

@@ -17,6 +17,14 @@ extension Room {
         /// The other relay's public key (raw bytes), which settles SSRC clashes.
         public var peerKey: [UInt8]
         public var members: [Member]
+        /// SSRCs of those members a moderator on their relay server-muted (their relay drops
+        /// their audio; the roster here says so, as theirs does).
+        public var serverMuted: Set<UInt32> = []
+
+        func rosterEntry(of member: Member) -> ControlMessage.Roster.Member {
+            ControlMessage.Roster.Member(ssrc: member.ssrc, identity: member.identity, canPublish: member.canPublish,
+                                         capabilities: member.capabilities, isServerMuted: serverMuted.contains(member.ssrc), state: member.state)
+        }
     }
 
     /// What a trunk's roster changed here.
@@ -78,12 +86,16 @@ extension Room {
                 }
                 trunks[other].members.removeAll { $0.ssrc == entry.ssrc }
             }
-            admitted.append(Member(
+            var member = Member(
                 sessionID: id, identity: entry.identity, ssrc: entry.ssrc, canPublish: entry.canPublish,
-                capabilities: entry.capabilities, isActive: true))
+                capabilities: entry.capabilities, isActive: true)
+            member.state = entry.state
+            admitted.append(member)
         }
-        if admitted != trunks[index].members || !outcome.evicted.isEmpty {
+        let muted = Set(roster.filter(\.isServerMuted).map(\.ssrc))
+        if admitted != trunks[index].members || muted != trunks[index].serverMuted || !outcome.evicted.isEmpty {
             trunks[index].members = admitted
+            trunks[index].serverMuted = muted
             version &+= 1
         }
         return outcome

@@ -14,6 +14,8 @@ public struct Room: Sendable {
         public var capabilities: ControlMessage.Capabilities
         /// False until the member proves its address with `ready`.
         public var isActive: Bool
+        /// Muted, deafened, as the member said (paced by ``MemberStatePacer``).
+        public var state: ControlMessage.MemberState = []
 
         public init(
             sessionID: UInt64, identity: String, ssrc: UInt32, canPublish: Bool, capabilities: ControlMessage.Capabilities = [],
@@ -25,10 +27,6 @@ public struct Room: Sendable {
             self.canPublish = canPublish
             self.capabilities = capabilities
             self.isActive = isActive
-        }
-
-        var rosterEntry: ControlMessage.Roster.Member {
-            ControlMessage.Roster.Member(ssrc: ssrc, identity: identity, canPublish: canPublish, capabilities: capabilities)
         }
     }
 
@@ -46,6 +44,11 @@ public struct Room: Sendable {
     public internal(set) var trunks: [TrunkMembers] = []
     /// Increases whenever the roster (the active members, here and behind trunks) changes.
     public internal(set) var version: UInt32 = 0
+    /// Identities a moderator server-muted: their audio is dropped at the relay. Kept by
+    /// identity for the room's life, so leaving and rejoining does not lift a mute.
+    public private(set) var serverMuted: Set<String> = []
+    /// Server-mutes a room keeps at most; each needs a member present when it is made.
+    public static let maximumServerMuted = 1_024
 
     public init(name: String) { self.name = name }
 
@@ -88,6 +91,17 @@ public struct Room: Sendable {
         return true
     }
 
+    /// Records a member's muted/deafened state; true when the roster changed (an active
+    /// member's state is new), which makes a new version.
+    @discardableResult
+    public mutating func setState(_ state: ControlMessage.MemberState, sessionID: UInt64) -> Bool {
+        guard let index = members.firstIndex(where: { $0.sessionID == sessionID }), members[index].state != state else { return false }
+        members[index].state = state
+        guard members[index].isActive else { return false }
+        version &+= 1
+        return true
+    }
+
     /// Removes a member; returns it, or nil if it was not here.
     @discardableResult
     public mutating func remove(sessionID: UInt64) -> Member? {
@@ -99,12 +113,32 @@ public struct Room: Sendable {
 
     /// The active members here and on the other relays, as the roster tells the members here.
     public var roster: [ControlMessage.Roster.Member] {
-        localRoster + trunks.flatMap { $0.members.map(\.rosterEntry) }
+        localRoster + trunks.flatMap { trunk in trunk.members.map { trunk.rosterEntry(of: $0) } }
     }
 
     /// The active members here only: what a trunk tells the other relays.
     public var localRoster: [ControlMessage.Roster.Member] {
-        members.filter(\.isActive).map(\.rosterEntry)
+        members.filter(\.isActive).map {
+            ControlMessage.Roster.Member(ssrc: $0.ssrc, identity: $0.identity, canPublish: $0.canPublish, capabilities: $0.capabilities,
+                                         isServerMuted: serverMuted.contains($0.identity), state: $0.state)
+        }
+    }
+
+    /// The member of this identity, joining or active.
+    public func member(identity: String) -> Member? { members.first { $0.identity == identity } }
+
+    /// Server-mutes or unmutes the member of `identity`; false if nobody of that identity is
+    /// here or the room holds its most mutes. A change the roster shows bumps its version.
+    public mutating func setServerMuted(_ identity: String, _ muted: Bool) -> Bool {
+        guard let member = member(identity: identity) else { return false }
+        if muted {
+            guard serverMuted.count < Self.maximumServerMuted || serverMuted.contains(identity) else { return false }
+            guard serverMuted.insert(identity).inserted else { return true }
+        } else {
+            guard serverMuted.remove(identity) != nil else { return true }
+        }
+        if member.isActive { version &+= 1 }
+        return true
     }
 
     public var activeCount: Int { members.reduce(0) { $0 + ($1.isActive ? 1 : 0) } }
@@ -144,12 +178,30 @@ public struct RoomDirectory: Sendable {
         if member.isActive { memberCount.active += change } else { memberCount.joining += change }
     }
 
+    /// Server-mutes or unmutes a member of `room`; false if there is no such member.
+    public mutating func setServerMuted(_ identity: String, _ muted: Bool, in room: String) -> Bool {
+        rooms[room]?.setServerMuted(identity, muted) ?? false
+    }
+
+    /// Takes every member out of `room` and closes it; returns who was in it.
+    public mutating func close(_ room: String) -> [Room.Member] {
+        guard let closed = rooms.removeValue(forKey: room) else { return [] }
+        for member in closed.members { count(member, by: -1) }
+        return closed.members
+    }
+
     @discardableResult
     public mutating func activate(sessionID: UInt64, in room: String) -> Bool {
         guard rooms[room]?.activate(sessionID: sessionID) == true else { return false }
         memberCount.joining -= 1
         memberCount.active += 1
         return true
+    }
+
+    /// A member's new muted/deafened state; true when its room's roster changed.
+    @discardableResult
+    public mutating func setState(_ state: ControlMessage.MemberState, sessionID: UInt64, in room: String) -> Bool {
+        rooms[room]?.setState(state, sessionID: sessionID) ?? false
     }
 
     /// Removes a member, closing its room when it was the last.

@@ -22,6 +22,14 @@ protocol RoomMembership: AnyObject, Sendable {
     ) -> [UInt32]
     /// Ends a trunk on its own loop, from any thread.
     func endTrunk(_ trunk: Trunk, reason: TrunkEndReason)
+    /// The member's muted/deafened state changed; its room's roster says so at its next turn.
+    func setState(_ state: ControlMessage.MemberState, of session: Session, now: UInt64)
+    /// Hands a text from `session` to every other active member of its room that reads text,
+    /// in one order for the whole room.
+    func relayText(_ text: String, from session: Session)
+    /// A moderator's request in `room` (server-mute, kick, close); `moderator` is the name
+    /// a removed member is told.
+    func moderate(_ request: ControlMessage.ModerationRequest, in room: String, by moderator: String, now: UInt64) -> ControlMessage.ModerationReply
 }
 
 enum RoomAdmission {
@@ -43,4 +51,9 @@ protocol SessionLoop: AnyObject, Sendable {
     /// and is out of the room: its loop sends it away to join again.
     func deliverEviction(_ session: Session)
     func deliverTrunkEnd(_ trunk: Trunk, reason: TrunkEndReason)
+    /// A text for `session` from the member `sender`.
+    func deliverText(_ session: Session, sender: String, text: String)
+    /// A moderator removed the member (kicked, or closed the room): it is already out of its
+    /// room; its loop closes the session and tells it `message`.
+    func deliverRemoval(_ session: Session, reason: RemovalReason, message: String)
 }

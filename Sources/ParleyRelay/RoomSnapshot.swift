@@ -36,13 +36,16 @@ final class RoomSnapshot: Sendable {
     let localMemberCount: Int
     /// Members on the other relays, behind the trunks.
     let remoteMemberCount: Int
+    /// Sessions a moderator server-muted: their media is dropped, not forwarded.
+    let serverMuted: Set<UInt64>
 
     /// Room versions count up and may wrap: `a` is newer when it is less than half the range ahead.
     static func isNewer(_ a: UInt32, than b: UInt32) -> Bool { Int32(bitPattern: a &- b) > 0 }
 
-    init(version: UInt32, receivers: [Receiver], remoteStreams: [RemoteStream] = [], remoteMemberCount: Int = 0) {
+    init(version: UInt32, receivers: [Receiver], serverMuted: Set<UInt64> = [], remoteStreams: [RemoteStream] = [], remoteMemberCount: Int = 0) {
         self.version = version
         self.receivers = receivers
+        self.serverMuted = serverMuted
         self.remoteStreams = remoteStreams
         self.localMemberCount = receivers.reduce(0) { $0 + ($1.isTrunk ? 0 : 1) }
         self.remoteMemberCount = remoteMemberCount

@@ -13,27 +13,33 @@ import Darwin
 /// ```
 /// token-secret = <base64 of 32 random bytes>
 /// relay-private-key = <base64 of the relay's X25519 private key>
+/// admin-token = <base64url of 32 random bytes>
 /// ```
 ///
 /// The token secret signs access tokens; the private key is the relay's long-term identity
-/// in the encrypted handshake (its public key travels in invites and clients pin it). The
-/// file is created with mode 0600 and never overwritten unless asked.
+/// in the encrypted handshake (its public key travels in invites and clients pin it); the
+/// admin token opens the admin API (``AdminAPI``). The file is created with mode 0600 and
+/// never overwritten unless asked.
 public struct SecretFile: Sendable {
     public static let tokenSecretKey = "token-secret"
     public static let relayPrivateKeyKey = "relay-private-key"
-    public static let knownKeys = [tokenSecretKey, relayPrivateKeyKey]
+    public static let adminTokenKey = "admin-token"
+    public static let knownKeys = [tokenSecretKey, relayPrivateKeyKey, adminTokenKey]
 
     public var tokenSecret: TokenSecret
     /// Nil only in files written before the secure transport; such a relay can run `--insecure` only.
     public var relayKey: RelayKey?
+    /// Nil in files written before the admin API; such a relay runs without it.
+    public var adminToken: AdminToken?
 
-    public init(tokenSecret: TokenSecret, relayKey: RelayKey?) {
+    public init(tokenSecret: TokenSecret, relayKey: RelayKey?, adminToken: AdminToken? = nil) {
         self.tokenSecret = tokenSecret
         self.relayKey = relayKey
+        self.adminToken = adminToken
     }
 
-    /// A new token secret and a new key pair.
-    public static func random() -> SecretFile { SecretFile(tokenSecret: .random(), relayKey: RelayKey()) }
+    /// A new token secret, key pair and admin token.
+    public static func random() -> SecretFile { SecretFile(tokenSecret: .random(), relayKey: RelayKey(), adminToken: .random()) }
 
     public var text: String {
         var text = """
@@ -48,6 +54,14 @@ public struct SecretFile: Sendable {
             text += """
             # The relay's X25519 private key; its public key is \(relayKey.publicKeyText)
             \(Self.relayPrivateKeyKey) = \(relayKey.privateKeyBase64)
+
+            """
+        }
+        if let adminToken {
+            text += """
+            # Opens the admin API (list rooms, kick, mute, close) on the admin port: `parley-relay admin`
+            # reads it from here; curl sends it as `Authorization: Bearer <token>`.
+            \(Self.adminTokenKey) = \(adminToken.text)
 
             """
         }
@@ -73,6 +87,15 @@ public struct SecretFile: Sendable {
             }
         } else {
             relayKey = nil
+        }
+        if let tokenEntry = file[Self.adminTokenKey] {
+            do {
+                adminToken = try AdminToken(text: tokenEntry.value)
+            } catch {
+                throw ConfigurationError("\(source):\(tokenEntry.line): \(error.message)")
+            }
+        } else {
+            adminToken = nil
         }
     }
 

@@ -23,6 +23,8 @@ final class Session: @unchecked Sendable {
     let identity: String
     let ssrc: UInt32
     let canPublish: Bool
+    /// The token's `mod` claim: the member may server-mute, kick and close its room.
+    let isModerator: Bool
     /// What the member can receive, from its join; the roster tells the others.
     let capabilities: ControlMessage.Capabilities
     let cookie: UInt64
@@ -61,11 +63,21 @@ final class Session: @unchecked Sendable {
     var gauges: StreamGauges?
     /// What the listeners of this member's stream report losing of it.
     let listenerLoss = ListenerLossBoard()
+    /// Muted, deafened: what the member says and what its room has been told.
+    var memberState: MemberStatePacer
+    /// Text messages from the member and to it.
+    var texts: MemberTexts
+    /// The last moderation request answered and the answer's bytes: a repeat of the request
+    /// (its answer was lost) gets the same answer, not a second action.
+    var lastModeration: (sequence: UInt32, answer: [UInt8])?
+    /// Moderation requests are few; each takes the rooms' lock, so they are limited apart
+    /// from the control rate.
+    var moderationRate: TokenBucket
 
     init(
         id: UInt64, address: DatagramAddress, peer: PeerAddress, room: String, identity: String, ssrc: UInt32,
-        canPublish: Bool, capabilities: ControlMessage.Capabilities = [], cookie: UInt64, token: String, workerIndex: Int,
-        limits: RelayLimits, nowNanoseconds: UInt64
+        canPublish: Bool, isModerator: Bool = false, capabilities: ControlMessage.Capabilities = [], cookie: UInt64, token: String,
+        workerIndex: Int, limits: RelayLimits, nowNanoseconds: UInt64
     ) {
         self.id = id
         self.address = address
@@ -74,6 +86,7 @@ final class Session: @unchecked Sendable {
         self.identity = identity
         self.ssrc = ssrc
         self.canPublish = canPublish
+        self.isModerator = isModerator
         self.capabilities = capabilities
         self.cookie = cookie
         self.token = token
@@ -81,8 +94,11 @@ final class Session: @unchecked Sendable {
         self.lastHeardNanoseconds = nowNanoseconds
         self.joinedNanoseconds = nowNanoseconds
         self.media = MediaAdmission.Sender(ssrc: ssrc, canPublish: canPublish, limits: limits, nowNanoseconds: nowNanoseconds)
+        self.memberState = MemberStatePacer(nowNanoseconds: nowNanoseconds)
+        self.texts = MemberTexts(nowNanoseconds: nowNanoseconds)
         self.rtcpAndControlRate = TokenBucket(ratePerSecond: limits.controlPacketsPerSecondPerMember, burst: limits.controlPacketsPerSecondPerMember,
                                        nowNanoseconds: nowNanoseconds)
+        self.moderationRate = TokenBucket(ratePerSecond: 5, burst: 10, nowNanoseconds: nowNanoseconds)
     }
 
     /// Attaches the keys agreed in the member's handshake; before the session is admitted only.

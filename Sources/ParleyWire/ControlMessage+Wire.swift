@@ -55,8 +55,10 @@ extension ControlMessage {
                 let flags = try reader.readUInt8()
                 let identity = try reader.readString8()
                 members.append(Roster.Member(
-                    ssrc: ssrc, identity: identity, canPublish: flags & 0x01 != 0, capabilities: Capabilities(rawValue: flags >> 1)))
+                    ssrc: ssrc, identity: identity, canPublish: flags & 0x01 != 0, capabilities: Capabilities(rawValue: flags >> 1),
+                    isServerMuted: flags & Roster.Member.serverMutedFlag != 0))
             }
+            try Self.readRosterStates(&reader, into: &members)
             body = .roster(Roster(version: version, pageIndex: pageIndex, pageCount: pageCount, members: members))
         case .leave:
             body = .leave(Leave())
@@ -82,10 +84,18 @@ extension ControlMessage {
         case .goodbye:
             let reason = GoodbyeReason(wireValue: try reader.readUInt8())
             body = .goodbye(Goodbye(reason: reason, message: try reader.readString8()))
+        case .moderate:
+            body = .moderate(try ModerationRequest(reading: &reader))
+        case .moderationReply:
+            body = .moderationReply(try ModerationReply(reading: &reader))
         case .redirect:
             let room = try reader.readString8()
             let relay = try ClusterRelay(reading: &reader)
             body = .redirect(Redirect(room: room, relay: relay, others: try ClusterRelay.readList(&reader)))
+        case .memberState:
+            body = .memberState(try Self.readMemberStateUpdate(&reader))
+        case .text:
+            body = .text(try Self.readText(&reader))
         }
     }
 
@@ -119,8 +129,16 @@ extension ControlMessage {
             bodySize = 2 + 1 + error.message.utf8.count + (error.echo.isEmpty ? 0 : 1 + error.echo.count)
         case let .goodbye(goodbye):
             bodySize = 1 + 1 + goodbye.message.utf8.count
+        case let .moderate(request):
+            bodySize = request.serializedSize
+        case let .moderationReply(reply):
+            bodySize = reply.serializedSize
         case let .redirect(redirect):
             bodySize = 1 + redirect.room.utf8.count + redirect.relay.serializedSize + ClusterRelay.listSize(redirect.others)
+        case .memberState:
+            bodySize = 4 + 1
+        case let .text(text):
+            bodySize = Self.serializedSize(of: text)
         }
         return Self.headerSize + bodySize
     }
@@ -164,9 +182,11 @@ extension ControlMessage {
             try writer.write(UInt8(roster.members.count))
             for member in roster.members {
                 try writer.write(member.ssrc)
-                try writer.write(UInt8(member.canPublish ? 0x01 : 0x00) | (member.capabilities.rawValue & Capabilities.rosterMask) << 1)
+                try writer.write(UInt8(member.canPublish ? 0x01 : 0x00) | (member.capabilities.rawValue & Capabilities.rosterMask) << 1
+                                 | (member.isServerMuted ? Roster.Member.serverMutedFlag : 0))
                 try writer.writeString8(member.identity, element: .controlMessage)
             }
+            try Self.writeRosterStates(roster.members, to: &writer)
         case .leave:
             break
         case let .ping(ping):
@@ -188,10 +208,18 @@ extension ControlMessage {
         case let .goodbye(goodbye):
             try writer.write(goodbye.reason.rawValue)
             try writer.writeString8(goodbye.message, element: .controlMessage)
+        case let .moderate(request):
+            try request.write(to: &writer)
+        case let .moderationReply(reply):
+            try reply.write(to: &writer)
         case let .redirect(redirect):
             try writer.writeString8(redirect.room, element: .controlMessage)
             try redirect.relay.write(to: &writer)
             try ClusterRelay.writeList(redirect.others, to: &writer)
+        case let .memberState(update):
+            try Self.write(update, to: &writer)
+        case let .text(text):
+            try Self.write(text, to: &writer)
         }
     }
 

@@ -37,7 +37,9 @@
 ///   | <- roster (reliable), then media ------ |   nothing else is sent before ready
 ///   | ping(t) -> / <- pong(t)                 |   every keepalive interval; RTT; NAT bindings
 ///   | leave (reliable) ---------------------> |
-///   | <- goodbye(reason) (reliable)           |   relay shutting down, idle, replaced
+///   | <- goodbye(reason) (reliable)           |   relay shutting down, idle, replaced, kicked, room closed
+///   | moderate(action, target) -------------> |   a moderator's request, repeated until answered
+///   | <- moderation reply(outcome, message)   |
 /// ```
 public struct ControlMessage: Sendable, Hashable {
     public static let magic: UInt8 = 0x50
@@ -70,7 +72,11 @@ public struct ControlMessage: Sendable, Hashable {
         case ack(Ack)
         case error(ErrorReply)
         case goodbye(Goodbye)
+        case moderate(ModerationRequest)
+        case moderationReply(ModerationReply)
         case redirect(Redirect)
+        case memberState(MemberStateUpdate)
+        case text(Text)
 
         public var type: MessageType {
             switch self {
@@ -84,13 +90,22 @@ public struct ControlMessage: Sendable, Hashable {
             case .ack: return .ack
             case .error: return .error
             case .goodbye: return .goodbye
+            case .moderate: return .moderate
+            case .moderationReply: return .moderationReply
             case .redirect: return .redirect
+            case .memberState: return .memberState
+            case .text: return .text
             }
         }
     }
 
     public enum MessageType: UInt8, Sendable, Hashable {
         case join = 1, joined, ready, roster, leave, ping, pong, ack, error, goodbye, redirect
+        /// Room control (`ControlMessage+Moderation.swift`), numbered apart from the rest.
+        case moderate = 32, moderationReply
+        /// What members tell the room (`ControlMessage+Room.swift`): numbered from 48, a block
+        /// of their own, apart from the session's messages and room control's.
+        case memberState = 48, text
     }
 
     /// What a member can receive beyond plain Opus, as its join says and the roster repeats.
@@ -100,10 +115,12 @@ public struct ControlMessage: Sendable, Hashable {
 
         /// RFC 2198 redundant audio around Opus (``REDPayload``, ``RTPHeader/redPayloadType``).
         public static let redundantAudio = Capabilities(rawValue: 1 << 0)
+        /// Text messages from the room (``Text``).
+        public static let textMessages = Capabilities(rawValue: 1 << 1)
         /// What this build can receive.
-        public static let supported: Capabilities = [.redundantAudio]
-        /// The most the roster's member flags carry (7 bits).
-        static let rosterMask: UInt8 = 0x7F
+        public static let supported: Capabilities = [.redundantAudio, .textMessages]
+        /// The most the roster's member flags carry (6 bits: bit 7 is the server-mute).
+        static let rosterMask: UInt8 = 0x3F
     }
 
     // MARK: Bodies
@@ -175,17 +192,28 @@ public struct ControlMessage: Sendable, Hashable {
             public var ssrc: UInt32
             public var identity: String
             public var canPublish: Bool
-            /// What the member can receive (7 bits of it travel).
+            /// What the member can receive (6 bits of it travel).
             public var capabilities: Capabilities
+            /// A moderator muted the member: the relay drops its audio (flag bit 7, which
+            /// older clients read as a capability they do not know, and ignore).
+            public var isServerMuted: Bool
+            /// Muted, deafened, as the member last told the relay (empty from older relays).
+            public var state: MemberState
 
-            public init(ssrc: UInt32, identity: String, canPublish: Bool, capabilities: Capabilities = []) {
+            public init(ssrc: UInt32, identity: String, canPublish: Bool, capabilities: Capabilities = [], isServerMuted: Bool = false,
+                        state: MemberState = []) {
                 self.ssrc = ssrc
                 self.identity = identity
                 self.canPublish = canPublish
                 self.capabilities = Capabilities(rawValue: capabilities.rawValue & Capabilities.rosterMask)
+                self.isServerMuted = isServerMuted
+                self.state = state
             }
 
-            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count }
+            static let serverMutedFlag: UInt8 = 0x80
+
+            /// Its entry, and its byte in the state block behind the members.
+            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count + 1 }
         }
 
         /// Increases with every change; a client ignores pages older than what it has.
@@ -290,6 +318,8 @@ public struct ControlMessage: Sendable, Hashable {
         /// A relay of a cluster could not place the room now (its store is unreachable, or no
         /// relay is free); the client tries again a little later.
         case placementUnavailable
+        /// A moderator removed this identity from the room, and the ban has not yet run out.
+        case kickedFromRoom = 32
         /// A code this build does not know; carried so that newer relays stay readable.
         case unknown = 0xFFFF
 
@@ -314,6 +344,11 @@ public struct ControlMessage: Sendable, Hashable {
         case idleTimeout
         /// Another session with the same identity joined the room.
         case replaced
+        /// A moderator (or the relay's operator) removed the member; the message says who,
+        /// why and for how long.
+        case kicked
+        /// A moderator (or the relay's operator) closed the room, removing everyone.
+        case roomClosed
         case unknown = 0xFF
 
         public init(wireValue: UInt8) { self = GoodbyeReason(rawValue: wireValue) ?? .unknown }

@@ -25,7 +25,7 @@ struct ParleyRelayCommand: ParsableCommand {
           parley-relay token --secret-file /etc/parley/relay.secret --room standup --identity ada --relay relay.example.org:7800
         """,
         version: ParleyVersion.string,
-        subcommands: [ServeCommand.self, TokenCommand.self, KeygenCommand.self]
+        subcommands: [ServeCommand.self, TokenCommand.self, KeygenCommand.self, AdminCommand.self]
     )
 
     static func main() {

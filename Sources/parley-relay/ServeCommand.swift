@@ -108,7 +108,8 @@ struct ServeCommand: ParsableCommand {
         signal(SIGINT, SIG_IGN)
         let relay: Relay
         do {
-            relay = try Relay.start(configuration: configuration, secret: secret.tokenSecret, relayKey: secret.relayKey, logger: logger)
+            relay = try Relay.start(configuration: configuration, secret: secret.tokenSecret, relayKey: secret.relayKey,
+                                  adminToken: secret.adminToken, logger: logger)
         } catch let error as ConfigurationError {
             throw error
         } catch {

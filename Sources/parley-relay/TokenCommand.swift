@@ -19,7 +19,7 @@ struct TokenCommand: ParsableCommand {
           parley-relay token --secret-file /etc/parley/relay.secret --room standup --identity ada \\
               --ttl 7d --relay relay.example.org:7800
 
-        prints the token, then parley://relay.example.org:7800/standup?token=…&key=… which the client accepts. The key is the relay's public key: the client pins it, so nobody between the two can pose as the relay. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub), so a web app holding the same secret can mint them too.
+        prints the token, then parley://relay.example.org:7800/standup?token=…&key=… which the client accepts. The key is the relay's public key: the client pins it, so nobody between the two can pose as the relay. With --moderator the person may server-mute, kick and close the room from their call. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub, mod), so a web app holding the same secret can mint them too.
         """
     )
 
@@ -35,6 +35,8 @@ struct TokenCommand: ParsableCommand {
     var relay: String?
     @Flag(help: "The member may listen but not send audio.")
     var listenOnly = false
+    @Flag(help: "The member is a moderator: may server-mute, kick and close the room (`parley ctl kick NAME`).")
+    var moderator = false
     @Flag(help: "Leave the relay's key out of the invite, for a relay run with --insecure.")
     var insecure = false
 
@@ -60,7 +62,7 @@ struct TokenCommand: ParsableCommand {
         let (host, port) = try Self.parseRelay(relayText!)
         let now = unixNow()
         let token = AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + Int64(milliseconds / 1000),
-                                canPublish: !listenOnly)
+                                canPublish: !listenOnly, isModerator: moderator)
         let signed = token.signed(with: secret.tokenSecret)
         var parameters: [(name: String, value: String)] = []
         if !insecure {

@@ -57,7 +57,7 @@ final class CallTerminal: @unchecked Sendable {
             lastStatistics = statistics
             let lines = RosterView.lines(
                 statistics, selected: keys.selected ?? RosterView.others(statistics).first, showHelp: showHelp, typing: reader.typing,
-                width: Self.width() - 1)
+                prompt: reader.prompt, width: Self.width() - 1)
             var text = linesShown > 1 ? "\u{1B}[\(linesShown - 1)A" : ""
             text += "\r" + lines.map { $0 + "\u{1B}[K" }.joined(separator: "\r\n") + "\u{1B}[J"
             linesShown = lines.count
@@ -107,6 +107,13 @@ final class CallTerminal: @unchecked Sendable {
                 reply = .refused(error.description)
             }
             if reply.status == nil { printLine(reply.ok ? "parley call: \(reply.message ?? line)" : "parley call: \(reply.error ?? "refused")") }
+            redraw()
+            return
+        }
+        if case let .message(text) = key {
+            // A message sent shows in the roster's text lines; only a refusal needs words.
+            let reply = session.perform(.say(text))
+            if !reply.ok { printLine("parley call: message not sent: \(reply.error ?? "refused")") }
             redraw()
             return
         }

@@ -6,7 +6,7 @@ import ParleyClient
 struct CtlCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ctl",
-        abstract: "Control a running call: mute, push-to-talk, volumes, leave, status.",
+        abstract: "Control a running call: mute, push-to-talk, volumes, messages, leave, status.",
         discussion: """
             Talks to a `parley call` on this machine through its control socket \
             ($XDG_RUNTIME_DIR/parley/NAME.sock, else /tmp/parley-UID/NAME.sock; NAME is the \
@@ -18,23 +18,38 @@ struct CtlCommand: ParsableCommand {
               ptt press, ptt release    push-to-talk: send only between press and release
               ptt on, ptt off           push-to-talk mode on (silent until pressed) or off
               volume PERSON PERCENT     PERSON's loudness here, 0 (silent) to 200
+              say TEXT                  a text message to everyone else in the room: one line, \
+            at most 500 bytes, at most 5 every 5 seconds
               leave                     leave the call
-              status                    the call as JSON: members, speaking, muted, per-speaker loss, jitter buffer, concealment, rtt, bitrate, xruns
+              status                    the call as JSON: members, who is muted or deafened \
+            (mutedMembers, deafenedMembers), speaking, the room's messages (texts), per-speaker \
+            loss, jitter buffer, concealment, rtt, bitrate, xruns
+
+            For moderators (a token minted with `parley-relay token --moderator`; the relay refuses others):
+              server-mute PERSON        the relay drops PERSON's audio for everyone until server-unmute
+              server-unmute PERSON
+              kick PERSON [--for DURATION] [--reason TEXT]
+                                        remove PERSON; they cannot rejoin for DURATION (default 5m, at most 7d)
+              close-room [--reason TEXT]
+                                        remove everyone (you too) and close the room
 
             Examples:
               parley ctl mute
               parley ctl --call standup volume bob 50
               parley ctl ptt press; sleep 2; parley ctl ptt release
+              parley ctl say "back in five minutes"
               parley ctl status | jq '.speakers[] | {identity, lossPercent}'
+              parley ctl kick bob --for 10m --reason shouting over everyone
 
             Exit status: 0 done; 1 no call answers, or it answered wrongly; 2 the request was \
-            refused (a bad request, or a person not in the call).
+            refused (a bad request, a person not in the call, or the relay refused a moderator's request).
             """)
 
     @Option(help: ArgumentHelp("The call to control, by its --name (needed when several run).", valueName: "name"))
     var call: String?
 
-    @Argument(help: ArgumentHelp("The request and its values.", valueName: "request"))
+    // Captured as given, so a request's own options (kick's --for and --reason) reach it.
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("The request and its values.", valueName: "request"))
     var request: [String] = []
 
     func validate() throws {

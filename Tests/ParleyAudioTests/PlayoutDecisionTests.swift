@@ -156,9 +156,14 @@ struct PlayoutDecisionTests {
         #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry)
     }
 
-    @Test func aSpeakerDryForAQuarterSecondHasStopped() {
-        var observation = frame(.none, lead: 0.300)
-        observation.dryConcealed = 0.250
+    /// A path that stalls for half a second (a Wi-Fi stall on both hops of a relayed call)
+    /// is waited out: its words still come and play late. Dry for longer, the speaker has
+    /// stopped.
+    @Test func aStallOfHalfASecondIsWaitedOutLongerTheSpeakerHasStopped() {
+        var observation = frame(.none, lead: 0.550)
+        observation.dryConcealed = 0.500
+        #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry)
+        observation.dryConcealed = 0.600
         #expect(PlayoutDecision.decide(observation, rules) == .goQuiet)
         observation.playing = false
         #expect(PlayoutDecision.decide(observation, rules) == .waitInSilence)

@@ -27,12 +27,15 @@ final class CallRoom: @unchecked Sendable {
     private var proxyGroup: MultiThreadedEventLoopGroup?
     private(set) var proxy: ImpairmentProxy?
     let directory: String
+    /// With one, the relay serves the admin API on a port of its own (``Relay/adminAddress``).
+    let adminToken: AdminToken?
 
-    init(room: String = "standup", scenario: Scenario? = nil, seed: UInt64 = 7) async throws {
+    init(room: String = "standup", scenario: Scenario? = nil, seed: UInt64 = 7, adminToken: AdminToken? = nil) async throws {
         self.room = room
+        self.adminToken = adminToken
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-call-\(room)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        relay = try Self.startRelay(port: 0, secret: secret, relayKey: relayKey)
+        relay = try Self.startRelay(port: 0, secret: secret, relayKey: relayKey, adminToken: adminToken)
         relayPort = relay.localAddress.port!
         if let scenario {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -46,10 +49,10 @@ final class CallRoom: @unchecked Sendable {
         }
     }
 
-    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey, host: String = "127.0.0.1") throws -> Relay {
+    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey, adminToken: AdminToken? = nil, host: String = "127.0.0.1") throws -> Relay {
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: host, port: port)
-        configuration.admin = nil
+        configuration.admin = adminToken == nil ? nil : HostAndPort(host: "127.0.0.1", port: 0)
         configuration.threads = 1
         configuration.shutdownGraceMilliseconds = 500
         var logger = Logger(label: "parley-call-test-relay")
@@ -59,7 +62,7 @@ final class CallRoom: @unchecked Sendable {
         // same (Relay.start creates one thread per loop, named relay-loop-N). Without the
         // privilege nothing changes.
         let before = threadNames()
-        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger)
+        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, adminToken: adminToken, logger: logger)
         for (thread, name) in threadNames() where before[thread] == nil && name.hasPrefix("relay-loop") {
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(thread), -11)
         }
@@ -80,9 +83,9 @@ final class CallRoom: @unchecked Sendable {
     /// Where clients send: the proxy when there is one.
     var clientPort: Int { proxy?.localAddress.port ?? relayPort }
 
-    func token(_ identity: String) -> String {
+    func token(_ identity: String, moderator: Bool = false) -> String {
         let now = Int64(Date().timeIntervalSince1970)
-        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600).signed(with: secret)
+        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600, isModerator: moderator).signed(with: secret)
     }
 
     /// A call for `talker`, reading `input` and recording what it hears under the room's directory.
@@ -107,7 +110,7 @@ final class CallRoom: @unchecked Sendable {
     func restartRelay(downFor seconds: Double) throws {
         relay.shutdown()
         Thread.sleep(forTimeInterval: seconds)
-        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: relayKey)
+        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: relayKey, adminToken: adminToken)
     }
 
     func close() async {

@@ -46,11 +46,11 @@ struct ControlledCallTests {
         defer { Task { await room.close() } }
         let runtime = room.directory + "/runtime"
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
-        let (tone, silence) = try room.writeToneAndSilence(seconds: 14)
+        let (tone, silence) = try room.writeToneAndSilence(seconds: 15)
 
         try await CallSlots.shared.withSlot {
             // The listener, in this process.
-            let bob = try CallSession(room.configuration(for: "bob", input: .wav(path: silence), durationSeconds: 12))
+            let bob = try CallSession(room.configuration(for: "bob", input: .wav(path: silence), durationSeconds: 13))
             async let bobResult = runOnThread { bob.run() }
 
             // The talker: the real program, its control socket under our runtime folder.
@@ -59,7 +59,7 @@ struct ControlledCallTests {
             alice.arguments = [
                 "call", "--relay", "127.0.0.1:\(room.clientPort)", "--room", room.room, "--token", room.token("alice"),
                 "--relay-key", room.relayKey.publicKeyText, "--name", "alice", "--input", tone, "--output", room.directory + "/alice-heard.wav",
-                "--aec", "off", "--duration", "10", "--quiet",
+                "--aec", "off", "--duration", "11", "--quiet",
             ]
             alice.environment = ["XDG_RUNTIME_DIR": runtime, "PATH": "/usr/bin:/bin"]
             alice.standardOutput = FileHandle.nullDevice
@@ -80,6 +80,11 @@ struct ControlledCallTests {
             try await Task.sleep(for: .seconds(2))
             let status = try Self.ctl(["--call", "alice", "status"], runtime: runtime)
             #expect(status.output.contains("\"muted\" : true"), "the status says so: \(status.output.prefix(300))")
+            // The relay told the room: alice's own status and bob's both name her muted.
+            let told = try JSONDecoder().decode(CallStatistics.self, from: Data(status.output.utf8))
+            #expect(told.mutedMembers == ["alice"] && bob.statistics().mutedMembers == ["alice"], "\(String(describing: told.mutedMembers))")
+            let say = try Self.ctl(["say", "back", "in", "five"], runtime: runtime)
+            #expect(say.status == 0 && say.output.contains("sent to the room"), "\(say.output)")
             let unmute = try Self.ctl(["unmute"], runtime: runtime)
             try await Task.sleep(for: .seconds(1))
             let mode = try Self.ctl(["ptt", "on"], runtime: runtime)
@@ -91,6 +96,8 @@ struct ControlledCallTests {
             let refused = try Self.ctl(["volume", "carol", "50"], runtime: runtime)
             #expect(refused.status == 2 && refused.output.contains("nobody called 'carol' is in the call; in it: bob"), "\(refused.output)")
 
+            let texts = bob.statistics().texts ?? []
+            #expect(texts.map(\.line).contains { $0.hasSuffix("alice: back in five") }, "bob has alice's message: \(texts)")
             alice.waitUntilExit()
             #expect(alice.terminationStatus == 0)
             bob.stop()

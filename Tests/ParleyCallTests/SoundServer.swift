@@ -6,9 +6,9 @@ import Foundation
 /// under a running program, as a USB headset unplugged: ALSA's reads and writes fail with an
 /// I/O error. Starting it again on the same socket brings the device back.
 final class SoundServer: @unchecked Sendable {
-    // @unchecked: `process` is replaced only by `start`/`kill`, called from one test task.
+    // @unchecked: `pid` is replaced only by `start`/`kill`, called from one test task.
     let directory: String
-    private var process: Process?
+    private var pid: pid_t?
 
     init(directory: String) throws {
         self.directory = directory
@@ -30,33 +30,44 @@ final class SoundServer: @unchecked Sendable {
         return FileManager.default.isExecutableFile(atPath: "/usr/bin/pulseaudio") && plugin
     }
 
-    /// Starts the server and waits (up to 5 s) until its socket answers.
+    /// Starts the server and waits (up to 5 s) until its socket is there. Spawned and reaped
+    /// by hand (posix_spawn, waitpid on its pid), not with Foundation's Process, whose
+    /// waitUntilExit was seen to hang in this test process.
     func start() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/pulseaudio")
-        process.arguments = [
-            "-n", "--daemonize=no", "--exit-idle-time=-1", "--log-target=stderr", "--log-level=error",
+        let arguments = [
+            "/usr/bin/pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--log-target=stderr", "--log-level=error",
             "--load=module-null-sink sink_name=speaker rate=48000",
             "--load=module-native-protocol-unix auth-anonymous=1",
         ]
-        process.environment = ["XDG_RUNTIME_DIR": directory + "/runtime", "HOME": directory, "PATH": "/usr/bin:/bin"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        self.process = process
+        let environment = ["XDG_RUNTIME_DIR=" + directory + "/runtime", "HOME=" + directory, "PATH=/usr/bin:/bin"]
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, arguments[0], &actions, nil, argv, envp)
+        guard result == 0 else { throw SoundServerError("could not start pulseaudio: \(String(cString: strerror(result)))") }
+        pid = child
         let deadline = Date().addingTimeInterval(5)
         while !FileManager.default.fileExists(atPath: socket) && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
         guard FileManager.default.fileExists(atPath: socket) else {
+            kill()
             throw SoundServerError("the test's PulseAudio server did not open \(socket) within 5 s")
         }
     }
 
     /// SIGKILL: the device vanishes at once, as when it is unplugged.
     func kill() {
-        guard let process, process.isRunning else { return }
-        Foundation.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        self.process = nil
+        guard let pid else { return }
+        Glibc.kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        self.pid = nil
         try? FileManager.default.removeItem(atPath: socket)
     }
 }

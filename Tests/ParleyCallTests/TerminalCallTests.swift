@@ -37,20 +37,29 @@ struct TerminalCallTests {
 
         static func quote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
 
-        func screen() throws -> String { try run(["capture-pane", "-p", "-t", "call"]) }
+        func screen(_ session: String = "call") throws -> String { try run(["capture-pane", "-p", "-t", session]) }
 
-        /// Waits up to `seconds` for the screen to show `text`; returns the last screen.
-        func waitFor(_ text: String, seconds: Double) async throws -> String {
+        /// Waits up to `seconds` for `session`'s screen to show what `shows` looks for; returns the last screen.
+        func waitFor(_ session: String = "call", seconds: Double, until shows: (String) -> Bool) async throws -> String {
             var screen = ""
             for _ in 0..<Int(seconds * 20) {
-                screen = try self.screen()
-                if screen.contains(text) { return screen }
+                screen = try self.screen(session)
+                if shows(screen) { return screen }
                 try await Task.sleep(for: .milliseconds(50))
             }
             return screen
         }
 
+        func waitFor(_ text: String, on session: String = "call", seconds: Double) async throws -> String {
+            try await waitFor(session, seconds: seconds) { $0.contains(text) }
+        }
+
         deinit { _ = try? run(["kill-server"]) }
+    }
+
+    /// The line of `screen` that shows `identity` in the roster.
+    static func rosterLine(of identity: String, in screen: String) -> String? {
+        screen.split(separator: "\n").map(String.init).first { $0.hasPrefix("  ") && $0.dropFirst(2).drop { $0 == "▸" || $0 == " " }.hasPrefix(identity + " ") }
     }
 
     @Test func theRosterShowsTheRoomAndMKeyMutesWhatTheOthersHearAndQLeavesWithTheTerminalRestored() async throws {
@@ -68,16 +77,22 @@ struct TerminalCallTests {
             async let bobResult = runOnThread { bob.run() }
 
             let tmux = Tmux(socket: room.directory + "/tmux.sock")
-            let call = [
-                parley, "call", "--relay", "127.0.0.1:\(room.clientPort)", "--room", room.room, "--token", room.token("alice"),
-                "--relay-key", room.relayKey.publicKeyText, "--name", "alice", "--input", tone, "--output", room.directory + "/alice-heard.wav",
-                "--aec", "off", "--duration", "10",
-            ].map(Tmux.quote).joined(separator: " ")
+            func call(_ name: String, input: String) -> String {
+                [
+                    parley, "call", "--relay", "127.0.0.1:\(room.clientPort)", "--room", room.room, "--token", room.token(name),
+                    "--relay-key", room.relayKey.publicKeyText, "--name", name, "--input", input, "--output", room.directory + "/\(name)-heard.wav",
+                    "--aec", "off", "--duration", "10",
+                ].map(Tmux.quote).joined(separator: " ")
+            }
             // After the call the same shell records the terminal's settings: raw mode must be gone.
             let started = tmux.start(
                 session: "call", width: 120, height: 20,
-                command: "SWIFT_BACKTRACE=interactive=no,output-to=\(Tmux.quote(crashes)) XDG_RUNTIME_DIR=\(Tmux.quote(room.directory)) \(call); stty -a > \(Tmux.quote(afterwards)); sleep 30")
+                command: "SWIFT_BACKTRACE=interactive=no,output-to=\(Tmux.quote(crashes)) XDG_RUNTIME_DIR=\(Tmux.quote(room.directory)) \(call("alice", input: tone)); stty -a > \(Tmux.quote(afterwards)); sleep 30")
             #expect(started == 0)
+            // A third person at a terminal of their own (a second tmux session), who sees what alice does.
+            try FileManager.default.createDirectory(atPath: room.directory + "/cy", withIntermediateDirectories: true)
+            try tmux.run(["new-session", "-d", "-s", "other", "-x", "120", "-y", "20",
+                          "XDG_RUNTIME_DIR=\(Tmux.quote(room.directory + "/cy")) \(call("cy", input: silence)); sleep 30"])
             let roster = try await tmux.waitFor("bob", seconds: 8)
             print("the roster:\n\(roster)")
             #expect(roster.contains("alice · 0:") && roster.contains("you: LIVE"), "the call's line")
@@ -89,7 +104,17 @@ struct TerminalCallTests {
             let mutedScreen = try await tmux.waitFor("you: MUTED", seconds: 2)
             let shown = MonotonicClock.now()
             #expect(mutedScreen.contains("you: MUTED"), "the roster shows the mute: \(mutedScreen)")
-            try await Task.sleep(for: .seconds(1.5))
+            // …and the other person's roster, through the relay, shows alice muted.
+            let othersScreen = try await tmux.waitFor("other", seconds: 2) { Self.rosterLine(of: "alice", in: $0)?.contains("MUTED") == true }
+            let seenByCy = MonotonicClock.now()
+            #expect(Self.rosterLine(of: "alice", in: othersScreen)?.contains("MUTED") == true, "cy's roster shows alice muted: \(othersScreen)")
+            print("key m: cy's own terminal showed alice MUTED \(Double(seenByCy - pressed) / 1e6) ms after the key was sent")
+            try tmux.run(["send-keys", "-t", "call", "/hello from alice", "Enter"])
+            let message = try await tmux.waitFor("alice: hello from alice", on: "other", seconds: 3)
+            #expect(message.contains("alice: hello from alice"), "a message typed after / shows in the other's view: \(message)")
+            // Alice stays muted in the call for 1.5 s after the key, the span the listener's recording is judged over.
+            let sinceKey = Double(MonotonicClock.now() - pressed) / 1e9
+            if sinceKey < 1.6 { try await Task.sleep(for: .seconds(1.6 - sinceKey)) }
             try tmux.run(["send-keys", "-t", "call", ":volume bob 50", "Enter"])
             let typed = try await tmux.waitFor("vol  50%", seconds: 3)
             #expect(typed.contains("bob at 50%") && typed.contains("vol  50%"), "a typed request acts and says so: \(typed)")

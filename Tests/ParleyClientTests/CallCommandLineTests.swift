@@ -63,5 +63,27 @@ struct CallCommandLineTests {
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
         #expect(ctl.contains("ptt press, ptt release") && ctl.contains("parley ctl status"), "\(ctl)")
+        #expect(ctl.contains("say TEXT") && ctl.contains("at most 500 bytes, at most 5 every 5 seconds"), "\(ctl)")
+        let words = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")  // as wrapped for the terminal
+        #expect(words.contains("/ types a text message to the room") && help.output.contains("parley ctl say back in five minutes"))
+    }
+
+    @Test func aMessageTooLongOrEmptyIsRefusedByCtlBeforeItReachesTheCall() throws {
+        for (words, expected) in [
+            (["say", String(repeating: "é", count: 251)], "the message is 502 bytes; the most is 500 bytes of UTF-8"),
+            (["say"], "'say' takes the message after it, like: say back in five minutes"),
+        ] {
+            let process = Process()
+            process.executableURL = Self.parley
+            process.arguments = ["ctl"] + words
+            process.environment = ["XDG_RUNTIME_DIR": "/nonexistent", "PATH": "/usr/bin:/bin"]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            try process.run()
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 2 && output.contains(expected), "\(output)")
+        }
     }
 }

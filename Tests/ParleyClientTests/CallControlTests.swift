@@ -1,6 +1,7 @@
 import Foundation
 import ParleyBasics
 @testable import ParleyClient
+import ParleyWire
 import Testing
 
 /// The requests a person or a script sends a running call, as words, and the state they set.
@@ -9,7 +10,7 @@ struct CallControlTests {
     @Test func everyRequestReadsBackFromItsOwnLine() throws {
         let controls: [CallControl] = [
             .mute, .unmute, .deafen, .undeafen, .pushToTalkMode(true), .pushToTalkMode(false),
-            .pushToTalkPress, .pushToTalkRelease, .volume(person: "bob", percent: 50), .leave, .status,
+            .pushToTalkPress, .pushToTalkRelease, .volume(person: "bob", percent: 50), .say("back in  5 — ok?"), .leave, .status,
         ]
         for control in controls { #expect(try CallControl(parsing: control.line) == control) }
         #expect(try CallControl(parsing: "  VOLUME  bob   150% ") == .volume(person: "bob", percent: 150), "case, spaces and a % sign are forgiven")
@@ -25,6 +26,10 @@ struct CallControlTests {
             ("volume bob 201", "0 (silent) to 200"),
             ("volume bob -5", "0 (silent) to 200"),
             ("volume bob loud", "whole percentage"),
+            ("say", "'say' takes the message after it, like: say back in five minutes"),
+            ("say  \t ", "takes the message after it"),
+            ("say " + String(repeating: "x", count: 501), "501 bytes; the most is 500"),
+            ("say a\u{1B}[2Jb", "control character or line break (U+001B)"),
         ]
         for (line, expected) in cases {
             do {
@@ -75,6 +80,23 @@ struct CallControlTests {
         #expect(!state.transmits)
         _ = state.apply(.pushToTalkMode(false))
         #expect(state.transmits)
+    }
+
+    /// What the room is told: muted whenever the microphone does not go out, so a
+    /// push-to-talk member who is not talking shows muted to the others.
+    @Test func theOthersSeeMutedWheneverTheMicrophoneIsClosedAndDeafenedAsSuch() {
+        var state = ControlState()
+        #expect(state.memberState == [])
+        _ = state.apply(.mute)
+        #expect(state.memberState == .muted)
+        _ = state.apply(.deafen)
+        #expect(state.memberState == [.muted, .deafened])
+        _ = state.apply(.undeafen)
+        _ = state.apply(.unmute)
+        _ = state.apply(.pushToTalkMode(true))
+        #expect(state.memberState == .muted, "push-to-talk, not talking")
+        _ = state.apply(.pushToTalkPress)
+        #expect(state.memberState == [])
     }
 
     @Test func aHotkeysPressAndReleaseAloneMeanPushToTalk() {

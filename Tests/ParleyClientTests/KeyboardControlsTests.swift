@@ -96,11 +96,49 @@ struct KeyboardControlsTests {
         #expect(lines[1] == "    bob    [■■■■■■■■  ]  speaking  vol  50%  loss 2.0%  jb 62 ms  concealed 0.5%")
         #expect(lines[2] == "  ▸ carol  [          ]  quiet     muted here  loss 2.0%  jb 62 ms  concealed 0.5%")
         #expect(lines[3] == "    dave   [          ]  silent    vol 100%", "a member not heard yet")
-        #expect(lines[4] == "? keys")
+        #expect(lines[4] == "? keys · / message")
         #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: true, width: 200).last == CallKey.helpLine)
         let narrow = RosterView.lines(Self.statistics(), selected: nil, showHelp: true, width: 60)
-        #expect(narrow.suffix(3) == ["m mute · d deafen · t push-to-talk on/off · space talk/stop", "↑↓ choose a person · +/- their volume · q leave", ":request (as parley ctl) · ? help"], "the keys wrap, none is cut")
+        #expect(narrow.suffix(3) == ["m mute · d deafen · t push-to-talk on/off · space talk/stop", "↑↓ choose a person · +/- their volume · q leave",
+                                     "/message to the room · :request (as parley ctl) · ? help"], "the keys wrap, none is cut")
         #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: false, width: 30).allSatisfy { $0.count <= 30 })
         #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: false, typing: "volume bo").last == ":volume bo", "what is typed shows under the roster")
+        #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: false, typing: "back in 5", prompt: "/").last == "/back in 5")
+    }
+
+    @Test func othersWhoMutedOrDeafenedThemselvesShowSoAndTheLastMessagesShowUnderTheMembers() {
+        var statistics = Self.statistics()
+        statistics.mutedMembers = ["alice", "carol", "dave"]
+        statistics.deafenedMembers = ["dave"]
+        var texts: [RoomText] = []
+        for index in 1...6 {
+            let fromBob = index % 2 == 0
+            texts.append(RoomText(sender: fromBob ? "bob" : "alice", text: "line \(index)", atSeconds: Double(60 + index), outgoing: !fromBob))
+        }
+        statistics.texts = texts
+        statistics.texts?.append(RoomText(sender: "bob\u{1B}[2J", text: "\u{1B}[31mred\u{202E}evil\r\nforged", atSeconds: 70, outgoing: false))
+        let lines = RosterView.lines(statistics, selected: "carol", showHelp: false, width: 200)
+        #expect(lines[1].hasPrefix("    bob    [■■■■■■■■  ]  speaking"), "bob did not mute: \(lines[1])")
+        #expect(lines[2].hasPrefix("  ▸ carol  [          ]  MUTED     muted here"), "carol muted herself (and is turned off here too): \(lines[2])")
+        #expect(lines[3] == "    dave   [          ]  DEAFENED  vol 100%")
+        #expect(Array(lines[4...7]) == [
+            "  [1:04] bob: line 4", "  [1:05] alice: line 5", "  [1:06] bob: line 6",
+            "  [1:10] bob\\u{1b}[2J: \\u{1b}[31mred\\u{202e}evil\\u{d}\\u{a}forged",
+        ], "the last \(RosterView.textLines) messages, escapes and overrides shown, never acted on")
+        let forbidden: Set<Unicode.Scalar> = ["\u{1B}", "\u{202E}", "\r", "\n"]
+        #expect(lines.allSatisfy { line in !line.unicodeScalars.contains { forbidden.contains($0) } })
+        let status = CallStatusLine.line(statistics)
+        #expect(status.contains("muted: carol · deafened: dave"), "the status line names the others who muted (not ourselves): \(status)")
+    }
+
+    @Test func slashTypesAMessageForTheRoomAndEscapeGivesItUp() {
+        var reader = CallKey.Reader()
+        #expect(reader.keys(from: Array("/back in 5".utf8)).isEmpty)
+        #expect(reader.typing == "back in 5" && reader.prompt == "/")
+        #expect(reader.keys(from: Array("\r".utf8)) == [.message("back in 5")])
+        #expect(reader.keys(from: Array("/oops".utf8) + [0x1B] + Array("m".utf8)) == [.mute], "Escape gives the message up; keys act again")
+        #expect(reader.keys(from: Array(":say hi\r".utf8)) == [.command("say hi")])
+        var keys = KeyboardControls()
+        #expect(keys.requests(for: .message("hi all"), state: ControlState(), others: [], volume: { _ in 100 }) == [.say("hi all")])
     }
 }

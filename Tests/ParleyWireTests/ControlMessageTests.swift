@@ -29,6 +29,13 @@ struct ControlMessageTests {
         ControlMessage(sequence: 8, body: .joined(.init(
             cookie: 9, ssrc: 10, identity: "ada", room: "standup", canPublish: true, keepaliveIntervalMilliseconds: 5_000,
             idleTimeoutMilliseconds: 30_000, clusterRelays: [.init(address: "10.0.0.2:7800", publicKey: Array(repeating: 7, count: 32))]))),
+        ControlMessage(sequence: 7, isReliable: true, body: .roster(.init(version: 10, members: [
+            .init(ssrc: 1, identity: "alice", canPublish: true, capabilities: .supported, state: .muted),
+            .init(ssrc: 2, identity: "bob", canPublish: true, state: [.muted, .deafened]),
+        ]))),
+        ControlMessage(sequence: 8, isReliable: true, body: .memberState(.init(revision: 3, state: [.muted, .deafened]))),
+        ControlMessage(sequence: 9, isReliable: true, body: .text(.init(number: 1, text: "back in five — ça va? 👋"))),
+        ControlMessage(sequence: 10, isReliable: true, body: .text(.init(number: 0xFFFF_FFFF, sender: "Zoë", text: String(repeating: "x", count: 500)))),
     ]
 
     @Test(arguments: examples)
@@ -93,9 +100,39 @@ struct ControlMessageTests {
             .init(ssrc: 5, identity: "a", canPublish: false, capabilities: .redundantAudio),
             .init(ssrc: 6, identity: "b", canPublish: true, capabilities: .redundantAudio),
         ]))).serialized()
-        // version, page, pages, count, then per member: ssrc, flags, name
-        #expect(Array(roster[8...]) == hex("00000001 00 01 02 00000005 02 0161 00000006 03 0162"))
+        // version, page, pages, count, then per member: ssrc, flags, name; then the state block
+        #expect(Array(roster[8...]) == hex("00000001 00 01 02 00000005 02 0161 00000006 03 0162 0000"))
         #expect(roster[19] & 0x01 == 0 && roster[26] & 0x01 == 1, "bit 0, all an older client reads, is still publish")
+    }
+
+    /// Members' states ride behind the members, where an older client stops reading; a roster
+    /// from an older relay has none, and reads as nobody muted.
+    @Test func memberStatesFollowTheMembersWhereOlderPeersStopReading() throws {
+        let members: [ControlMessage.Roster.Member] = [
+            .init(ssrc: 5, identity: "a", canPublish: true, state: .muted),
+            .init(ssrc: 6, identity: "b", canPublish: true, state: [.muted, .deafened]),
+        ]
+        let bytes = try ControlMessage(body: .roster(.init(version: 1, members: members))).serialized()
+        #expect(Array(bytes[8...]) == hex("00000001 00 01 02 00000005 01 0161 00000006 01 0162 01 03"))
+        guard case let .roster(old) = try ControlMessage(parsing: Array(bytes.dropLast(2))).body else { Issue.record("not a roster"); return }
+        #expect(old.members.map(\.state) == [[], []], "an older relay's roster: states unknown, so empty")
+        #expect(old.members.map(\.identity) == ["a", "b"])
+        #expect(throws: WireError.self, "a state block shorter than the members is cut off") {
+            try ControlMessage(parsing: Array(bytes.dropLast()))
+        }
+        #expect(ControlMessage.MemberState([.muted, .deafened]).summary == "deafened")
+        #expect(ControlMessage.MemberState.muted.summary == "muted" && ControlMessage.MemberState().summary == "live")
+    }
+
+    @Test func aTextCarriesItsNumberSenderAndWordsAndItsRulesSayWhatIsWrong() throws {
+        let bytes = try ControlMessage(sequence: 2, isReliable: true, body: .text(.init(number: 7, sender: "bo", text: "hi"))).serialized()
+        #expect(bytes == hex("50 01 31 01 00000002 00000007 02 626F 0002 6869"))
+        #expect(ControlMessage.Text.problem(with: "back in 5") == nil)
+        #expect(ControlMessage.Text.problem(with: String(repeating: "é", count: 250)) == nil, "500 bytes of UTF-8 is the most")
+        #expect(ControlMessage.Text.problem(with: String(repeating: "é", count: 251))?.contains("502 bytes; the most is 500") == true)
+        #expect(ControlMessage.Text.problem(with: "  ") == "the message is empty")
+        #expect(ControlMessage.Text.problem(with: "red\u{1B}[31m")?.contains("U+001B") == true)
+        #expect(ControlMessage.Text.problem(with: "two\nlines")?.contains("control character or line break (U+000A)") == true)
     }
 
     @Test func aLongTokenMakesTheJoinLongerThanTheMinimum() throws {

@@ -147,6 +147,28 @@ struct ParserPropertyTests {
         #expect(accepted > 1_000)
     }
 
+    /// The room's messages (member state, text) and the roster's state block, behind a valid
+    /// header, so that every body gets read: noise, and examples cut short.
+    @Test func roomMessagesSurviveAnyBodyAndWhatTheyAcceptRoundTrips() throws {
+        var rng = SeededGenerator(seed: 0x524F_4F4D)
+        var accepted = 0
+        for _ in 0..<Self.randomCases {
+            let type = [ControlMessage.MessageType.roster, .memberState, .text].randomElement(using: &rng)!.rawValue
+            var body = rng.bytes(count: Int.random(in: 0...80, using: &rng))
+            if type == ControlMessage.MessageType.text.rawValue, body.count >= 9, Bool.random(using: &rng) {
+                // A sender and text that fit, so the string readers are reached too.
+                body[4] = UInt8.random(in: 0...2, using: &rng)
+                body[5 + Int(body[4])] = 0
+                if body.count > 6 + Int(body[4]) { body[6 + Int(body[4])] = UInt8.random(in: 0...8, using: &rng) }
+            }
+            let input = [0x50, 0x01, type, 0x01, 0, 0, 0, 9] + body
+            guard let message = try? ControlMessage(parsing: input) else { continue }
+            accepted += 1
+            #expect(try ControlMessage(parsing: message.serialized()) == message, "input \(input)")
+        }
+        #expect(accepted > 500, "the generator should reach the accepting paths too (\(accepted))")
+    }
+
     @Test func headerExtensionElementsNeverReadPastTheirBlock() throws {
         var rng = SeededGenerator(seed: 0x4558_5431)
         for _ in 0..<Self.randomCases {

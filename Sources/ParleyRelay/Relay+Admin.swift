@@ -1,0 +1,111 @@
+import NIOCore
+import ParleyWire
+import Synchronization
+
+/// What the admin API asks of a running relay: the rooms with each member's figures (read
+/// on the member's own loop, since they live there), and moderation as the relay's operator.
+extension Relay {
+    /// The name a member removed through the admin API is told.
+    static let operatorName = "the relay's operator"
+
+    /// Carries out a moderation request from the admin API, counted as the admin's.
+    public func moderate(_ request: ControlMessage.ModerationRequest, in room: String) -> ControlMessage.ModerationReply {
+        let reply = core.moderate(request, in: room, by: Self.operatorName, now: monotonicNanoseconds())
+        metrics.moderation(request.action, from: .admin, outcome: reply.outcome)
+        if reply.outcome == .done {
+            logger.notice("moderation by the admin API", metadata: [
+                "action": "\(request.action.label)", "room": "\(room)", "target": "\(request.target.logSafe())",
+            ])
+        }
+        return reply
+    }
+
+    /// Every room and member, with figures each loop reads from its own sessions; the future
+    /// completes on `loop`.
+    func roomsReport(on loop: any EventLoop) -> EventLoopFuture<AdminRoomsReport> {
+        let listing = core.adminListing()
+        let sessions = listing.flatMap { $0.members.compactMap(\.session) }
+        let promise = loop.makePromise(of: [UInt64: Figures].self)
+        let collected = Mutex<(figures: [UInt64: Figures], remaining: Int)>(([:], workers.count))
+        for worker in workers {
+            let mine = sessions.filter { $0.workerIndex == worker.index }
+            worker.loop.execute {
+                let now = monotonicNanoseconds()
+                let figures = mine.map { ($0.id, Figures(session: $0, now: now)) }
+                let done = collected.withLock { state -> [UInt64: Figures]? in
+                    for (id, figure) in figures { state.figures[id] = figure }
+                    state.remaining -= 1
+                    return state.remaining == 0 ? state.figures : nil
+                }
+                if let done { promise.succeed(done) }
+            }
+        }
+        return promise.futureResult.map { figures in
+            AdminRoomsReport(rooms: listing.map { room in
+                AdminRoomsReport.Room(name: room.name, members: room.members.map { entry in
+                    let figure = entry.session.flatMap { figures[$0.id] }
+                    return AdminRoomsReport.Member(
+                        identity: entry.member.identity, ssrc: entry.member.ssrc, active: entry.member.isActive,
+                        moderator: entry.session?.isModerator ?? false, canPublish: entry.member.canPublish,
+                        serverMuted: entry.serverMuted, joinedSecondsAgo: figure?.joinedSecondsAgo ?? 0,
+                        packets: figure?.packets ?? 0, lossPercent: figure?.lossPercent ?? 0, bitsPerSecond: figure?.bitsPerSecond ?? 0)
+                })
+            })
+        }
+    }
+
+    /// One member's figures, read on its loop.
+    struct Figures: Sendable {
+        var joinedSecondsAgo: Double
+        var packets: UInt64
+        var lossPercent: Double
+        var bitsPerSecond: Int
+
+        init(session: Session, now: UInt64) {
+            let age = Double(now &- session.joinedNanoseconds) / 1e9
+            joinedSecondsAgo = (age * 10).rounded() / 10
+            let reception = session.media.reception
+            packets = reception?.received ?? 0
+            let expected = reception?.expected ?? 0
+            let lost = max(0, reception?.cumulativeLost ?? 0)
+            lossPercent = expected > 0 ? (1_000 * Double(lost) / Double(expected)).rounded() / 10 : 0
+            bitsPerSecond = age > 0 ? Int(Double(session.media.bytesReceived) * 8 / age) : 0
+        }
+    }
+}
+
+extension RelayCore {
+    struct ListedRoom {
+        struct Entry {
+            let member: Room.Member
+            let session: Session?
+            let serverMuted: Bool
+        }
+
+        let name: String
+        let members: [Entry]
+    }
+
+    /// Every room and its members, sorted by name, as the admin API lists them.
+    func adminListing() -> [ListedRoom] {
+        rooms.withLock { rooms in
+            rooms.directory.rooms.values.sorted { $0.name < $1.name }.map { room in
+                ListedRoom(name: room.name, members: room.members.map {
+                    ListedRoom.Entry(member: $0, session: rooms.sessions[$0.sessionID], serverMuted: room.serverMuted.contains($0.identity))
+                })
+            }
+        }
+    }
+}
+
+extension Relay {
+    /// An authorised admin API request, answered on `loop` (the admin server's).
+    func answer(_ route: AdminAPI.Route, on loop: any EventLoop) -> EventLoopFuture<AdminAPI.Response> {
+        switch route {
+        case .rooms:
+            return roomsReport(on: loop).map { AdminAPI.Response.json(200, $0) }
+        case let .moderate(request, room):
+            return loop.makeSucceededFuture(AdminAPI.response(to: moderate(request, in: room)))
+        }
+    }
+}

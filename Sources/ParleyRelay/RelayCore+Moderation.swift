@@ -1,0 +1,137 @@
+import ParleyBasics
+import ParleyWire
+
+/// Who asked for a moderation: a member whose token carries the `mod` claim, or the
+/// person running the relay, through the admin API.
+enum ModerationSource: Sendable, Hashable, CaseIterable {
+    case member, admin
+
+    var label: String { self == .member ? "member" : "admin" }
+}
+
+/// Room control, under the core's one lock like every membership change: server-mute and
+/// unmute, kick (a ban per room and identity in ``KickList``), close a room. A removed
+/// member's session is closed on its own loop (``SessionLoop/deliverRemoval(_:reason:message:)``),
+/// which tells it goodbye with the reason; the others get the new roster as after any leave.
+extension RelayCore {
+    /// Carries out `request` in `room`, asked by `moderator` (the name the removed member is
+    /// told). The request's fields are checked first (``ModerationCheck``).
+    func moderate(_ request: ControlMessage.ModerationRequest, in room: String, by moderator: String, now: UInt64) -> ControlMessage.ModerationReply {
+        if let problem = ModerationCheck.problem(with: request) { return .init(outcome: .invalid, message: problem) }
+        return rooms.withLock { rooms -> ControlMessage.ModerationReply in
+            guard rooms.directory[room] != nil else {
+                return .init(outcome: .noSuchMember, message: "there is no room \(room) on this relay (nobody is in it)")
+            }
+            switch request.action {
+            case .serverMute, .serverUnmute:
+                let muted = request.action == .serverMute
+                guard rooms.directory.setServerMuted(request.target, muted, in: room) else {
+                    return Self.noSuchMember(request.target, in: rooms.directory[room]!)
+                }
+                roomChanged(room, in: &rooms, now: now)
+                return .init(outcome: .done, message: muted
+                    ? "\(request.target) is muted for everyone in \(room) until unmuted"
+                    : "\(request.target) may be heard again in \(room)")
+            case .kick:
+                guard let member = rooms.directory[room]!.member(identity: request.target) else {
+                    return Self.noSuchMember(request.target, in: rooms.directory[room]!)
+                }
+                let seconds = request.banSeconds == 0 ? KickList.defaultBanSeconds : request.banSeconds
+                rooms.kicks.ban(member.identity, from: room, seconds: seconds, by: moderator, reason: request.reason, now: now)
+                let told = Self.kickText(by: moderator, room: room, reason: request.reason, seconds: seconds)
+                removeForModeration(member, from: room, reason: .kicked, message: told, in: &rooms, now: now)
+                if rooms.directory[room] == nil { rooms.rosterSchedule.roomClosed(room) }
+                updateGauges(rooms)
+                return .init(outcome: .done, message: "\(member.identity) removed from \(room); they cannot rejoin for \(DurationWords.text(seconds: seconds))")
+            case .closeRoom:
+                let members = rooms.directory.close(room)
+                let told = Self.closeText(by: moderator, room: room, reason: request.reason)
+                for member in members {
+                    if let session = rooms.sessions.removeValue(forKey: member.sessionID) {
+                        loop(session.workerIndex).deliverRemoval(session, reason: .roomClosed, message: told)
+                    }
+                }
+                rooms.rosterSchedule.roomClosed(room)
+                updateGauges(rooms)
+                return .init(outcome: .done, message: "closed \(room); \(members.count) member\(members.count == 1 ? "" : "s") removed")
+            case .unknown:
+                return .init(outcome: .invalid, message: "this relay does not know that request; update the relay")
+            }
+        }
+    }
+
+    private func removeForModeration(_ member: Room.Member, from room: String, reason: RemovalReason, message: String, in rooms: inout Rooms, now: UInt64) {
+        rooms.directory.remove(sessionID: member.sessionID, from: room)
+        if member.isActive, rooms.directory[room] != nil { roomChanged(room, in: &rooms, now: now) }
+        if let session = rooms.sessions.removeValue(forKey: member.sessionID) {
+            loop(session.workerIndex).deliverRemoval(session, reason: reason, message: message)
+        }
+    }
+
+    private static func noSuchMember(_ identity: String, in room: Room) -> ControlMessage.ModerationReply {
+        let names = room.members.map(\.identity).sorted().prefix(10).joined(separator: ", ")
+        return .init(outcome: .noSuchMember, message: "nobody called '\(identity.prefix(64))' is in \(room.name); in it: \(names)")
+    }
+
+    /// What a kicked member is told (a goodbye holds at most 255 bytes; the reason is bounded
+    /// by ``ControlMessage/ModerationRequest/maximumReasonBytes``).
+    static func kickText(by moderator: String, room: String, reason: String, seconds: UInt32) -> String {
+        let why = reason.isEmpty ? "" : ": \(reason)"
+        return "\(moderator) removed you from \(room)\(why). You can rejoin in \(DurationWords.text(seconds: seconds))."
+    }
+
+    static func closeText(by moderator: String, room: String, reason: String) -> String {
+        let why = reason.isEmpty ? "" : ": \(reason)"
+        return "\(moderator) closed \(room)\(why)."
+    }
+}
+
+/// Whether a moderation request can be carried out as written, before any lock is taken.
+enum ModerationCheck {
+    static func problem(with request: ControlMessage.ModerationRequest) -> String? {
+        switch request.action {
+        case .serverMute, .serverUnmute, .kick:
+            if request.target.isEmpty { return "name the member to \(request.action == .kick ? "kick" : "mute")" }
+        case .closeRoom:
+            break
+        case .unknown:
+            return "this relay does not know that request; update the relay"
+        }
+        if request.reason.utf8.count > ControlMessage.ModerationRequest.maximumReasonBytes {
+            return "the reason is longer than \(ControlMessage.ModerationRequest.maximumReasonBytes) bytes; say it in fewer words"
+        }
+        if request.reason.unicodeScalars.contains(where: \.changesHowTextReads) {
+            return "the reason may not contain control characters, line breaks or bidirectional controls"
+        }
+        if request.banSeconds > KickList.maximumBanSeconds {
+            return "a kick keeps someone out for at most \(DurationWords.text(seconds: KickList.maximumBanSeconds))"
+        }
+        return nil
+    }
+}
+
+extension KickList.Ban {
+    /// The join refusal a banned member reads.
+    func refusal(room: String, now: UInt64) -> String {
+        let left = until > now ? (until - now + 999_999_999) / 1_000_000_000 : 0
+        let why = reason.isEmpty ? "" : ": \(reason)"
+        return "\(by) removed you from \(room)\(why); you can rejoin in \(DurationWords.text(seconds: UInt32(clamping: left)))"
+    }
+}
+
+/// "45 s", "5 min", "2 h 30 min", "3 days": a duration as a person reads it.
+public enum DurationWords {
+    public static func text(seconds: UInt32) -> String {
+        switch seconds {
+        case ..<120: return "\(seconds) s"
+        case ..<7_200:
+            let minutes = (seconds + 30) / 60
+            return "\(minutes) min"
+        case ..<172_800:
+            let (hours, minutes) = (seconds / 3_600, (seconds % 3_600) / 60)
+            return minutes == 0 ? "\(hours) h" : "\(hours) h \(minutes) min"
+        default:
+            return "\(seconds / 86_400) days"
+        }
+    }
+}

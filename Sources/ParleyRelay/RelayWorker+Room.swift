@@ -1,0 +1,90 @@
+import ParleyWire
+
+/// What members tell the room besides audio: their muted/deafened state (``MemberStatePacer``,
+/// then the roster) and text messages (``MemberTexts``, handed to the room through
+/// ``RoomMembership/relayText(_:from:)`` and delivered here, one at a time, to each member).
+extension RelayWorker {
+    // MARK: State
+
+    func receiveMemberState(_ update: ControlMessage.MemberStateUpdate, sequence: UInt32, from session: Session, now: UInt64) {
+        sendControl(.ack(ControlMessage.Ack(sequence: sequence)), sequence: 0, to: session, limit: nil)
+        guard session.memberState.receive(update) else { return }
+        applyMemberState(session, now: now)
+    }
+
+    /// Tells the room the member's newest state if its rate allows; else holds it for a tick.
+    func applyMemberState(_ session: Session, now: UInt64) {
+        if let state = session.memberState.due(nowNanoseconds: now) {
+            rooms.setState(state, of: session, now: now)
+        }
+        heldBackStates[session.peer] = session.memberState.isHeldBack ? session : nil
+    }
+
+    func applyHeldBackStates(now: UInt64) {
+        for session in heldBackStates.values {
+            if session.state == .closed {
+                if heldBackStates[session.peer] === session { heldBackStates[session.peer] = nil }
+                continue
+            }
+            applyMemberState(session, now: now)
+        }
+    }
+
+    // MARK: Text from a member
+
+    /// Relayed once, or refused with an error that says why (answering the text's sequence
+    /// number, so the client knows which message it is about); a repeat gets the same answer.
+    func receiveText(_ text: ControlMessage.Text, sequence: UInt32, from session: Session, now: UInt64) {
+        guard session.state == .active else { return drop(.unexpectedControl) }
+        guard let (answer, isRepeat) = session.texts.receive(text, nowNanoseconds: now) else {
+            return sendControl(.ack(ControlMessage.Ack(sequence: sequence)), sequence: 0, to: session, limit: nil)
+        }
+        switch answer {
+        case .relayed:
+            sendControl(.ack(ControlMessage.Ack(sequence: sequence)), sequence: 0, to: session, limit: nil)
+            guard !isRepeat else { return }
+            metrics.texts[.relayed]?.increment()
+            rooms.relayText(text.text, from: session)
+        case let .refused(outcome, reason):
+            let code: ControlMessage.ErrorCode = outcome == .refusedRate ? .rateLimited : .malformedRequest
+            sendControl(.error(ControlMessage.ErrorReply(code: code, message: reason)), sequence: sequence, to: session, limit: nil)
+            guard !isRepeat else { return }
+            metrics.texts[outcome]?.increment()
+        }
+    }
+
+    // MARK: Text to a member
+
+    func deliverText(_ session: Session, sender: String, text: String) {
+        loop.execute {
+            guard session.state == .active else { return }
+            if !session.texts.enqueue(sender: sender, text: text) { self.metrics.texts[.receiverQueueFull]?.increment() }
+            self.sendNextText(to: session, now: monotonicNanoseconds())
+            self.flush()
+        }
+    }
+
+    /// Sends the member its next queued text, if none is in flight.
+    func sendNextText(to session: Session, now: UInt64) {
+        guard session.state == .active, session.texts.inFlight == nil, session.texts.hasQueued else { return }
+        let sequence = session.takeSequence()
+        guard let text = session.texts.next(sequence: sequence),
+              let bytes = try? ControlMessage(sequence: sequence, isReliable: true, body: .text(text)).serialized() else { return }
+        session.reliable.enqueue(sequence: sequence, kind: .text, bytes: bytes, nowNanoseconds: now)
+        awaitingAcknowledgement[session.peer] = session
+        send(bytes, to: session, kind: .control)
+    }
+
+    /// The member acknowledged the text in flight: the next may go.
+    func textSettled(_ session: Session, now: UInt64) {
+        session.texts.settled()
+        sendNextText(to: session, now: now)
+    }
+
+    /// ``ReliableSender`` gave up the text in flight (the member heard none of its attempts):
+    /// the next goes, and the idle timeout decides about the member.
+    func settleTextIfGivenUp(_ session: Session, now: UInt64) {
+        guard let sequence = session.texts.inFlight, !session.reliable.outstanding.contains(where: { $0.sequence == sequence }) else { return }
+        textSettled(session, now: now)
+    }
+}

@@ -1,0 +1,173 @@
+import ArgumentParser
+import Foundation
+import ParleyBasics
+import ParleyRelay
+import ParleyWire
+
+/// `parley-relay admin`: the admin API from a shell, with the token read from the secret file.
+struct AdminCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "admin",
+        abstract: "List rooms, kick, server-mute or close a room on a running relay (its admin API).",
+        discussion: """
+        Talks to the relay's admin port (--admin, 127.0.0.1:9800 unless the relay was told otherwise) with the admin-token from its secret file. Examples:
+
+          parley-relay admin rooms
+          parley-relay admin kick standup bob --for 10m --reason "shouting over everyone"
+          parley-relay admin mute standup bob
+          parley-relay admin unmute standup bob
+          parley-relay admin close standup --reason "the meeting is over"
+
+        Exit status: 0 done; 1 no relay answers at the address, or it answered wrongly; 2 a bad flag or value; 3 the admin token was refused, or the relay runs without the admin API; 4 no such room or member; 5 the relay refused the request for another reason (it says why).
+        """,
+        subcommands: [Rooms.self, Kick.self, Mute.self, Unmute.self, Close.self]
+    )
+
+    struct Connection: ParsableArguments {
+        @Option(help: ArgumentHelp("The relay's admin address.", valueName: "host:port"))
+        var admin: String = "127.0.0.1:9800"
+        @Option(help: ArgumentHelp("The relay's secret file, which holds the admin-token.", valueName: "file"))
+        var secretFile: String = "/etc/parley/relay.secret"
+
+        /// Sends the request; prints the answer's message, or fails with the exit code its status means.
+        func send(method: String, path: String, body: [String: Any]? = nil) throws -> [UInt8] {
+            let address: HostAndPort
+            do {
+                address = try HostAndPort(parsing: admin)
+            } catch {
+                throw ConfigurationError("--admin \(error.message)")
+            }
+            let secret = try SecretFile.load(path: secretFile) { warning in
+                var standardError = StandardError()
+                print("parley-relay: warning: \(warning)", to: &standardError)
+            }
+            guard let token = secret.adminToken else {
+                throw ConfigurationError("\(secretFile) has no admin-token line, so the relay runs without the admin API; "
+                    + "make a new secret file with `parley-relay keygen --out \(secretFile) --force` (old tokens stop working) and restart the relay")
+            }
+            let bytes = try body.map { Array(try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) } ?? []
+            let answer: AdminClient.Answer
+            do {
+                answer = try AdminClient.send(method: method, path: path, body: bytes, token: token.text, to: address)
+            } catch {
+                AdminCommand.fail("\(error)", code: 1)
+            }
+            guard answer.status == 200 else {
+                let outcome = try? JSONDecoder().decode(AdminAPI.Outcome.self, from: Data(answer.body))
+                let message = outcome?.error ?? String(decoding: answer.body.prefix(300), as: UTF8.self)
+                switch answer.status {
+                case 401: AdminCommand.fail("\(message) (the relay's admin-token differs from the one in \(secretFile)?)", code: 3)
+                case 404 where message.hasPrefix("the admin API is off"): AdminCommand.fail(message, code: 3)
+                case 404: AdminCommand.fail(message, code: 4)
+                case 400, 413: AdminCommand.fail(message, code: 5)
+                default: AdminCommand.fail("the relay answered \(answer.status): \(message)", code: 1)
+                }
+            }
+            return answer.body
+        }
+
+        func moderate(_ path: String, _ body: [String: Any]) throws {
+            let answer = try send(method: "POST", path: path, body: body)
+            let outcome = try? JSONDecoder().decode(AdminAPI.Outcome.self, from: Data(answer))
+            print(outcome?.message ?? "done")
+        }
+    }
+
+    static func fail(_ message: String, code: Int32) -> Never {
+        var standardError = StandardError()
+        print("parley-relay admin: \(message)", to: &standardError)
+        Foundation.exit(code)
+    }
+
+    struct Rooms: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Every room and its members: packets, loss, bitrate, server-muted, joined since.")
+        @OptionGroup var connection: Connection
+        @Flag(help: "Print the API's JSON instead of a table.")
+        var json = false
+
+        func run() throws {
+            let body = try connection.send(method: "GET", path: "/admin/rooms")
+            if json {
+                print(String(decoding: body, as: UTF8.self), terminator: "")
+                return
+            }
+            guard let report = try? JSONDecoder().decode(AdminRoomsReport.self, from: Data(body)) else {
+                AdminCommand.fail("the relay's answer is not the rooms report this version reads; try --json", code: 1)
+            }
+            if report.rooms.isEmpty { print("no rooms open") }
+            for room in report.rooms {
+                print("\(room.name): \(room.members.count) member\(room.members.count == 1 ? "" : "s")")
+                for member in room.members {
+                    var notes: [String] = []
+                    if !member.active { notes.append("joining") }
+                    if member.moderator { notes.append("moderator") }
+                    if !member.canPublish { notes.append("listen only") }
+                    if member.serverMuted { notes.append("SERVER-MUTED") }
+                    let joined = DurationWords.since(seconds: member.joinedSecondsAgo)
+                    print("  \(member.identity)  joined \(joined) ago  \(member.packets) packets  loss \(String(format: "%.1f", member.lossPercent))%"
+                        + "  \(member.bitsPerSecond / 1_000) kb/s" + (notes.isEmpty ? "" : "  [" + notes.joined(separator: ", ") + "]"))
+                }
+            }
+        }
+    }
+
+    struct Kick: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a member; they cannot rejoin the room for --for (default 5m).")
+        @OptionGroup var connection: Connection
+        @Argument(help: "The room.") var room: String
+        @Argument(help: "The member's name (identity).") var identity: String
+        @Option(name: .customLong("for"), help: ArgumentHelp("How long they may not rejoin, e.g. 90s, 10m, 2h (at most 7d).", valueName: "duration"))
+        var duration: String?
+        @Option(help: ArgumentHelp("What the member is told.", valueName: "text")) var reason: String?
+
+        func run() throws {
+            var body: [String: Any] = ["room": room, "identity": identity]
+            if let duration {
+                guard let milliseconds = DurationText.milliseconds(duration), milliseconds >= 1_000 else {
+                    throw ConfigurationError("--for is \"\(duration)\"; write a duration of at least 1s, such as 90s, 10m or 2h")
+                }
+                guard milliseconds / 1_000 <= Int(ControlMessage.ModerationRequest.maximumBanSeconds) else {
+                    throw ConfigurationError("--for is \(duration); a kick keeps someone out for at most 7d")
+                }
+                body["seconds"] = milliseconds / 1_000
+            }
+            if let reason { body["reason"] = reason }
+            try connection.moderate("/admin/kick", body)
+        }
+    }
+
+    struct Mute: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Server-mute a member: the relay drops their audio for everyone.")
+        @OptionGroup var connection: Connection
+        @Argument(help: "The room.") var room: String
+        @Argument(help: "The member's name (identity).") var identity: String
+
+        func run() throws { try connection.moderate("/admin/mute", ["room": room, "identity": identity]) }
+    }
+
+    struct Unmute: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Lift a server-mute.")
+        @OptionGroup var connection: Connection
+        @Argument(help: "The room.") var room: String
+        @Argument(help: "The member's name (identity).") var identity: String
+
+        func run() throws { try connection.moderate("/admin/unmute", ["room": room, "identity": identity]) }
+    }
+
+    struct Close: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Close a room: every member is removed and told why.")
+        @OptionGroup var connection: Connection
+        @Argument(help: "The room.") var room: String
+        @Option(help: ArgumentHelp("What the members are told.", valueName: "text")) var reason: String?
+
+        func run() throws {
+            var body: [String: Any] = ["room": room]
+            if let reason { body["reason"] = reason }
+            try connection.moderate("/admin/close", body)
+        }
+    }
+}
+
+extension DurationWords {
+    static func since(seconds: Double) -> String { text(seconds: UInt32(clamping: Int(seconds.rounded()))) }
+}

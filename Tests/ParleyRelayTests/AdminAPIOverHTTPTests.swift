@@ -1,0 +1,47 @@
+import Logging
+import ParleyRelay
+import Testing
+
+/// The admin API on a running relay's admin port, over real HTTP: who gets in, what a
+/// stranger's oversized body costs, and a relay whose secret file predates the API.
+@Suite("The admin API over HTTP")
+struct AdminAPIOverHTTPTests {
+    static func relay(adminToken: AdminToken?) throws -> (Relay, HostAndPort) {
+        var configuration = RelayConfiguration()
+        configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
+        configuration.admin = HostAndPort(host: "127.0.0.1", port: 0)
+        configuration.insecure = true
+        configuration.shutdownGraceMilliseconds = 200
+        var logger = Logger(label: "admin-api-test")
+        logger.logLevel = .error
+        let relay = try Relay.start(configuration: configuration, secret: .random(), adminToken: adminToken, logger: logger)
+        return (relay, HostAndPort(host: "127.0.0.1", port: relay.adminAddress!.port!))
+    }
+
+    @Test func onlyTheAdminTokenOpensItAndAnOversizedBodyIsRefusedUnread() throws {
+        let token = AdminToken.random()
+        let (relay, address) = try Self.relay(adminToken: token)
+        defer { relay.shutdown() }
+        let anonymous = try AdminClient.send(method: "GET", path: "/admin/rooms", token: nil, to: address)
+        #expect(anonymous.status == 401)
+        let wrong = try AdminClient.send(method: "GET", path: "/admin/rooms", token: AdminToken.random().text, to: address)
+        #expect(wrong.status == 401 && String(decoding: wrong.body, as: UTF8.self).contains("admin token is wrong"))
+        let rooms = try AdminClient.send(method: "GET", path: "/admin/rooms", token: token.text, to: address)
+        #expect(rooms.status == 200 && String(decoding: rooms.body, as: UTF8.self) == "{\"rooms\":[]}\n")
+        let large = try AdminClient.send(method: "POST", path: "/admin/kick", body: [UInt8](repeating: 0x61, count: 100_000), token: token.text, to: address)
+        #expect(large.status == 413)
+        let absent = try AdminClient.send(method: "POST", path: "/admin/kick", body: Array(#"{"room":"standup","identity":"bob"}"#.utf8), token: token.text, to: address)
+        #expect(absent.status == 404 && String(decoding: absent.body, as: UTF8.self).contains("there is no room standup"))
+        let metrics = try AdminClient.send(method: "GET", path: "/metrics", token: nil, to: address)
+        #expect(metrics.status == 200 && String(decoding: metrics.body, as: UTF8.self).contains(#"parley_relay_moderation_refused_total{source="admin",reason="no_such_member"} 1"#))
+    }
+
+    @Test func aRelayWithoutAnAdminTokenServesMetricsAndHealthAndSaysTheAPIIsOff() throws {
+        let (relay, address) = try Self.relay(adminToken: nil)
+        defer { relay.shutdown() }
+        #expect(try AdminClient.send(method: "GET", path: "/healthz", token: nil, to: address).status == 200)
+        #expect(try AdminClient.send(method: "GET", path: "/metrics", token: nil, to: address).status == 200)
+        let off = try AdminClient.send(method: "GET", path: "/admin/rooms", token: AdminToken.random().text, to: address)
+        #expect(off.status == 404 && String(decoding: off.body, as: UTF8.self).contains("the admin API is off"))
+    }
+}
