@@ -9,7 +9,7 @@ import Testing
 /// the three-way call is.
 @Suite("A call spread over relays")
 struct CascadedCallTests {
-    /// Three talkers on three relays (127.0.0.1, .2, .3) joined in a mesh of trunks: each
+    /// Three talkers on three relays (127.0.0.11, .12, .13) joined in a mesh of trunks: each
     /// hears both others as in a call through one relay (envelope ≥ 0.85, no dropout, settled
     /// p95 within 100 ms): a trunk hop on the loopback costs no audible delay.
     @Test func talkersOnThreeRelaysHearEachOtherAsThroughOne() async throws {

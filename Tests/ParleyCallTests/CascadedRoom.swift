@@ -7,7 +7,8 @@ import ParleyNetSim
 import ParleyRelay
 import ParleySecurity
 
-/// One room spread over relays on 127.0.0.1, 127.0.0.2 and 127.0.0.3, each with its own key,
+/// One room spread over relays on 127.0.0.11, 127.0.0.12 and 127.0.0.13 (away from the cluster
+/// tests' 127.0.0.1–3, as the relay tests' `RelayTrio`), each with its own key,
 /// sharing the token secret as a cluster's relays do, joined by trunks; one trunk may run
 /// through the impairment proxy. Each talker's call joins the relay `placement` names, with
 /// that relay's key pinned, as an invite naming that relay would make it.
@@ -31,10 +32,10 @@ final class CascadedRoom: @unchecked Sendable {
         keys = (0..<relayCount).map { _ in RelayKey() }
         var relays: [Relay] = []
         for index in 0..<relayCount {
-            relays.append(try CallRoom.startRelay(port: 0, secret: secret, relayKey: keys[index], host: "127.0.0.\(index + 1)"))
+            relays.append(try CallRoom.startRelay(port: 0, secret: secret, relayKey: keys[index], host: "127.0.0.\(index + 11)"))
         }
         self.relays = relays
-        let peers = relays.indices.map { RelayPeer(address: HostAndPort(host: "127.0.0.\($0 + 1)", port: relays[$0].localAddress.port!), publicKey: keys[$0].publicKey) }
+        let peers = relays.indices.map { RelayPeer(address: HostAndPort(host: "127.0.0.\($0 + 11)", port: relays[$0].localAddress.port!), publicKey: keys[$0].publicKey) }
         for (index, relay) in relays.enumerated() { relay.setTrustedRelays(peers.enumerated().filter { $0.offset != index }.map(\.element)) }
         for (opener, peer) in trunks { try relays[opener].openTrunk(room: room, to: peers[peer]) }
         if let impaired {
@@ -65,7 +66,7 @@ final class CascadedRoom: @unchecked Sendable {
     func configuration(for talker: String, input: CallConfiguration.Input, durationSeconds: Double) -> CallConfiguration {
         let relay = placement[talker]!
         var configuration = CallConfiguration(
-            relayHost: "127.0.0.\(relay + 1)", relayPort: relays[relay].localAddress.port!, room: room, token: token(talker),
+            relayHost: "127.0.0.\(relay + 11)", relayPort: relays[relay].localAddress.port!, room: room, token: token(talker),
             security: .secure(relayKey: keys[relay].publicKey))
         configuration.name = talker
         configuration.input = input

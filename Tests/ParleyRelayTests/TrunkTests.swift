@@ -7,8 +7,10 @@ import ParleyWire
 import Synchronization
 import Testing
 
-/// Relays on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (one per address, as separate machines would
-/// be), each with its own key and token secret, trusting the others as the cluster tells them.
+/// Relays on 127.0.0.11, 127.0.0.12 and 127.0.0.13 (one per address, as separate machines
+/// would be; not the cluster tests' 127.0.0.1–3, whose relays bind ports they picked as free,
+/// which a relay of ours binding port 0 with SO_REUSEPORT could share), each with its own key
+/// and token secret, trusting the others as the cluster tells them.
 final class RelayTrio {
     let fixtures: [RelayFixture]
     let peers: [RelayPeer]
@@ -17,10 +19,10 @@ final class RelayTrio {
     /// `trusts[i]`: the relays relay `i` accepts trunks from (by default, all the others).
     init(count: Int = 3, trusts: [[Int]]? = nil, timings: TrunkTimings = RelayTrio.quickTimings) throws {
         fixtures = try (0..<count).map { index in
-            try RelayFixture.startSecure { configuration in configuration.listen = HostAndPort(host: "127.0.0.\(index + 1)", port: 0) }
+            try RelayFixture.startSecure { configuration in configuration.listen = HostAndPort(host: "127.0.0.\(index + 11)", port: 0) }
         }
         peers = fixtures.enumerated().map { index, fixture in
-            RelayPeer(address: HostAndPort(host: "127.0.0.\(index + 1)", port: fixture.port), publicKey: fixture.relayKey!.publicKey)
+            RelayPeer(address: HostAndPort(host: "127.0.0.\(index + 11)", port: fixture.port), publicKey: fixture.relayKey!.publicKey)
         }
         for (index, fixture) in fixtures.enumerated() {
             let trusted = trusts?[index] ?? (0..<count).filter { $0 != index }
@@ -55,7 +57,7 @@ final class RelayTrio {
     }
 
     func member(on relay: Int, room: String, identity: String, ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)) -> SecureMember {
-        SecureMember(relayPort: fixtures[relay].port, relayHost: "127.0.0.\(relay + 1)", room: room,
+        SecureMember(relayPort: fixtures[relay].port, relayHost: "127.0.0.\(relay + 11)", room: room,
                      token: fixtures[relay].token(room: room, identity: identity), relayKey: fixtures[relay].relayKey!.publicKey, ssrc: ssrc)
     }
 
