@@ -14,15 +14,20 @@ struct CascadedCallTests {
     /// p95 within 100 ms): a trunk hop on the loopback costs no audible delay.
     @Test func talkersOnThreeRelaysHearEachOtherAsThroughOne() async throws {
         let conversation = try Conversation.standard.get()
-        let room = try await CascadedRoom(room: "cascade", relayCount: 3, placement: ["ada": 0, "bob": 1, "cy": 2],
-                                          trunks: [(0, 1), (0, 2), (2, 1)])
-        defer { Task { await room.close() } }
-        #expect(room.openTrunkEnds == 6, "three trunks, open at both ends")
-        let outcome = try await CallSlots.shared.withSlot { try await room.run(conversation) }
+        // The relays and their trunks are made once the call may start: a trunk whose room stays
+        // empty on one side for 10 s is closed, and waiting for a slot can take longer.
+        let (receptions, outcome) = try await CallSlots.shared.withSlot {
+            let room = try await CascadedRoom(room: "cascade", relayCount: 3, placement: ["ada": 0, "bob": 1, "cy": 2],
+                                              trunks: [(0, 1), (0, 2), (2, 1)])
+            #expect(room.openTrunkEnds == 6, "three trunks, open at both ends")
+            let outcome = try await room.run(conversation)
+            let receptions = try await Reception.all(recordings: room.recordings, outcome: outcome, conversation: conversation)
+            await room.close()
+            return (receptions, outcome)
+        }
         for (talker, result) in outcome.results {
             if case let .failure(error) = result { Issue.record("\(talker)'s call failed: \(error)") }
         }
-        let receptions = try await Reception.all(recordings: room.recordings, outcome: outcome, conversation: conversation)
         for reception in receptions {
             print("three relays: \(reception)")
             #expect(reception.comparison.envelopeCorrelation >= 0.85, "\(reception)")
