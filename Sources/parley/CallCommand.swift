@@ -60,7 +60,7 @@ struct CallCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The access token, without an invite (`parley-relay token` mints them).", valueName: "token"))
     var token: String?
 
-    @Option(help: ArgumentHelp("The relay's public key (base64url), when the invite lacks it.", valueName: "key"))
+    @Option(help: ArgumentHelp("The relay's public key (base64url), when the invite lacks it. A key that starts with - is given as --relay-key=KEY.", valueName: "key"))
     var relayKey: String?
 
     @Flag(help: "Talk to the relay unencrypted; only when the relay runs with --insecure too.")

@@ -58,7 +58,7 @@ struct ControlledCallTests {
             alice.executableURL = Self.parley
             alice.arguments = [
                 "call", "--relay", "127.0.0.1:\(room.clientPort)", "--room", room.room, "--token", room.token("alice"),
-                "--relay-key", room.relayKey.publicKeyText, "--name", "alice", "--input", tone, "--output", room.directory + "/alice-heard.wav",
+                "--relay-key=" + room.relayKey.publicKeyText, "--name", "alice", "--input", tone, "--output", room.directory + "/alice-heard.wav",
                 "--aec", "off", "--duration", "11", "--quiet",
             ]
             alice.environment = ["XDG_RUNTIME_DIR": runtime, "PATH": "/usr/bin:/bin"]

@@ -80,7 +80,7 @@ struct TerminalCallTests {
             func call(_ name: String, input: String) -> String {
                 [
                     parley, "call", "--relay", "127.0.0.1:\(room.clientPort)", "--room", room.room, "--token", room.token(name),
-                    "--relay-key", room.relayKey.publicKeyText, "--name", name, "--input", input, "--output", room.directory + "/\(name)-heard.wav",
+                    "--relay-key=" + room.relayKey.publicKeyText, "--name", name, "--input", input, "--output", room.directory + "/\(name)-heard.wav",
                     "--aec", "off", "--duration", "10",
                 ].map(Tmux.quote).joined(separator: " ")
             }
