@@ -19,32 +19,37 @@ import Synchronization
 /// duration is up, a WAV input without a duration ran out, `stop()` was called (Ctrl-C), or
 /// the link failed for good. Ending leaves the room cleanly (the others see it at once),
 /// stops the threads, closes the recordings and writes the output file.
+///
+/// This file holds the setup and the call's life (start, wait, finish); its other concerns
+/// are files of their own: `CallSession+Controls.swift` (keys and `parley ctl`),
+/// `CallSession+LinkEvents.swift` (what the link reports), `CallSession+Statistics.swift`
+/// (the figures for the status line).
 public final class CallSession: @unchecked Sendable {
     // @unchecked: the capture pipeline (encoder, processor, packetizer) is used only by the
     // capture thread once started; `lifecycle` and the Mutex/Atomic members guard the rest.
     public let configuration: CallConfiguration
-    private let input: any AudioInput
-    private let output: any AudioOutput
+    let input: any AudioInput
+    let output: any AudioOutput
     private let raw: WAVFileWriter?
     private let sent: WAVFileWriter?
     private let trace: PacketTraceWriter?
-    private let shared: CallShared
-    private let mix: PlaybackMix
+    let shared: CallShared
+    let mix: PlaybackMix
     private let tap = EchoReferenceTap()
-    private let epoch = MonotonicClock.now()
+    let epoch = MonotonicClock.now()
     private let capture: CapturePipeline
     private let playback: PlaybackPipeline
-    private var connection: RelayConnection!
+    private(set) var connection: RelayConnection!
     private let stopAudio = StopFlag()
-    private let wake = DispatchSemaphore(value: 0)
+    let wake = DispatchSemaphore(value: 0)
     private let audioDone = DispatchGroup()
-    private let lifecycle = Mutex(Lifecycle())
-    private let notice: @Sendable (String) -> Void
-    private let onText: @Sendable (RoomText) -> Void
-    private let controlServer = Mutex<ControlServer?>(nil)
-    private let moderationAnswers = ModerationAnswers()
+    let lifecycle = Mutex(Lifecycle())
+    let notice: @Sendable (String) -> Void
+    let onText: @Sendable (RoomText) -> Void
+    let controlServer = Mutex<ControlServer?>(nil)
+    let moderationAnswers = ModerationAnswers()
 
-    private struct Lifecycle {
+    struct Lifecycle {
         var joinedAt: UInt64?
         var audioStarted = false
         var stopRequested = false
@@ -138,10 +143,10 @@ public final class CallSession: @unchecked Sendable {
     ) {
         switch change {
         case let .lost(reason):
-            shared.update { $0.missingDevices.insert(device) }
+            shared.update { _ = $0.missingDevices.insert(device) }
             notice("the \(device) (\(flag)) stopped working (\(reason)); the call goes on, and Parley picks it up again when it is back (`parley devices` lists what is there)")
         case .back:
-            shared.update { $0.missingDevices.remove(device) }
+            shared.update { _ = $0.missingDevices.remove(device) }
             notice("the \(device) (\(flag)) is back")
         }
     }
@@ -160,21 +165,6 @@ public final class CallSession: @unchecked Sendable {
             throw .relayUnreachable("cannot open a socket to the relay at \(configuration.relay): \(error)")
         }
         startControls()
-    }
-
-    /// Opens the control socket. Without it the call still works (the keys do too), so a
-    /// failure is a notice, not an end.
-    private func startControls() {
-        guard let path = configuration.controlSocketPath else { return }
-        do {
-            try ControlSocketPath(directory: (path as NSString).deletingLastPathComponent).prepare()
-            let server = try ControlServer.start(path: path) { [weak self] control in
-                self?.perform(control) ?? .refused("the call has ended")
-            }
-            controlServer.withLock { $0 = server }
-        } catch {
-            notice("no control socket, so `parley ctl` cannot reach this call: \(error)")
-        }
     }
 
     /// Starts the call and waits for it to end.
@@ -219,120 +209,10 @@ public final class CallSession: @unchecked Sendable {
         return finish()
     }
 
-    /// Does what a key or `parley ctl` asks, at once, from any thread; the reply says what
-    /// changed (`muted`, `bob at 50%`) or why nothing did, and for `.status` carries the figures.
-    public func perform(_ control: CallControl) -> CallControlReply {
-        switch control {
-        case .mute, .unmute, .deafen, .undeafen, .pushToTalkMode, .pushToTalkPress, .pushToTalkRelease:
-            let (summary, controls) = shared.update { state in (state.controls.apply(control) ?? "", state.controls) }
-            mix.setDeafened(controls.deafened)
-            connection.setMemberState(controls.memberState)
-            return .done(summary)
-        case let .say(text):
-            switch connection.say(text) {
-            case .success:
-                keep(RoomText(sender: shared.snapshot.identity ?? "you", text: text, atSeconds: secondsIntoCall(), outgoing: true))
-                return .done("sent to the room")
-            case let .failure(refusal):
-                return .refused(refusal.description)
-            }
-        case let .volume(person, percent):
-            let state = shared.snapshot
-            let heard = Set(mix.levels(now: 0).keys)
-            guard state.members.contains(person) || heard.contains(person) else {
-                return .refused(CallControlError.unknownPerson(person, members: state.members.filter { $0 != state.identity }).description)
-            }
-            mix.setVolume(identity: person, percent: percent)
-            return .done("\(person) at \(percent)%")
-        case .leave:
-            stop()
-            return .done("leaving")
-        case .status:
-            return CallControlReply(ok: true, message: shared.snapshot.controls.summary, status: statistics())
-        case let .moderate(request):
-            guard let sequence = connection.moderate(request) else {
-                return .refused("the call is not in the room right now (joining or reconnecting), or \(PendingModeration.maximumOutstanding) requests still wait for the relay; try again in a moment")
-            }
-            // The link answers every request within its give-up time; this wait only guards against a stuck loop.
-            guard let reply = moderationAnswers.wait(for: sequence, seconds: Double(PendingModeration.giveUpNanoseconds) / 1e9 + 2) else {
-                return .refused("no answer from the call's network loop")
-            }
-            return reply.outcome == .done ? .done(reply.message) : .refused(reply.message)
-        }
-    }
+    // MARK: Lifecycle
 
-    /// Muted, deafened, push-to-talk, now.
-    public var controls: ControlState { shared.snapshot.controls }
-
-    /// Figures for the status line, now.
-    public func statistics() -> CallStatistics {
-        if let final = lifecycle.withLock({ $0.finalStatistics }) { return final }
-        return collectStatistics()
-    }
-
-    // MARK: Internals
-
-    private func handle(_ event: LinkEvent) {
-        switch event {
-        case let .joined(identity, room, canPublish, rejoin):
-            let first = lifecycle.withLock { state -> Bool in
-                guard state.joinedAt == nil else { return false }
-                state.joinedAt = MonotonicClock.now()
-                return true
-            }
-            if first {
-                notice("joined room \(room) as \(identity)\(canPublish ? "" : " (listen only: your token does not allow speaking)")")
-                startAudio()
-            } else if rejoin {
-                notice("rejoined room \(room); audio resumes")
-            }
-        case let .reconnecting(reason):
-            notice("reconnecting: \(reason)…")
-        case let .redirected(relay):
-            notice("the room lives on the relay at \(relay); joining there")
-        case let .failed(failure):
-            lifecycle.withLock { if $0.failure == nil { $0.failure = .link(failure) } }
-            wake.signal()
-        case .left:
-            lifecycle.withLock { $0.left = true }
-            wake.signal()
-        case let .text(sender, text):
-            let message = RoomText(sender: sender, text: text, atSeconds: secondsIntoCall(), outgoing: false)
-            keep(message)
-            onText(message)
-        case let .textRefused(text, reason):
-            notice("the relay refused your message \"\(text.logSafe(limit: 40))\": \(reason.logSafe(limit: 200))")
-        case let .moderationAnswered(sequence, reply):
-            moderationAnswers.deliver(reply, for: sequence)
-        case let .roster(members):
-            let muted = lifecycle.withLock { state -> Bool? in
-                guard let identity = shared.snapshot.identity else { return nil }
-                let now = members.contains { $0.identity == identity && $0.isServerMuted }
-                defer { state.serverMuted = now }
-                return now == state.serverMuted ? nil : now
-            }
-            if let muted {
-                notice(muted ? "muted by the room's moderator: nobody hears you until they unmute you"
-                             : "the room's moderator unmuted you: the others hear you again")
-            }
-        case .roundTrip:
-            break
-        }
-    }
-
-    /// Keeps a text in the call's record (the status and `--stats-json`), the newest ``RoomText/kept``.
-    private func keep(_ message: RoomText) {
-        shared.update { state in
-            state.texts.append(message)
-            if state.texts.count > RoomText.kept { state.texts.removeFirst(state.texts.count - RoomText.kept) }
-        }
-    }
-
-    private func secondsIntoCall() -> Double {
-        lifecycle.withLock { $0.joinedAt }.map { Double(MonotonicClock.now() &- $0) / 1e9 } ?? 0
-    }
-
-    private func startAudio() {
+    /// Starts the capture and playback threads, once.
+    func startAudio() {
         let proceed = lifecycle.withLock { state -> Bool in
             guard !state.audioStarted else { return false }
             state.audioStarted = true
@@ -357,7 +237,7 @@ public final class CallSession: @unchecked Sendable {
         captureThread.start()
     }
 
-    private func fail(_ error: CallError) {
+    func fail(_ error: CallError) {
         lifecycle.withLock { if $0.failure == nil { $0.failure = error } }
         wake.signal()
     }
@@ -397,57 +277,6 @@ public final class CallSession: @unchecked Sendable {
         if let failure = lifecycle.withLock({ $0.failure }) { return .failure(failure) }
         if !problems.isEmpty { return .failure(.cannotWriteOutput(problems.joined(separator: "; "))) }
         return .success(statistics)
-    }
-
-    private func collectStatistics() -> CallStatistics {
-        let state = shared.snapshot
-        let connection = self.connection!
-        let network = connection.submit { (connection.speakerSnapshots(), connection.lossDown()) }
-        var speakers = network?.0 ?? lifecycle.withLock { $0.finalStatistics?.speakers } ?? []
-        let now = MonotonicClock.now()
-        let joinedAt = lifecycle.withLock { $0.joinedAt }
-        let timeline = Double(Int64(bitPattern: now &- epoch)) / 1e9
-        let levels = mix.levels(now: timeline)
-        let volumes = mix.volumesSet
-        for index in speakers.indices {
-            let identity = speakers[index].identity
-            speakers[index].volumePercent = volumes[identity] ?? 100
-            speakers[index].levelDecibels = levels[identity]?.decibels
-            speakers[index].speakingNow = levels[identity]?.speaking ?? false
-        }
-        let frames = speakers.map(\.audioFrames).reduce(0, +)
-        let concealed = frames > 0 ? speakers.map { $0.concealedPercent * $0.audioFrames }.reduce(0, +) / frames : nil
-        return CallStatistics(
-            name: configuration.name ?? state.identity ?? "parley",
-            identity: state.identity,
-            room: configuration.room,
-            phase: state.phase,
-            elapsedSeconds: joinedAt.map { Double(now - $0) / 1e9 } ?? 0,
-            members: state.members,
-            speaking: mix.speaking(now: timeline),
-            roundTripMilliseconds: state.roundTripNanoseconds.map { Double($0) / 1e6 },
-            lossUpPercent: state.lossUp.map { $0 * 100 },
-            lossUpTotalPercent: state.lossUpTotal.map { $0 * 100 },
-            lossDownPercent: network?.1.map { $0 * 100 },
-            jitterBufferDelayMilliseconds: speakers.filter(\.receiving).map(\.jitterBufferDelayMilliseconds).max(),
-            concealedPercent: concealed,
-            bitrate: state.currentBitrate,
-            expectedLossPercent: state.encoder.expectedLossPercent,
-            redundantFrames: state.encoder.redundancy.distances.count,
-            missingDevices: state.missingDevices.sorted(),
-            captureXruns: input.xruns,
-            playbackXruns: output.xruns,
-            rejoins: state.rejoins,
-            packetsSent: state.packetsSent,
-            bytesSent: state.bytesSent,
-            captureStartedAtNanoseconds: state.captureStartedAt,
-            playbackStartedAtNanoseconds: state.playbackStartedAt,
-            speakers: speakers,
-            controls: state.controls,
-            mutedMembers: state.memberStates.filter { $0.value.contains(.muted) }.keys.sorted(),
-            deafenedMembers: state.memberStates.filter { $0.value.contains(.deafened) }.keys.sorted(),
-            texts: state.texts,
-            serverMuted: state.serverMuted)
     }
 }
 

@@ -1,0 +1,57 @@
+import ParleyBasics
+import Synchronization
+
+/// The call's answer to its link's events: the first join starts the audio, a rejoin or a
+/// redirect is told to the person, a failure or the end of a leave ends `wait()`, texts and
+/// moderation answers are kept or handed on, and a change of our server-mute is said aloud.
+extension CallSession {
+    /// What the link reports, on the network loop: tell the person, keep it, or wake the
+    /// call's `wait()`.
+    func handle(_ event: LinkEvent) {
+        switch event {
+        case let .joined(identity, room, canPublish, rejoin):
+            let first = lifecycle.withLock { state -> Bool in
+                guard state.joinedAt == nil else { return false }
+                state.joinedAt = MonotonicClock.now()
+                return true
+            }
+            if first {
+                notice("joined room \(room) as \(identity)\(canPublish ? "" : " (listen only: your token does not allow speaking)")")
+                startAudio()
+            } else if rejoin {
+                notice("rejoined room \(room); audio resumes")
+            }
+        case let .reconnecting(reason):
+            notice("reconnecting: \(reason)…")
+        case let .redirected(relay):
+            notice("the room lives on the relay at \(relay); joining there")
+        case let .failed(failure):
+            lifecycle.withLock { if $0.failure == nil { $0.failure = .link(failure) } }
+            wake.signal()
+        case .left:
+            lifecycle.withLock { $0.left = true }
+            wake.signal()
+        case let .text(sender, text):
+            let message = RoomText(sender: sender, text: text, atSeconds: secondsIntoCall(), outgoing: false)
+            keep(message)
+            onText(message)
+        case let .textRefused(text, reason):
+            notice("the relay refused your message \"\(text.logSafe(limit: 40))\": \(reason.logSafe(limit: 200))")
+        case let .moderationAnswered(sequence, reply):
+            moderationAnswers.deliver(reply, for: sequence)
+        case let .roster(members):
+            let muted = lifecycle.withLock { state -> Bool? in
+                guard let identity = shared.snapshot.identity else { return nil }
+                let now = members.contains { $0.identity == identity && $0.isServerMuted }
+                defer { state.serverMuted = now }
+                return now == state.serverMuted ? nil : now
+            }
+            if let muted {
+                notice(muted ? "muted by the room's moderator: nobody hears you until they unmute you"
+                             : "the room's moderator unmuted you: the others hear you again")
+            }
+        case .roundTrip:
+            break
+        }
+    }
+}
