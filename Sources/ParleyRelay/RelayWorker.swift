@@ -28,7 +28,7 @@ import Darwin
 /// `RelayWorker+Leaving.swift` (departures and shutdown, ``Departures``),
 /// `RelayWorker+Timers.swift` (the tick), `RelayWorker+Sending.swift` (what the relay builds
 /// and sends itself), `RelayWorker+Room.swift` (members' muted/deafened state and text
-/// messages); RTCP is ``MemberRTCP``'s.
+/// messages), `RelayWorker+RTCP.swift` (RTCP, terminated per leg by ``MemberRTCP``).
 final class RelayWorker: @unchecked Sendable {
     let index: Int
     /// The thread everything here runs on.
@@ -78,8 +78,8 @@ final class RelayWorker: @unchecked Sendable {
     private let receiveBatch: DatagramReceiveBatch
     /// Everything written since the last flush: one `sendmmsg` sends it.
     private let sendBatch: DatagramSendBatch
-    /// Buffers for opened sealed packets.
-    private let allocator = ByteBufferAllocator()
+    /// Buffers for opened sealed packets and forwarded RTCP.
+    let allocator = ByteBufferAllocator()
     /// Socket errors are logged at most this often (a firewall rule can refuse thousands of sends a second).
     private var socketErrorLogs: TokenBucket
     /// Read times of packets forwarded since the last flush, for the latency histogram.
@@ -314,7 +314,7 @@ final class RelayWorker: @unchecked Sendable {
     /// Writes `buffer` to every receiver of the session's room but the session, sealed for each
     /// receiver on a secure relay, into the send batch; returns the copies written.
     @inline(__always)
-    private func writeToOthers(_ buffer: ByteBuffer, from session: Session, kind: SentKind, now: UInt64) -> Int {
+    func writeToOthers(_ buffer: ByteBuffer, from session: Session, kind: SentKind, now: UInt64) -> Int {
         guard descriptor >= 0 else { return 0 }
         let receivers = session.forwarding.receivers
         return buffer.withUnsafeReadableBytes { packet in
@@ -383,26 +383,6 @@ final class RelayWorker: @unchecked Sendable {
     func flushStatistics(now: UInt64 = monotonicNanoseconds()) {
         statistics.flush(into: metrics)
         lastStatisticsFlush = now
-    }
-
-    // MARK: RTCP, terminated per leg (``MemberRTCP``)
-
-    private func receiveRTCP(_ buffer: ByteBuffer, from session: Session, now: UInt64) {
-        switch buffer.withUnsafeReadableBytes({ MemberRTCP.receive($0, from: session, now: now) }) {
-        case let .dropped(reason):
-            drop(reason)
-        case let .accepted(nacks, forward):
-            if nacks > 0 { drop(.nackNotServed, count: nacks) }
-            guard let forward else { return }
-            var copy = allocator.buffer(capacity: forward.count)
-            copy.writeBytes(forward)
-            _ = writeToOthers(copy, from: session, kind: .rtcp, now: now)
-        }
-    }
-
-    func sendReceiverReport(to session: Session, now: UInt64) {
-        guard let report = MemberRTCP.receiverReport(for: session, relaySSRC: relaySSRC, now: now) else { return }
-        send(report, to: session, kind: .rtcp)
     }
 
     // MARK: Introspection for the relay and its tests
