@@ -151,6 +151,10 @@ public final class Relay: Sendable {
             self.adminAddress = nil
         }
         box.set(self)
+        // A cluster member tells the relay which trunks its rooms need and whom to trust.
+        if trunkDirectory != nil {
+            cluster?.setCascadeHandler { [weak self] plan in self?.follow(plan) }
+        }
         logger.info("relay listening", metadata: [
             "udp": "\(Self.describe(localAddress))", "admin": "\(adminAddress.map(Self.describe) ?? "off")",
             "threads": "\(configuration.threads)", "max-rooms": "\(configuration.limits.maximumRooms)",
