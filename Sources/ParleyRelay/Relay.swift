@@ -106,6 +106,7 @@ public final class Relay: Sendable {
             for worker in workers { try worker.start() }
         } catch {
             for worker in workers { worker.stop() }
+            core.detachLoops()
             throw error
         }
         localAddress = address
@@ -141,6 +142,7 @@ public final class Relay: Sendable {
             } catch {
                 cluster?.stop()
                 for worker in workers { worker.stop() }
+                core.detachLoops()
                 try? adminGroup.syncShutdownGracefully()
                 throw error
             }
@@ -249,6 +251,7 @@ public final class Relay: Sendable {
         admin?.close()
         try? adminGroup?.syncShutdownGracefully()
         for worker in workers { worker.stop() }
+        core.detachLoops()
         logger.notice("relay stopped")
     }
 }

@@ -50,6 +50,14 @@ final class RelayCore: RoomMembership {
         loops.withLock { $0 = list }
     }
 
+    /// Lets go of the loops once they stopped. Each loop's worker holds the core, so until
+    /// then the two keep each other alive, and with them each loop's epoll set and eventfd.
+    /// Each is replaced by a loop that drops what it is handed (a late API call after
+    /// shutdown, such as closing a trunk, reaches no stopped thread and traps on no index).
+    func detachLoops() {
+        loops.withLock { list in list = list.map { _ in StoppedSessionLoop() } }
+    }
+
     func makeSessionID() -> UInt64 {
         rooms.withLock { rooms in
             defer { rooms.nextSessionID += 1 }
@@ -208,4 +216,15 @@ final class RelayCore: RoomMembership {
             rooms.directory.rooms.mapValues { $0.members.filter(\.isActive).map(\.identity) }
         }
     }
+}
+
+/// What stands in for a stopped loop: there is nobody left to deliver to.
+private final class StoppedSessionLoop: SessionLoop {
+    func deliverRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster]) {}
+    func deliverReplacement(_ session: Session) {}
+    func deliverTrunkUpdate(_ trunk: Trunk, snapshot: RoomSnapshot, version: UInt32, localRoster: [ControlMessage.Roster.Member]) {}
+    func deliverEviction(_ session: Session) {}
+    func deliverTrunkEnd(_ trunk: Trunk, reason: TrunkEndReason) {}
+    func deliverText(_ session: Session, sender: String, text: String) {}
+    func deliverRemoval(_ session: Session, reason: RemovalReason, message: String) {}
 }
