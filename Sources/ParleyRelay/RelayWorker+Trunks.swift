@@ -92,8 +92,16 @@ extension RelayWorker {
                               metadata: ["trunk": "\(trunk.logDescription)", "ssrc": "\(ssrc)"])
             }
         case let .ack(ack):
-            trunk.reliable.acknowledge(sequence: ack.sequence)
+            if trunk.reliable.acknowledge(sequence: ack.sequence), !trunk.unacknowledgedRosterPages.contains(ack.sequence) {
+                trunk.textsInFlight = max(0, trunk.textsInFlight - 1)
+            }
             trunk.unacknowledgedRosterPages.remove(ack.sequence)
+        case let .text(text):
+            // From a member behind the trunk, named by its relay; sent again if our ack was lost.
+            guard message.isReliable, trunk.receivedTexts.insert(message.sequence) else { return }
+            guard ParleyNames.problem(withIdentity: text.sender) == nil else { return drop(.malformed) }
+            metrics.texts[.relayed]?.increment()
+            rooms.relayText(text.text, sender: text.sender, over: trunk)
         case let .ping(ping):
             sendToTrunk(.pong(.init(timestamp: ping.timestamp)), trunk: trunk)
         case .pong:
@@ -105,6 +113,25 @@ extension RelayWorker {
         default:
             // A member's messages (join, ready, redirects, …) mean nothing on a trunk.
             drop(.unexpectedControl)
+        }
+    }
+
+    /// A text from a member here for the members behind the trunk, reliably.
+    func deliverTrunkText(_ trunk: Trunk, sender: String, text: String) {
+        loop.execute {
+            guard trunk.state == .open else { return }
+            guard trunk.textsInFlight < Trunk.maximumTextsInFlight else {
+                self.metrics.texts[.receiverQueueFull]?.increment()
+                return
+            }
+            let sequence = trunk.takeSequence()
+            let now = monotonicNanoseconds()
+            guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true,
+                                                  body: .text(ControlMessage.Text(number: sequence, sender: sender, text: text))).serialized() else { return }
+            trunk.reliable.enqueue(sequence: sequence, kind: .text, bytes: bytes, nowNanoseconds: now)
+            trunk.textsInFlight += 1
+            self.send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
+            self.flush()
         }
     }
 

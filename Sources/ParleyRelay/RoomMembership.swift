@@ -27,6 +27,8 @@ protocol RoomMembership: AnyObject, Sendable {
     /// Hands a text from `session` to every other active member of its room that reads text,
     /// in one order for the whole room.
     func relayText(_ text: String, from session: Session)
+    /// A text from a member behind `trunk`, to the members here.
+    func relayText(_ text: String, sender: String, over trunk: Trunk)
     /// A moderator's request in `room` (server-mute, kick, close); `moderator` is the name
     /// a removed member is told.
     func moderate(_ request: ControlMessage.ModerationRequest, in room: String, by moderator: String, now: UInt64) -> ControlMessage.ModerationReply
@@ -53,6 +55,8 @@ protocol SessionLoop: AnyObject, Sendable {
     func deliverTrunkEnd(_ trunk: Trunk, reason: TrunkEndReason)
     /// A text for `session` from the member `sender`.
     func deliverText(_ session: Session, sender: String, text: String)
+    /// A text from the member `sender` here, for the members behind `trunk`.
+    func deliverTrunkText(_ trunk: Trunk, sender: String, text: String)
     /// A moderator removed the member (kicked, or closed the room): it is already out of its
     /// room; its loop closes the session and tells it `message`.
     func deliverRemoval(_ session: Session, reason: RemovalReason, message: String)

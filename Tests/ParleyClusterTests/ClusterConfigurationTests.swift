@@ -58,7 +58,7 @@ struct ClusterConfigurationTests {
         }
         #expect(text.contains("parley_relay_cluster_registered 1"))
         #expect(text.contains("parley_relay_cluster_rooms_hosted 0"))
-        #expect(text.contains("parley_relay_cluster_trunks"))
+        #expect(text.contains("parley_relay_trunks 0"), "trunks are counted once, by the trunks themselves")
         #expect(text.contains("parley_relay_cluster_store_request_seconds_count"))
         #expect(text.contains("parley_relay_cluster_store_errors_total 0"))
         // Shutdown revokes the lease: the registration goes at once, not at its expiry.

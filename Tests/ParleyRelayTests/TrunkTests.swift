@@ -167,6 +167,33 @@ extension RelayOverUDP {
             }
         }
 
+        /// Texts are the room's, like its roster: each member's reaches every other member once,
+        /// whichever relay either is on, and a member's own texts arrive in the order written.
+        @Test func textsReachTheMembersOfEveryRelayOfTheRoomExactlyOnce() throws {
+            let trio = try RelayTrio(count: 3)
+            defer { trio.shutdown() }
+            let members = (0..<3).map { trio.member(on: $0, room: "chat", identity: "m\($0)") }
+            try trio.openTrunk("chat", from: 0, to: 1)
+            try trio.openTrunk("chat", from: 0, to: 2)
+            try trio.openTrunk("chat", from: 1, to: 2)
+            #expect(trio.waitForOpenTrunks(2, on: [0, 1, 2]))
+            try joined(members, rosterSize: 3)
+            for round in 1...3 {
+                for member in members { try member.say("hello \(round)") }
+                pumpAll(members, seconds: 0.05)
+            }
+            pumpAll(members, timeout: 5) { members.allSatisfy { $0.texts.count >= 6 } }
+            pumpAll(members, seconds: 0.5)  // anything sent twice would arrive by now
+            for (index, member) in members.enumerated() {
+                let others = (0..<3).filter { $0 != index }
+                for other in others {
+                    #expect(member.texts.filter { $0.hasPrefix("m\(other): ") } == (1...3).map { "m\(other): hello \($0)" },
+                            "m\(index) hears m\(other)'s texts once each, in order: \(member.texts)")
+                }
+                #expect(!member.texts.contains { $0.hasPrefix("m\(index): ") }, "nobody hears their own")
+            }
+        }
+
         @Test func aRelayWithoutThePeersKeyInItsTrustedSetRefusesTheTrunk() throws {
             // Relay 1 trusts a stranger's key, not relay 0's.
             let trio = try RelayTrio(count: 2, trusts: [[1], []])
