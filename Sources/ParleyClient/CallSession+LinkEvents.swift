@@ -3,7 +3,8 @@ import Synchronization
 
 /// The call's answer to its link's events: the first join starts the audio, a rejoin or a
 /// redirect is told to the person, a failure or the end of a leave ends `wait()`, texts and
-/// moderation answers are kept or handed on, and a change of our server-mute is said aloud.
+/// moderation answers are kept or handed on, and the person is told when a moderator mutes
+/// or unmutes them.
 extension CallSession {
     /// What the link reports, on the network loop: tell the person, keep it, or wake the
     /// call's `wait()`.
