@@ -55,6 +55,10 @@ public enum AcceleratePace: Equatable, Sendable {
     case voiced
     /// Remove several periods at once, accepting a less perfect match (a spike's backlog).
     case fast
+    /// As `fast`, with longer cuts and a looser match: the audio plays later than the
+    /// configured maximum delay (a stall longer than the room kept for it), and getting back
+    /// under it matters more than the smoothness of the next few hundred milliseconds.
+    case catchUp
 }
 
 public enum PlayoutDecision {
@@ -229,9 +233,9 @@ public enum PlayoutDecision {
             return .preemptiveExpand(maximumSamples: max(samples, 1), quietOnly: !late)
         }
         guard samples > 0 else { return .decode }
-        if excess > rules.fastExcessSeconds { return .accelerate(maximumSamples: samples, pace: .fast) }
-        if excess > rules.steadyExcessSeconds { return .accelerate(maximumSamples: samples, pace: .voiced) }
         let tooLong = observation.lead + observation.pending > rules.maximumDelaySeconds
+        if excess > rules.fastExcessSeconds { return .accelerate(maximumSamples: samples, pace: tooLong ? .catchUp : .fast) }
+        if excess > rules.steadyExcessSeconds { return .accelerate(maximumSamples: samples, pace: .voiced) }
         let voicedDue = (excess > rules.gentleExcessSeconds || tooLong) && observation.sinceTimeStretch >= rules.steadyIntervalSeconds
         return .accelerate(maximumSamples: samples, pace: voicedDue ? .voiced : .quietOnly)
     }
