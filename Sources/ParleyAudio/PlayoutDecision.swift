@@ -113,6 +113,8 @@ public enum PlayoutDecision {
         public var coveredInTime: Double = 0
         /// Seconds since the last time-stretch operation.
         public var sinceTimeStretch: Double = .infinity
+        /// Seconds since the buffer last ran dry waiting for a late packet (the delay grew).
+        public var sinceWaited: Double = .infinity
 
         public init(next: NextFrame, lead: Double, targetLead: Double, safeLead: Double? = nil, jitter: Double, pending: Double) {
             self.next = next
@@ -155,6 +157,9 @@ public enum PlayoutDecision {
         /// second, and going quiet in one throws away the buffer's timeline, so the words
         /// held up in it come back as a fresh start instead of being played out.
         public var idleAfterSeconds = 0.600
+        /// A backlog above the maximum delay this soon after the buffer ran dry waiting for
+        /// it is a stall's, and is caught up.
+        public var stallMemorySeconds = 1.0
         public init() {}
     }
 
@@ -234,7 +239,13 @@ public enum PlayoutDecision {
         }
         guard samples > 0 else { return .decode }
         let tooLong = observation.lead + observation.pending > rules.maximumDelaySeconds
-        if excess > rules.fastExcessSeconds { return .accelerate(maximumSamples: samples, pace: tooLong ? .catchUp : .fast) }
+        if excess > rules.fastExcessSeconds {
+            // Catching up is for a stall's backlog: the packets that come are still late, or
+            // the buffer waited for them a moment ago. Audio that is late because the reads
+            // were (a starved playback thread) is shortened at the usual pace.
+            let stalled = tooLong && (observation.latestDelay > observation.targetLead || observation.sinceWaited < rules.stallMemorySeconds)
+            return .accelerate(maximumSamples: samples, pace: stalled ? .catchUp : .fast)
+        }
         if excess > rules.steadyExcessSeconds { return .accelerate(maximumSamples: samples, pace: .voiced) }
         let voicedDue = (excess > rules.gentleExcessSeconds || tooLong) && observation.sinceTimeStretch >= rules.steadyIntervalSeconds
         return .accelerate(maximumSamples: samples, pace: voicedDue ? .voiced : .quietOnly)

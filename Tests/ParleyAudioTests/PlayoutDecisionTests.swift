@@ -79,8 +79,17 @@ struct PlayoutDecisionTests {
     @Test func aBacklogPlayingLaterThanTheMaximumCatchesUp() throws {
         var observation = frame(lead: 0.480, target: 0.250, pending: 0.0025)
         observation.backlog = 0.300
+        observation.latestDelay = 0.450
         #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .catchUp)
         observation.lead = 0.380
+        #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .fast, "under the maximum")
+        // The backlog has all come, but the buffer was waiting for it half a second ago.
+        observation.lead = 0.480
+        observation.latestDelay = 0.020
+        observation.sinceWaited = 0.5
+        #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .catchUp)
+        // Late only because the reads were (the packets came on time): the usual pace.
+        observation.sinceWaited = .infinity
         #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .fast)
     }
 
