@@ -92,16 +92,26 @@ extension RelayWorker {
                               metadata: ["trunk": "\(trunk.logDescription)", "ssrc": "\(ssrc)"])
             }
         case let .ack(ack):
-            if trunk.reliable.acknowledge(sequence: ack.sequence), !trunk.unacknowledgedRosterPages.contains(ack.sequence) {
-                trunk.textsInFlight = max(0, trunk.textsInFlight - 1)
-            }
+            trunk.reliable.acknowledge(sequence: ack.sequence)
             trunk.unacknowledgedRosterPages.remove(ack.sequence)
         case let .text(text):
             // From a member behind the trunk, named by its relay; sent again if our ack was lost.
-            guard message.isReliable, trunk.receivedTexts.insert(message.sequence) else { return }
+            guard message.isReliable, trunk.receivedReliable.insert(message.sequence) else { return }
             guard ParleyNames.problem(withIdentity: text.sender) == nil else { return drop(.malformed) }
             metrics.texts[.relayed]?.increment()
             rooms.relayText(text.text, sender: text.sender, over: trunk)
+        case let .moderate(request):
+            // A moderator of the room on the peer relay asked; this relay acts on its members.
+            guard message.isReliable, trunk.receivedReliable.insert(message.sequence) else { return }
+            guard ParleyNames.problem(withIdentity: request.moderator) == nil else { return drop(.malformed) }
+            let reply = rooms.moderate(request, in: trunk.room, by: request.moderator, now: now, passOn: false)
+            metrics.moderation(request.action, from: .trunk, outcome: reply.outcome)
+            if reply.outcome == .done {
+                membershipLogs.log(.notice, "moderation from another relay of the room", metadata: [
+                    "by": "\(request.moderator.logSafe())", "action": "\(request.action.label)", "target": "\(request.target.logSafe())",
+                    "trunk": "\(trunk.logDescription)",
+                ], now: now)
+            }
         case let .ping(ping):
             sendToTrunk(.pong(.init(timestamp: ping.timestamp)), trunk: trunk)
         case .pong:
@@ -120,7 +130,7 @@ extension RelayWorker {
     func deliverTrunkText(_ trunk: Trunk, sender: String, text: String) {
         loop.execute {
             guard trunk.state == .open else { return }
-            guard trunk.textsInFlight < Trunk.maximumTextsInFlight else {
+            guard trunk.reliable.count(of: .text) < Trunk.maximumTextsInFlight else {
                 self.metrics.texts[.receiverQueueFull]?.increment()
                 return
             }
@@ -129,7 +139,18 @@ extension RelayWorker {
             guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true,
                                                   body: .text(ControlMessage.Text(number: sequence, sender: sender, text: text))).serialized() else { return }
             trunk.reliable.enqueue(sequence: sequence, kind: .text, bytes: bytes, nowNanoseconds: now)
-            trunk.textsInFlight += 1
+            self.send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
+            self.flush()
+        }
+    }
+
+    /// A moderation asked for here, passed on to the peer relay reliably.
+    func deliverTrunkModeration(_ trunk: Trunk, request: ControlMessage.ModerationRequest) {
+        loop.execute {
+            guard trunk.state == .open else { return }
+            let sequence = trunk.takeSequence()
+            guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true, body: .moderate(request)).serialized() else { return }
+            trunk.reliable.enqueue(sequence: sequence, kind: .moderation, bytes: bytes, nowNanoseconds: monotonicNanoseconds())
             self.send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
             self.flush()
         }

@@ -44,12 +44,11 @@ final class Trunk: @unchecked Sendable {
     /// Sequences of the last roster's pages not yet acknowledged: while any is, the roster is
     /// sent again whenever the reliable sender has given it up, for as long as the trunk lives.
     var unacknowledgedRosterPages: Set<UInt32> = []
-    /// Texts from the peer already handed to the members here (a text sent again because its
-    /// acknowledgement was lost is acknowledged again, not delivered twice).
-    var receivedTexts = RecentSequenceSet()
-    /// Texts sent over the trunk and not yet acknowledged; beyond ``maximumTextsInFlight``
-    /// the newest is dropped and counted, as a member's full queue is.
-    var textsInFlight = 0
+    /// Texts and moderations from the peer already acted on (one sent again because its
+    /// acknowledgement was lost is acknowledged again, not acted on twice).
+    var receivedReliable = RecentSequenceSet()
+    /// Texts waiting for the peer's acknowledgement, at most; beyond, the newest is dropped
+    /// and counted, as a member's full queue is.
     static let maximumTextsInFlight = 64
     private var nextSequence: UInt32 = 1
     /// Members here as of the last room update, and since when there were none.

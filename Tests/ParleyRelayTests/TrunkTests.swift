@@ -56,9 +56,9 @@ final class RelayTrio {
         return false
     }
 
-    func member(on relay: Int, room: String, identity: String, ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)) -> SecureMember {
+    func member(on relay: Int, room: String, identity: String, moderator: Bool = false, ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)) -> SecureMember {
         SecureMember(relayPort: fixtures[relay].port, relayHost: "127.0.0.\(relay + 11)", room: room,
-                     token: fixtures[relay].token(room: room, identity: identity), relayKey: fixtures[relay].relayKey!.publicKey, ssrc: ssrc)
+                     token: fixtures[relay].token(room: room, identity: identity, isModerator: moderator), relayKey: fixtures[relay].relayKey!.publicKey, ssrc: ssrc)
     }
 
     var recordedEvents: [TrunkEvent] { events.all }
@@ -192,6 +192,73 @@ extension RelayOverUDP {
                 }
                 #expect(!member.texts.contains { $0.hasPrefix("m\(index): ") }, "nobody hears their own")
             }
+        }
+
+        /// A moderator on one relay acts on a member of another: server-muted, the member is
+        /// heard by nobody and every roster says so; kicked, it is gone from every roster and
+        /// its ban holds on every relay of the room, not only its own.
+        @Test func aModeratorOnOneRelayMutesAndKicksAMemberOnAnother() throws {
+            let trio = try RelayTrio(count: 3)
+            defer { trio.shutdown() }
+            let moderator = trio.member(on: 0, room: "mod", identity: "chair", moderator: true)
+            let loud = trio.member(on: 1, room: "mod", identity: "loud")
+            let listener = trio.member(on: 2, room: "mod", identity: "ear")
+            let members = [moderator, loud, listener]
+            try trio.openTrunk("mod", from: 0, to: 1)
+            try trio.openTrunk("mod", from: 0, to: 2)
+            try trio.openTrunk("mod", from: 1, to: 2)
+            #expect(trio.waitForOpenTrunks(2, on: [0, 1, 2]))
+            try joined(members, rosterSize: 3)
+
+            func ask(_ request: ControlMessage.ModerationRequest) -> ControlMessage.ModerationReply? {
+                let (sequence, output) = moderator.link.moderate(request, now: moderator.clock())
+                moderator.take(output)
+                var reply: ControlMessage.ModerationReply?
+                pumpAll(members, timeout: 3) {
+                    reply = moderator.events.lazy.compactMap { event -> ControlMessage.ModerationReply? in
+                        if case let .moderationAnswered(answered, reply) = event, answered == sequence { return reply }
+                        return nil
+                    }.first
+                    return reply != nil
+                }
+                return reply
+            }
+            func talk(_ frames: Int) {
+                for _ in 0..<frames {
+                    loud.sendMedia()
+                    pumpAll(members, seconds: 0.02)
+                }
+                pumpAll(members, seconds: 0.3)
+            }
+            talk(10)
+            #expect(listener.received(from: loud.link.ssrc).count == 10, "heard before the mute")
+
+            let muted = try #require(ask(.init(action: .serverMute, target: "loud")))
+            print("server-mute: \(muted.outcome) \(muted.message)")
+            #expect(muted.outcome == .done)
+            let shown = pumpAll(members, timeout: 3) {
+                [moderator, listener].allSatisfy { $0.link.roster.first { $0.identity == "loud" }?.isServerMuted == true }
+            }
+            #expect(shown, "every roster shows the member on the other relay as muted by a moderator")
+            let before = listener.received(from: loud.link.ssrc).count
+            talk(10)
+            #expect(listener.received(from: loud.link.ssrc).count == before, "nobody hears a server-muted member, wherever it is")
+
+            let kicked = try #require(ask(.init(action: .kick, target: "loud", banSeconds: 60, reason: "testing")))
+            print("kick: \(kicked.outcome) \(kicked.message)")
+            #expect(kicked.outcome == .done)
+            let gone = pumpAll(members, timeout: 3) {
+                [moderator, listener].allSatisfy { !$0.link.roster.contains { $0.identity == "loud" } }
+                    && loud.events.contains(where: { event in
+                        if case .failed(.removed(.kicked, _)) = event { return true }
+                        return false
+                    })
+            }
+            #expect(gone, "removed from its relay, told why, and gone from every roster: \(loud.events.suffix(3))")
+            // The ban holds on the relays that did not host it too.
+            let again = trio.member(on: 2, room: "mod", identity: "loud")
+            again.pump(timeout: 3) { $0.joinedOrFailed() }
+            #expect(!again.isActive, "the kicked member cannot come back through another relay of the room: \(again.link.phase)")
         }
 
         @Test func aRelayWithoutThePeersKeyInItsTrustedSetRefusesTheTrunk() throws {
