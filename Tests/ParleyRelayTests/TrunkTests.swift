@@ -261,6 +261,50 @@ extension RelayOverUDP {
             #expect(!again.isActive, "the kicked member cannot come back through another relay of the room: \(again.link.phase)")
         }
 
+        /// The path between two relays goes down for longer than a trunk waits: each end gives
+        /// the trunk up (its members leave the other's roster), the relay that opened it opens it
+        /// again, and once the path is back the members hear each other again, every packet of
+        /// what they said after it.
+        @Test func aTrunkWhosePathWentDownIsOpenedAgainAndCarriesTheRoomOnceThePathIsBack() throws {
+            var timings = RelayTrio.quickTimings
+            timings.keepaliveMilliseconds = 200
+            timings.timeoutMilliseconds = 600
+            timings.openingTimeoutMilliseconds = 3_000
+            let trio = try RelayTrio(count: 2, timings: timings)
+            defer { trio.shutdown() }
+            // Relay 0 reaches relay 1 only through a path the test can cut.
+            let path = try PausableForwarder(host: "127.0.0.14", to: (host: "127.0.0.12", port: trio.fixtures[1].port))
+            defer { path.stop() }
+            let throughPath = RelayPeer(address: HostAndPort(host: path.address.host, port: path.address.port), publicKey: trio.fixtures[1].relayKey!.publicKey)
+            let members = [trio.member(on: 0, room: "link", identity: "ada"), trio.member(on: 1, room: "link", identity: "cy")]
+            try trio.fixtures[0].relay.openTrunk(room: "link", to: throughPath)
+            #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
+            try joined(members, rosterSize: 2)
+
+            path.pause()
+            let cut = now()
+            let lost = pumpAll(members, timeout: 3) {
+                trio.recordedEvents.filter { $0.change == .ended(.timedOut) }.count == 2 && members.allSatisfy { $0.link.roster.count == 1 }
+            }
+            print(String(format: "path down: both ends gave the trunk up after %.2f s", now() - cut))
+            #expect(lost, "both ends end the trunk and its members leave the other's roster: \(trio.recordedEvents)")
+            pumpAll(members, seconds: 0.4)
+            path.resume()
+            let back = now()
+            let reopened = pumpAll(members, timeout: 5) { members.allSatisfy { $0.link.roster.count == 2 } }
+            print(String(format: "path back: the room whole again after %.2f s", now() - back))
+            #expect(reopened, "the opener opened the trunk again: \(trio.recordedEvents)")
+            let (ada, cy) = (members[0], members[1])
+            let (heardBefore, saidBefore) = (cy.received(from: ada.link.ssrc).count, ada.received(from: cy.link.ssrc).count)
+            for _ in 0..<20 {
+                for member in members { member.sendMedia() }
+                pumpAll(members, seconds: 0.02)
+            }
+            pumpAll(members, seconds: 0.5)
+            #expect(cy.received(from: ada.link.ssrc).count - heardBefore == 20 && ada.received(from: cy.link.ssrc).count - saidBefore == 20,
+                    "each hears the other's 20 packets after the trunk is back")
+        }
+
         @Test func aRelayWithoutThePeersKeyInItsTrustedSetRefusesTheTrunk() throws {
             // Relay 1 trusts a stranger's key, not relay 0's.
             let trio = try RelayTrio(count: 2, trusts: [[1], []])
