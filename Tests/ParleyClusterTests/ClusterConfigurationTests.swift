@@ -24,6 +24,7 @@ struct ClusterConfigurationTests {
         (["public-address": "198.51.100.7:7800"], "add cluster"),
         (["region": "eu"], "add cluster"),
         (["cluster": "http://127.0.0.1:2379", "public-address": "0.0.0.0:7800"], "not a wildcard"),
+        (["cluster": "http://127.0.0.1:2379", "public-address": "relay.example.org:7800"], "public IP address and port"),
         (["cluster": "https://127.0.0.1:2379", "public-address": "198.51.100.7:7800"], "plain HTTP"),
         (["cluster": "127.0.0.1:2379", "public-address": "198.51.100.7:7800"], "http://127.0.0.1:2379"),
         (["cluster": "http://127.0.0.1:2379", "public-address": "198.51.100.7:7800", "region": "eu west!"], "a region is"),
