@@ -20,9 +20,15 @@ extension ClusterMember {
 
     /// Hands the relay the trunks and trust the view asks for now.
     func updateCascade() {
-        let hosted = hostedRooms()
+        var hosted = hostedRooms()
         let (handler, plan) = state.withLock { state in
-            (state.cascade, Cascade(trusted: state.view.relays.values.sorted { $0.id < $1.id }, trunks: state.view.trunks(hosted: hosted)))
+            // A room this relay just recorded its presence in has a member joining here, not
+            // yet counted: its trunks open now, not at the next reconcile. Once the reconcile
+            // has seen the room empty here, only members count.
+            for room in state.view.roomsPresentHere where hosted[room, default: 0] == 0 && state.absentSince[room] == nil {
+                hosted[room] = 1
+            }
+            return (state.cascade, Cascade(trusted: state.view.relays.values.sorted { $0.id < $1.id }, trunks: state.view.trunks(hosted: hosted)))
         }
         handler?(plan)
     }
