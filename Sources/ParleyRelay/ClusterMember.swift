@@ -36,6 +36,8 @@ public final class ClusterMember: Sendable {
     let state: Mutex<State>
     private let group: MultiThreadedEventLoopGroup
     private let task = Mutex<Task<Void, Never>?>(nil)
+    /// The newest trunk plan handed to the relay; plans are applied one at a time under it.
+    let appliedCascade = Mutex<UInt64>(0)
 
     struct State {
         var view: ClusterView
@@ -52,6 +54,8 @@ public final class ClusterMember: Sendable {
         /// Presence records being written, so a burst of joins writes one.
         var presenceInFlight: Set<String> = []
         var cascade: (@Sendable (Cascade) -> Void)?
+        /// Plans are numbered as made, so one made earlier is never applied after a later one.
+        var cascadeVersion: UInt64 = 0
         var lastReportedLoad = -1
         /// The watch runs (it is restarted, after a fresh read, when it ends).
         var watching = false
@@ -258,6 +262,8 @@ public final class ClusterMember: Sendable {
                     state.withLock { $0.lease = nil }
                 }
                 failures += 1
+                // Trunks ended meanwhile are opened again from the last view.
+                updateCascade()
                 state.withLock { $0.storeReachable = false }
                 metrics.clusterRegistered.record(0)
                 if failures == 1 || failures % 20 == 0 {

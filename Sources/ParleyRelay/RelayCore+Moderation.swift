@@ -48,7 +48,7 @@ extension RelayCore {
             func passItOn() {
                 for trunk in passOnTo { loop(trunk.workerIndex).deliverTrunkModeration(trunk, request: forwarded) }
             }
-            let elsewhere = " (on another relay of the room, which carries it out)"
+            let elsewhere = " (passed on to the relay of the room they are on, which carries it out)"
             switch request.action {
             case .serverMute, .serverUnmute:
                 let muted = request.action == .serverMute
@@ -94,6 +94,11 @@ extension RelayCore {
                     if let session = rooms.sessions.removeValue(forKey: member.sessionID) {
                         loop(session.workerIndex).deliverRemoval(session, reason: .roomClosed, message: told)
                     }
+                }
+                // The room's trunks go with it (a new room of that name starts without them).
+                for trunk in rooms.trunks.removeValue(forKey: room) ?? [] {
+                    rooms.trunkStreams[trunk.id] = nil
+                    loop(trunk.workerIndex).deliverTrunkClosing(trunk)
                 }
                 rooms.rosterSchedule.roomClosed(room)
                 updateGauges(rooms)

@@ -248,5 +248,6 @@ private final class StoppedSessionLoop: SessionLoop {
     func deliverText(_ session: Session, sender: String, text: String) {}
     func deliverTrunkText(_ trunk: Trunk, sender: String, text: String) {}
     func deliverTrunkModeration(_ trunk: Trunk, request: ControlMessage.ModerationRequest) {}
+    func deliverTrunkClosing(_ trunk: Trunk) {}
     func deliverRemoval(_ session: Session, reason: RemovalReason, message: String) {}
 }

@@ -61,6 +61,9 @@ protocol SessionLoop: AnyObject, Sendable {
     func deliverTrunkText(_ trunk: Trunk, sender: String, text: String)
     /// A moderation asked for here, for the relay behind `trunk` to carry out on its members.
     func deliverTrunkModeration(_ trunk: Trunk, request: ControlMessage.ModerationRequest)
+    /// The trunk's room was closed here: it forwards nothing more, and ends once the peer has
+    /// acknowledged the moderations passed on to it (the close among them).
+    func deliverTrunkClosing(_ trunk: Trunk)
     /// A moderator removed the member (kicked, or closed the room): it is already out of its
     /// room; its loop closes the session and tells it `message`.
     func deliverRemoval(_ session: Session, reason: RemovalReason, message: String)

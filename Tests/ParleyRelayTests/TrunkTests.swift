@@ -305,6 +305,42 @@ extension RelayOverUDP {
                     "each hears the other's 20 packets after the trunk is back")
         }
 
+        /// Closing a room that spans relays closes it on every relay and takes its trunks with
+        /// it, so a room of that name started afterwards is a new room, whole again once its
+        /// trunk is opened.
+        @Test func closingARoomThatSpansRelaysClosesItEverywhereAndEndsItsTrunks() throws {
+            let trio = try RelayTrio(count: 3)
+            defer { trio.shutdown() }
+            let chair = trio.member(on: 0, room: "hall", identity: "chair", moderator: true)
+            let members = [chair, trio.member(on: 1, room: "hall", identity: "b"), trio.member(on: 2, room: "hall", identity: "c")]
+            try trio.openTrunk("hall", from: 0, to: 1)
+            try trio.openTrunk("hall", from: 0, to: 2)
+            try trio.openTrunk("hall", from: 1, to: 2)
+            #expect(trio.waitForOpenTrunks(2, on: [0, 1, 2]))
+            try joined(members, rosterSize: 3)
+            let (_, output) = chair.link.moderate(.init(action: .closeRoom, reason: "done"), now: chair.clock())
+            chair.take(output)
+            let closed = pumpAll(members, timeout: 3) {
+                members.allSatisfy { member in
+                    member.events.contains(where: { event in
+                        if case .failed(.removed(.roomClosed, _)) = event { return true }
+                        return false
+                    })
+                }
+            }
+            #expect(closed, "everyone, on every relay, is told the room closed: \(members.map { $0.link.phase })")
+            #expect(trio.waitForOpenTrunks(0, on: [0, 1, 2], timeout: 4), "the room's trunks end with it: \(trio.fixtures.map { $0.relay.openTrunks.count })")
+            for fixture in trio.fixtures {
+                let metrics = try fixture.relay.metricsText()
+                #expect(metricValue(metrics, "parley_relay_trunks") == 0 && metricValue(metrics, #"parley_relay_members{state="remote"}"#) == 0)
+            }
+            // The room again, from scratch: a new trunk, a whole roster.
+            let again = [trio.member(on: 0, room: "hall", identity: "d"), trio.member(on: 1, room: "hall", identity: "e")]
+            try trio.openTrunk("hall", from: 0, to: 1)
+            #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
+            try joined(again, rosterSize: 2)
+        }
+
         @Test func aRelayWithoutThePeersKeyInItsTrustedSetRefusesTheTrunk() throws {
             // Relay 1 trusts a stranger's key, not relay 0's.
             let trio = try RelayTrio(count: 2, trusts: [[1], []])
