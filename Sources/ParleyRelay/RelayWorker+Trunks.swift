@@ -363,8 +363,13 @@ extension RelayWorker {
         }
         guard !trunks.isEmpty else { return }
         let timings = trunkDirectory.timings
+        let distrusted = trunkDirectory.keysDistrusted(longerThan: timings.distrustGrace, now: now)
         var ended: [(Trunk, TrunkEndReason)] = []
         for trunk in trunks.values {
+            if !distrusted.isEmpty, distrusted.contains(trunk.peer.publicKey) {
+                ended.append((trunk, .noLongerTrusted))
+                continue
+            }
             for bytes in trunk.reliable.due(nowNanoseconds: now) {
                 send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
             }

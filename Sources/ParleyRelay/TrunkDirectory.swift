@@ -1,4 +1,5 @@
 import Crypto
+import ParleyBasics
 import ParleySecurity
 import ParleyWire
 import Synchronization
@@ -42,6 +43,8 @@ final class TrunkDirectory: Sendable {
 
     private struct State {
         var trusted: Set<[UInt8]> = []
+        /// Keys taken out of the trusted set, and when: their open trunks close after a grace.
+        var distrustedSince: [[UInt8]: UInt64] = [:]
         var openings: [Opening] = []
         /// The latest cookie each peer gave this relay's address, and when: a cookie names the
         /// address, not the hello, so openings to one peer within its life need no hello.
@@ -61,8 +64,22 @@ final class TrunkDirectory: Sendable {
 
     // MARK: Settings
 
-    func setTrusted(_ peers: [RelayPeer]) {
-        state.withLock { $0.trusted = Set(peers.map(\.publicKey)) }
+    func setTrusted(_ peers: [RelayPeer], now: UInt64 = MonotonicClock.now()) {
+        state.withLock { state in
+            let trusted = Set(peers.map(\.publicKey))
+            for key in state.trusted.subtracting(trusted) where state.distrustedSince[key] == nil { state.distrustedSince[key] = now }
+            for key in trusted { state.distrustedSince[key] = nil }
+            state.trusted = trusted
+        }
+    }
+
+    /// Keys out of the trusted set for longer than `grace`; their trunks are to be closed.
+    /// (Empty, and one lock, on every tick of a relay whose trusted set did not shrink.)
+    func keysDistrusted(longerThan grace: UInt64, now: UInt64) -> Set<[UInt8]> {
+        state.withLock { state in
+            guard !state.distrustedSince.isEmpty else { return [] }
+            return Set(state.distrustedSince.compactMap { now &- $0.value > grace ? $0.key : nil })
+        }
     }
 
     func isTrusted(_ key: Curve25519.KeyAgreement.PublicKey) -> Bool {

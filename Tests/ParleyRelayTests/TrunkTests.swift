@@ -305,6 +305,33 @@ extension RelayOverUDP {
                     "each hears the other's 20 packets after the trunk is back")
         }
 
+        /// A ban outlives the trunks that were open when it was made: a relay that joins the
+        /// room later is told the room's running bans, so the kicked member cannot come back
+        /// through it either.
+        @Test func aRelayThatJoinsTheRoomLaterKeepsTheBansAlreadyMade() throws {
+            let trio = try RelayTrio(count: 2)
+            defer { trio.shutdown() }
+            let chair = trio.member(on: 0, room: "late", identity: "chair", moderator: true)
+            let rude = trio.member(on: 0, room: "late", identity: "rude")
+            try joined([chair, rude], rosterSize: 2)
+            let (_, output) = chair.link.moderate(.init(action: .kick, target: "rude", banSeconds: 120), now: chair.clock())
+            chair.take(output)
+            #expect(pumpAll([chair, rude], timeout: 3) { chair.link.roster.count == 1 })
+            // Only now does the room span a second relay.
+            let other = trio.member(on: 1, room: "late", identity: "other")
+            try trio.openTrunk("late", from: 0, to: 1)
+            #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
+            try joined([chair, other], rosterSize: 2)
+            let again = trio.member(on: 1, room: "late", identity: "rude")
+            again.pump(timeout: 3) { $0.joinedOrFailed() }
+            guard case let .failed(failure) = again.link.phase else {
+                Issue.record("the kicked member got back in through the relay that joined later: \(again.link.phase)")
+                return
+            }
+            print("rejoining through the other relay: \(failure)")
+            #expect("\(failure)".contains("chair removed you"))
+        }
+
         /// Closing a room that spans relays closes it on every relay and takes its trunks with
         /// it, so a room of that name started afterwards is a new room, whole again once its
         /// trunk is opened.
@@ -339,6 +366,29 @@ extension RelayOverUDP {
             try trio.openTrunk("hall", from: 0, to: 1)
             #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
             try joined(again, rosterSize: 2)
+        }
+
+        /// A relay taken out of another's trusted set (retired, or gone from the cluster) loses
+        /// its open trunks too once the grace has passed, not only the right to open new ones:
+        /// its members leave the room's roster and it hears the room no more.
+        @Test func aPeerTakenOutOfTheTrustedSetLosesItsOpenTrunksAfterTheGrace() throws {
+            var timings = RelayTrio.quickTimings
+            timings.distrustGraceMilliseconds = 300
+            let trio = try RelayTrio(count: 2, timings: timings)
+            defer { trio.shutdown() }
+            let members = [trio.member(on: 0, room: "trust", identity: "ada"), trio.member(on: 1, room: "trust", identity: "cy")]
+            try trio.openTrunk("trust", from: 0, to: 1)
+            #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
+            try joined(members, rosterSize: 2)
+            let removed = now()
+            trio.fixtures[1].relay.setTrustedRelays([])
+            let closed = pumpAll(members, timeout: 3) { members.allSatisfy { $0.link.roster.count == 1 } }
+            print(String(format: "trunk to the distrusted relay closed after %.2f s", now() - removed))
+            #expect(closed && trio.recordedEvents.contains { $0.change == .ended(.noLongerTrusted) }, "\(trio.recordedEvents)")
+            // It cannot come back while it is not trusted.
+            try trio.openTrunk("trust", from: 0, to: 1)
+            pumpAll(members, seconds: 1)
+            #expect(trio.fixtures[1].relay.openTrunks.isEmpty && members[1].link.roster.count == 1)
         }
 
         @Test func aRelayWithoutThePeersKeyInItsTrustedSetRefusesTheTrunk() throws {
