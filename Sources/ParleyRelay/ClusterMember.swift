@@ -300,6 +300,9 @@ public final class ClusterMember: Sendable {
         state.withLock {
             $0.lease = lease
             $0.lastReportedLoad = load
+            // Presence written under an earlier lease went with it (or soon will): the
+            // reconcile writes it again under this one.
+            $0.view.forgetPresence(of: selfRecordID)
         }
         logger.notice("registered in the cluster", metadata: [
             "store": "\(settings.endpoint)", "public-address": "\(selfRecordID)", "region": "\(settings.region ?? "none")",

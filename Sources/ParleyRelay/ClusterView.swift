@@ -158,6 +158,11 @@ struct ClusterView: Sendable {
         }
     }
 
+    /// Forgets `relay`'s presence in every room (this relay's own, when its lease changed).
+    mutating func forgetPresence(of relay: String) {
+        for room in present.keys { removePresence(room, relay) }
+    }
+
     /// A relay whose lease the store no longer has (a claim for it failed): forget it now
     /// rather than wait for the watch to say so.
     mutating func forgetRelay(_ id: String) {

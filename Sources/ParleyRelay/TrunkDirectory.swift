@@ -43,6 +43,8 @@ final class TrunkDirectory: Sendable {
 
     private struct State {
         var trusted: Set<[UInt8]> = []
+        /// Openings from here that failed in a row, by room and peer, and when the last did.
+        var failures: [Key: (count: Int, at: UInt64)] = [:]
         /// Keys taken out of the trusted set, and when: their open trunks close after a grace.
         var distrustedSince: [[UInt8]: UInt64] = [:]
         var openings: [Opening] = []
@@ -98,8 +100,37 @@ final class TrunkDirectory: Sendable {
 
     /// Hands `event` to the handler, outside the lock.
     func emit(_ event: TrunkEvent) {
-        let handler = state.withLock { $0.handler }
+        let handler = state.withLock { state in
+            let key = Key(room: event.room, peerKey: event.peer.publicKey)
+            switch event.change {
+            case .opened:
+                state.failures[key] = nil
+            case .ended(.unanswered), .ended(.refused), .ended(.keyMismatch):
+                guard event.openedHere else { break }
+                let now = MonotonicClock.now()
+                if state.failures.count >= 4_096 {  // bounded: forget failures a backoff no longer holds
+                    state.failures = state.failures.filter { now &- $0.value.at < 60_000_000_000 }
+                }
+                if state.failures.count < 4_096 || state.failures[key] != nil {
+                    state.failures[key] = ((state.failures[key]?.count ?? 0) + 1, now)
+                }
+            case .ended:
+                break
+            }
+            return state.handler
+        }
         handler?(event)
+    }
+
+    /// Whether a plan may open `room`'s trunk to `peer` again now: after openings that failed
+    /// in a row it waits 1, 2, 4 … up to 30 s, so a peer that keeps refusing (or is down) is
+    /// not asked twice a second. Opening through the API is never held back.
+    func mayOpenAgain(room: String, peerKey: [UInt8], now: UInt64) -> Bool {
+        state.withLock { state in
+            guard let failure = state.failures[Key(room: room, peerKey: peerKey)] else { return true }
+            let wait = min(30_000_000_000, UInt64(1_000_000_000) << UInt64(min(failure.count - 1, 5)))
+            return now &- failure.at >= wait
+        }
     }
 
     // MARK: Opening (this relay opens)

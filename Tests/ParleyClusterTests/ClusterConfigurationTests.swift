@@ -107,6 +107,7 @@ struct ClusterConfigurationTests {
         let seenAfter = Date().timeIntervalSince(started)
         print(String(format: "a relay registered while the watch was silent was seen after %.1f s", seenAfter))
         #expect(cluster.liveRelays.contains { $0.address == "10.9.9.9:7800" }, "the frozen watch was never replaced")
-        #expect(seenAfter < 10)
+        // 5 s quiet, then 3 s for the canary, checked every half-second turn: about 9 s.
+        #expect(seenAfter < 12)
     }
 }

@@ -163,6 +163,14 @@ struct ClusterViewTests {
         #expect(view.isPresent(in: "world") && view.roomsPresentHere == ["world"])
     }
 
+    @Test func aRelaysOwnPresenceCanBeForgottenToBeWrittenAgain() {
+        var view = Self.regional()
+        view.apply(.put(Self.present("world", on: "10.0.1.1:7800")))
+        view.apply(.put(Self.present("world", on: "10.0.2.1:7800")))
+        view.forgetPresence(of: "10.0.1.1:7800")
+        #expect(!view.isPresent(in: "world") && view.present["world"] == ["10.0.2.1:7800"])
+    }
+
     @Test func presenceKeysThatAreNotParleysAreIgnored() {
         var view = Self.regional()
         view.apply(.put(EtcdEntry(key: "/parley/present/world", value: RoomPlacementRecord(relay: "x").encoded)))
