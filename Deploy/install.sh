@@ -27,6 +27,12 @@ Installs or upgrades parley-relay on this Debian or Ubuntu machine (run as root)
   --room NAME          room of the first invite (default lobby)
   --identity NAME      name in the first invite (default admin)
   --ttl DURATION       validity of the first invite (default 7d)
+  --cluster URL        join a cluster: etcd's client URL, e.g. http://10.0.0.2:2379
+                       (docs/CLUSTER.md); the relay registers as PUBLIC-HOST:PORT
+  --region NAME        with --cluster: this relay's region, e.g. eu-west
+  --token-secret-from FILE
+                       with --cluster: take the token secret from another relay's secret
+                       file, so one token works on every relay (this relay keeps its key)
   --root DIR           install into DIR instead of this system (tests, image builds);
                        nothing is started and no live firewall or sysctl is touched
   --no-systemd         do not install or start the unit (containers, other init systems)
@@ -34,6 +40,9 @@ Installs or upgrades parley-relay on this Debian or Ubuntu machine (run as root)
 
 Example, on a fresh VPS:
   sudo Deploy/install.sh --public-host relay.example.org
+A second relay of a cluster, given the first one's secret file:
+  sudo Deploy/install.sh --public-host 198.51.100.8 --cluster http://10.0.0.2:2379 \
+      --region eu-west --token-secret-from first-relay.secret
 EOF
 }
 
@@ -46,6 +55,9 @@ room=lobby
 identity="admin"
 ttl=7d
 use_systemd=1
+cluster=""
+region=""
+token_secret_from=""
 
 need_value() { [[ $# -ge 2 && -n "$2" ]] || usage_error "$1 needs a value"; }
 while (($# > 0)); do
@@ -59,6 +71,9 @@ while (($# > 0)); do
     --identity) need_value "$@"; identity=$2; shift 2 ;;
     --ttl) need_value "$@"; ttl=$2; shift 2 ;;
     --root) need_value "$@"; root=${2%/}; shift 2 ;;
+    --cluster) need_value "$@"; cluster=$2; shift 2 ;;
+    --region) need_value "$@"; region=$2; shift 2 ;;
+    --token-secret-from) need_value "$@"; token_secret_from=$2; shift 2 ;;
     --no-systemd) use_systemd=0; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage_error "unknown option '$1'" ;;
@@ -79,6 +94,28 @@ auto | nftables | ufw | none) ;;
 esac
 if [[ -n "$public_host" ]] && ! [[ "$public_host" =~ ^(\[?[0-9a-fA-F:]+\]?|[A-Za-z0-9.-]+)$ ]]; then
     usage_error "--public-host is '$public_host'; give the host name or IP address clients reach, without a port"
+fi
+cluster_pattern='^http://[][A-Za-z0-9.:-]+/?$'
+if [[ -n "$cluster" ]] && ! [[ "$cluster" =~ $cluster_pattern ]]; then
+    usage_error "--cluster is '$cluster'; give etcd's client URL such as http://10.0.0.2:2379 (plain HTTP, on a private network)"
+fi
+if [[ -n "$region" ]] && ! [[ "$region" =~ ^[A-Za-z0-9._-]{1,32}$ ]]; then
+    usage_error "--region is '$region'; a region is 1 to 32 letters, digits, '.', '_' or '-', e.g. eu-west"
+fi
+if [[ -z "$cluster" && ( -n "$region" || -n "$token_secret_from" ) ]]; then
+    usage_error "--region and --token-secret-from belong to a cluster member; add --cluster URL"
+fi
+if [[ -n "$cluster" && -z "$public_host" ]]; then
+    usage_error "--cluster needs --public-host: this machine's public IP address, where other relays send clients"
+fi
+if [[ -n "$cluster" ]] && ! [[ "$public_host" =~ ^[0-9.]+$ || "$public_host" =~ ^\[?[0-9a-fA-F:]+\]?$ ]]; then
+    usage_error "--public-host is '$public_host'; with --cluster give this machine's public IP address (clients are sent there and other relays open trunks to it, without looking a name up)"
+fi
+token_secret_line=""
+if [[ -n "$token_secret_from" ]]; then
+    [[ -r "$token_secret_from" ]] || usage_error "--token-secret-from $token_secret_from cannot be read"
+    token_secret_line=$(grep -E '^[[:space:]]*token-secret[[:space:]]*=' "$token_secret_from" | head -n 1)
+    [[ -n "$token_secret_line" ]] || usage_error "--token-secret-from $token_secret_from has no token-secret line; give another relay's /etc/parley/relay.secret"
 fi
 if [[ -n "$root" ]]; then
     [[ -d "$root" ]] || usage_error "--root $root is not a folder; create it first"
@@ -198,6 +235,13 @@ chmod 640 "$config"
 listen=$(config_value listen)
 listen=${listen:-0.0.0.0:7800}
 port=${listen##*:}
+if [[ -n "$cluster" ]]; then
+    cluster_host=$public_host
+    case "$cluster_host" in *:*) [[ "$cluster_host" == \[* ]] || cluster_host="[$cluster_host]" ;; esac
+    set_config cluster "$cluster"
+    set_config public-address "$cluster_host:$port"
+    [[ -z "$region" ]] || set_config region "$region"
+fi
 admin=$(config_value admin)
 admin=${admin:-127.0.0.1:9800}
 
@@ -206,6 +250,13 @@ if [[ -f "$secret" ]]; then
 else
     "$binary" keygen --out "$secret" >/dev/null
     say "made a new secret in $secret"
+fi
+if [[ -n "$token_secret_line" ]] && ! grep -qxF "$token_secret_line" "$secret"; then
+    # The cluster's shared token secret replaces this relay's own; its key stays.
+    others=$(grep -vE '^[[:space:]]*token-secret[[:space:]]*=' "$secret")
+    printf '%s\n%s\n' "$others" "$token_secret_line" >"$secret"
+    say "took the cluster's token secret from $token_secret_from (tokens minted on any relay of the cluster work here)"
+    changed=1
 fi
 chmod 600 "$secret"
 if [[ -n "$ids" ]] && ((EUID == 0)); then

@@ -19,18 +19,25 @@ import Synchronization
 /// seen, and forwarding never asked it), joins for new rooms are refused with an error that
 /// says so, and the member keeps trying: it renews its lease if the store still has it, or
 /// registers again and claims back every room it still hosts.
+///
+/// A room spans relays when its members are in different regions (``ClusterView``): each
+/// relay with members of a room records its presence there, and the relays present in a room
+/// trunk to each other. The member works out which trunks this relay opens and whom it
+/// trusts, and hands both to the relay (``setCascadeHandler(_:)``) whenever they may change.
 public final class ClusterMember: Sendable {
     public let settings: ClusterSettings
     public let selfRecordID: String
     let etcd: EtcdClient
-    private let publicKey: String
-    private let metrics: RelayMetrics
-    private let logger: Logger
+    let publicKey: String
+    let metrics: RelayMetrics
+    let logger: Logger
     /// Rooms with active members here (room → count); the relay's core answers.
-    private let hostedRooms: @Sendable () -> [String: Int]
-    private let state: Mutex<State>
+    let hostedRooms: @Sendable () -> [String: Int]
+    let state: Mutex<State>
     private let group: MultiThreadedEventLoopGroup
     private let task = Mutex<Task<Void, Never>?>(nil)
+    /// The newest trunk plan handed to the relay; plans are applied one at a time under it.
+    let appliedCascade = Mutex<UInt64>(0)
 
     struct State {
         var view: ClusterView
@@ -42,9 +49,20 @@ public final class ClusterMember: Sendable {
         var parkedCount = 0
         /// When a room placed here was first seen without members.
         var emptySince: [String: UInt64] = [:]
+        /// When a room this relay is present in was first seen without members here.
+        var absentSince: [String: UInt64] = [:]
+        /// Presence records being written, so a burst of joins writes one.
+        var presenceInFlight: Set<String> = []
+        var cascade: (@Sendable (Cascade) -> Void)?
+        /// Plans are numbered as made, so one made earlier is never applied after a later one.
+        var cascadeVersion: UInt64 = 0
         var lastReportedLoad = -1
         /// The watch runs (it is restarted, after a fresh read, when it ends).
         var watching = false
+        /// When the watch last delivered anything, and when a canary was written because it
+        /// had been quiet (``checkWatchIsAlive()``).
+        var lastWatchNews: UInt64 = 0
+        var canaryWritten: UInt64?
         var stopped = false
     }
 
@@ -74,7 +92,7 @@ public final class ClusterMember: Sendable {
             metrics.storeRequestLatency.recordNanoseconds(Int64(clamping: nanoseconds))
             if !succeeded { metrics.storeErrors.increment() }
         }
-        state = Mutex(State(view: ClusterView(selfID: settings.publicAddress.description)))
+        state = Mutex(State(view: ClusterView(selfID: settings.publicAddress.description, selfRegion: settings.region)))
     }
 
     // MARK: The join path
@@ -84,7 +102,7 @@ public final class ClusterMember: Sendable {
     public func route(room: String, region: String?, whenDecided: @escaping @Sendable (Route) -> Void) -> Route {
         enum Next { case answer(Route), resolve }
         let next: Next = state.withLock { state in
-            switch state.view.route(room: room) {
+            switch state.view.route(room: room, region: region) {
             case .here: return .answer(.here)
             case let .elsewhere(relay): return .answer(.elsewhere(relay))
             case .unplaced:
@@ -101,9 +119,13 @@ public final class ClusterMember: Sendable {
             }
         }
         switch next {
-        case let .answer(route): return route
+        case let .answer(route):
+            if route == .here { recordPresence(in: room) }
+            return route
         case .resolve:
-            Task { await self.place(room: room, region: region) }
+            // A new room goes to the member's region: the token's, else this relay's (the
+            // member chose it).
+            Task { await self.place(room: room, region: region ?? self.settings.region) }
             return .pending
         }
     }
@@ -138,6 +160,7 @@ public final class ClusterMember: Sendable {
             state.parkedCount -= waiting.count
             return waiting
         }
+        if route == .here { recordPresence(in: room) }
         for resume in waiting { resume(route) }
     }
 
@@ -158,7 +181,7 @@ public final class ClusterMember: Sendable {
                 }
                 return state.withLock { state -> Route in
                     state.view.apply(.put(entry))
-                    switch state.view.route(room: room) {
+                    switch state.view.route(room: room, region: region) {
                     case .here: return .here
                     case let .elsewhere(relay): return .elsewhere(relay)
                     case .unplaced: return .unavailable("the room's relay is leaving the cluster; try again in a few seconds")
@@ -228,6 +251,7 @@ public final class ClusterMember: Sendable {
                     state.withLock { $0.storeReachable = true }
                 }
                 await reconcile()
+                await checkWatchIsAlive()
                 if failures > 0 { logger.notice("the cluster's store answers again", metadata: ["store": "\(settings.endpoint)"]) }
                 failures = 0
                 metrics.clusterRegistered.record(1)
@@ -243,6 +267,8 @@ public final class ClusterMember: Sendable {
                     state.withLock { $0.lease = nil }
                 }
                 failures += 1
+                // Trunks ended meanwhile are opened again from the last view.
+                updateCascade()
                 state.withLock { $0.storeReachable = false }
                 metrics.clusterRegistered.record(0)
                 if failures == 1 || failures % 20 == 0 {
@@ -274,6 +300,9 @@ public final class ClusterMember: Sendable {
         state.withLock {
             $0.lease = lease
             $0.lastReportedLoad = load
+            // Presence written under an earlier lease went with it (or soon will): the
+            // reconcile writes it again under this one.
+            $0.view.forgetPresence(of: selfRecordID)
         }
         logger.notice("registered in the cluster", metadata: [
             "store": "\(settings.endpoint)", "public-address": "\(selfRecordID)", "region": "\(settings.region ?? "none")",
@@ -281,12 +310,50 @@ public final class ClusterMember: Sendable {
         ])
     }
 
+    /// A watch can die without ending: a connection half-open through a NAT or a firewall
+    /// that forgot it delivers nothing and reports nothing, and the view would freeze while
+    /// the lease (on another connection) keeps renewing. So when the watch has been quiet for
+    /// ``watchQuietNanoseconds``, this relay writes a canary key (under its lease) that the
+    /// watch must bring back; if it does not within ``canaryWaitNanoseconds``, the watch is
+    /// started again after a fresh read. A busy cluster's own changes keep the watch from
+    /// being quiet, so canaries are written only when nothing else moves.
+    func checkWatchIsAlive() async {
+        let now = MonotonicClock.now()
+        enum Step { case none, writeCanary(lease: Int64), restart }
+        let step: Step = state.withLock { state in
+            guard state.watching, let lease = state.lease else { return .none }
+            if let written = state.canaryWritten {
+                guard now &- written > Self.canaryWaitNanoseconds else { return .none }
+                state.watching = false
+                state.canaryWritten = nil
+                return .restart
+            }
+            guard now &- state.lastWatchNews > Self.watchQuietNanoseconds else { return .none }
+            state.canaryWritten = now
+            return .writeCanary(lease: lease)
+        }
+        switch step {
+        case .none:
+            break
+        case let .writeCanary(lease):
+            try? await etcd.put(ClusterKeys.canary(selfRecordID), value: Array("\(now)".utf8), lease: lease)
+        case .restart:
+            logger.warning("the cluster watch brought nothing back, not even this relay's own canary; reading the cluster again and watching anew",
+                           metadata: ["store": "\(settings.endpoint)"])
+        }
+    }
+
+    static let watchQuietNanoseconds: UInt64 = 5_000_000_000
+    static let canaryWaitNanoseconds: UInt64 = 3_000_000_000
+
     /// Reads the whole cluster, then watches it from the next revision.
     private func startWatch() async throws -> EtcdWatch {
         let (revision, entries) = try await etcd.range(prefix: ClusterKeys.prefix)
         state.withLock {
             $0.view.reset(to: entries)
             $0.watching = true
+            $0.lastWatchNews = MonotonicClock.now()
+            $0.canaryWritten = nil
         }
         let logger = self.logger
         do {
@@ -303,7 +370,10 @@ public final class ClusterMember: Sendable {
             onChanges: { [weak self] changes, _ in
                 self?.state.withLock { state in
                     for change in changes { state.view.apply(change) }
+                    state.lastWatchNews = MonotonicClock.now()
+                    state.canaryWritten = nil
                 }
+                self?.updateCascade()
             },
             onEnd: { [weak self] error in
                 guard let self else { return }
@@ -314,62 +384,5 @@ public final class ClusterMember: Sendable {
                 guard !self.stopped else { return }
                 logger.notice("the cluster watch ended; reading the cluster again", metadata: ["reason": "\(error)"])
             }).get()
-    }
-
-    /// Brings the store in line with what this relay really does: rooms with members here but
-    /// no placement are claimed back (the lease expired while the store was away), rooms
-    /// placed here that stayed empty are released, and the load is reported when it changed.
-    private func reconcile() async {
-        guard let lease = state.withLock({ $0.lease }) else { return }
-        let hosted = hostedRooms()
-        let now = MonotonicClock.now()
-        let (claimBack, release, load) = state.withLock { state -> ([String], [(String, [UInt8])], Int?) in
-            var claimBack: [String] = []
-            for (room, members) in hosted where members > 0 {
-                state.emptySince[room] = nil
-                switch state.view.route(room: room) {
-                case .unplaced: claimBack.append(room)
-                case .here: break
-                case let .elsewhere(relay):
-                    logger.warning("a room with members here is placed on another relay; its members here hear only each other until they rejoin", metadata: [
-                        "room": "\(room)", "placed-on": "\(relay.id)",
-                    ])
-                }
-            }
-            var release: [(String, [UInt8])] = []
-            for room in state.view.roomsHere where (hosted[room] ?? 0) == 0 {
-                let since = state.emptySince[room] ?? now
-                state.emptySince[room] = since
-                if now &- since >= UInt64(settings.releaseEmptyRoomsAfterMilliseconds) * 1_000_000, let value = state.view.placements[room]?.value {
-                    release.append((room, value))
-                    state.emptySince[room] = nil
-                }
-            }
-            state.emptySince = state.emptySince.filter { state.view.placements[$0.key] != nil }
-            let load = hosted.values.reduce(0, +)
-            let changed = load != state.lastReportedLoad
-            if changed { state.lastReportedLoad = load }
-            metrics.clusterRoomsHosted.record(state.view.roomsHere.count)
-            return (claimBack, release, changed ? load : nil)
-        }
-        for room in claimBack {
-            let value = RoomPlacementRecord(relay: selfRecordID).encoded
-            if let outcome = try? await etcd.create(ClusterKeys.room(room), value: value, lease: lease) {
-                if outcome == .created { logger.notice("claimed back a room this relay still hosts", metadata: ["room": "\(room)"]) }
-                let entry: EtcdEntry
-                if case let .exists(existing) = outcome { entry = existing } else { entry = EtcdEntry(key: ClusterKeys.room(room), value: value, lease: lease) }
-                state.withLock { $0.view.apply(.put(entry)) }
-            }
-        }
-        for (room, value) in release {
-            if (try? await etcd.delete(ClusterKeys.room(room), ifValue: value)) == true {
-                state.withLock { $0.view.apply(.delete(key: ClusterKeys.room(room))) }
-                logger.info("released an empty room", metadata: ["room": "\(room)"])
-            }
-        }
-        if let load {
-            let record = ClusterRelayRecord(address: selfRecordID, key: publicKey, load: load, region: settings.region, lease: lease)
-            try? await etcd.put(ClusterKeys.relay(selfRecordID), value: record.encoded, lease: lease)
-        }
     }
 }

@@ -11,6 +11,10 @@ import Foundation
 ///                            under the relay's own lease: gone within its TTL when the relay dies
 /// /parley/rooms/<room>       {"relay":"<relay-id>"}
 ///                            created once (create_revision == 0) under the HOSTING relay's lease
+/// /parley/present/<room>/<relay-id>  {"relay":"<relay-id>"}
+///                            the relay has members of the room (it joined people there who are
+///                            nearer to it than to the room's home), under that relay's lease;
+///                            the relays present in a room open trunks to each other
 /// ```
 ///
 /// A relay's ID is its public address (`--public-address`): unique by construction, and the
@@ -19,9 +23,15 @@ enum ClusterKeys {
     static let prefix = "/parley/"
     static let relaysPrefix = "/parley/relays/"
     static let roomsPrefix = "/parley/rooms/"
+    static let presencePrefix = "/parley/present/"
+    static let canaryPrefix = "/parley/canary/"
 
     static func relay(_ id: String) -> String { relaysPrefix + id }
     static func room(_ name: String) -> String { roomsPrefix + name }
+    /// Room names have no '/' (``ParleyNames``), so the first one after the prefix ends the room.
+    static func presence(room: String, relay: String) -> String { presencePrefix + room + "/" + relay }
+    /// Written by a relay whose watch has been quiet, to see that the watch still brings news.
+    static func canary(_ relay: String) -> String { canaryPrefix + relay }
 }
 
 /// A live relay as it registered itself.

@@ -25,7 +25,7 @@ public struct ClusterSettings: Sendable, Equatable {
     }
 
     /// Regions follow the room-name rule, shorter: letters, digits, '.', '_' and '-', 1 to 32.
-    static func problem(withRegion region: String) -> String? {
+    public static func problem(withRegion region: String) -> String? {
         guard (1...32).contains(region.utf8.count), ParleyNames.problem(withRoom: region) == nil else {
             return "is \"\(region)\"; a region is 1 to 32 letters, digits, '.', '_' or '-', e.g. eu-west"
         }

@@ -106,6 +106,7 @@ public final class Relay: Sendable {
             for worker in workers { try worker.start() }
         } catch {
             for worker in workers { worker.stop() }
+            core.detachLoops()
             throw error
         }
         localAddress = address
@@ -141,6 +142,7 @@ public final class Relay: Sendable {
             } catch {
                 cluster?.stop()
                 for worker in workers { worker.stop() }
+                core.detachLoops()
                 try? adminGroup.syncShutdownGracefully()
                 throw error
             }
@@ -151,6 +153,10 @@ public final class Relay: Sendable {
             self.adminAddress = nil
         }
         box.set(self)
+        // A cluster member tells the relay which trunks its rooms need and whom to trust.
+        if trunkDirectory != nil {
+            cluster?.setCascadeHandler { [weak self] plan in self?.follow(plan) }
+        }
         logger.info("relay listening", metadata: [
             "udp": "\(Self.describe(localAddress))", "admin": "\(adminAddress.map(Self.describe) ?? "off")",
             "threads": "\(configuration.threads)", "max-rooms": "\(configuration.limits.maximumRooms)",
@@ -245,6 +251,7 @@ public final class Relay: Sendable {
         admin?.close()
         try? adminGroup?.syncShutdownGracefully()
         for worker in workers { worker.stop() }
+        core.detachLoops()
         logger.notice("relay stopped")
     }
 }

@@ -50,6 +50,14 @@ final class RelayCore: RoomMembership {
         loops.withLock { $0 = list }
     }
 
+    /// Lets go of the loops once they stopped. Each loop's worker holds the core, so until
+    /// then the two keep each other alive, and with them each loop's epoll set and eventfd.
+    /// Each is replaced by a loop that drops what it is handed (a late API call after
+    /// shutdown, such as closing a trunk, reaches no stopped thread and traps on no index).
+    func detachLoops() {
+        loops.withLock { list in list = list.map { _ in StoppedSessionLoop() } }
+    }
+
     func makeSessionID() -> UInt64 {
         rooms.withLock { rooms in
             defer { rooms.nextSessionID += 1 }
@@ -125,15 +133,35 @@ final class RelayCore: RoomMembership {
         }
     }
 
+    /// A member's text to everyone else in its room: the members here, and over each of the
+    /// room's trunks the members of the other relays.
     func relayText(_ text: String, from session: Session) {
         rooms.withLock { rooms in
-            guard !rooms.isShuttingDown, rooms.sessions[session.id] === session, let room = rooms.directory[session.room] else { return }
+            guard !rooms.isShuttingDown, rooms.sessions[session.id] === session else { return }
+            deliver(text, sender: session.identity, in: session.room, except: session.id, rooms: &rooms)
             let list = loops.withLock { $0 }
-            // Handed over under the lock: every loop receives the room's texts in one order.
-            for member in room.members where member.isActive && member.sessionID != session.id && member.capabilities.contains(.textMessages) {
-                guard let receiver = rooms.sessions[member.sessionID] else { continue }
-                list[receiver.workerIndex].deliverText(receiver, sender: session.identity, text: text)
+            for trunk in rooms.trunks[session.room] ?? [] {
+                list[trunk.workerIndex].deliverTrunkText(trunk, sender: session.identity, text: text)
             }
+        }
+    }
+
+    /// A text that came over `trunk` from a member of the peer relay: to the members here only
+    /// (the relays of a room are a full mesh, so the sender's relay sent it to every other).
+    func relayText(_ text: String, sender: String, over trunk: Trunk) {
+        rooms.withLock { rooms in
+            guard !rooms.isShuttingDown, rooms.trunks[trunk.room]?.contains(where: { $0 === trunk }) == true else { return }
+            deliver(text, sender: sender, in: trunk.room, except: nil, rooms: &rooms)
+        }
+    }
+
+    /// Handed over under the rooms' lock: every loop receives the room's texts in one order.
+    private func deliver(_ text: String, sender: String, in roomName: String, except excluded: UInt64?, rooms: inout Rooms) {
+        guard let room = rooms.directory[roomName] else { return }
+        let list = loops.withLock { $0 }
+        for member in room.members where member.isActive && member.sessionID != excluded && member.capabilities.contains(.textMessages) {
+            guard let receiver = rooms.sessions[member.sessionID] else { continue }
+            list[receiver.workerIndex].deliverText(receiver, sender: sender, text: text)
         }
     }
 
@@ -208,4 +236,18 @@ final class RelayCore: RoomMembership {
             rooms.directory.rooms.mapValues { $0.members.filter(\.isActive).map(\.identity) }
         }
     }
+}
+
+/// What stands in for a stopped loop: there is nobody left to deliver to.
+private final class StoppedSessionLoop: SessionLoop {
+    func deliverRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster]) {}
+    func deliverReplacement(_ session: Session) {}
+    func deliverTrunkUpdate(_ trunk: Trunk, snapshot: RoomSnapshot, version: UInt32, localRoster: [ControlMessage.Roster.Member]) {}
+    func deliverEviction(_ session: Session) {}
+    func deliverTrunkEnd(_ trunk: Trunk, reason: TrunkEndReason) {}
+    func deliverText(_ session: Session, sender: String, text: String) {}
+    func deliverTrunkText(_ trunk: Trunk, sender: String, text: String) {}
+    func deliverTrunkModeration(_ trunk: Trunk, request: ControlMessage.ModerationRequest) {}
+    func deliverTrunkClosing(_ trunk: Trunk) {}
+    func deliverRemoval(_ session: Session, reason: RemovalReason, message: String) {}
 }

@@ -43,8 +43,6 @@ public final class RelayMetrics: Sendable {
     /// Cluster membership (``ClusterMember``): 1 while the lease is renewed and the view current.
     let clusterRegistered: CoreMetrics.Gauge
     let clusterRoomsHosted: CoreMetrics.Gauge
-    /// Relay-to-relay trunks open; set by whoever opens them.
-    public let clusterTrunks: CoreMetrics.Gauge
     let clusterRedirects: CoreMetrics.Counter
     let storeRequestLatency: CoreMetrics.Timer
     let storeErrors: CoreMetrics.Counter
@@ -112,7 +110,6 @@ public final class RelayMetrics: Sendable {
         moderationRefused = refusedModeration
         clusterRegistered = CoreMetrics.Gauge(label: "parley_relay_cluster_registered", factory: factory)
         clusterRoomsHosted = CoreMetrics.Gauge(label: "parley_relay_cluster_rooms_hosted", factory: factory)
-        clusterTrunks = CoreMetrics.Gauge(label: "parley_relay_cluster_trunks", factory: factory)
         clusterRedirects = CoreMetrics.Counter(label: "parley_relay_cluster_redirects_total", factory: factory)
         storeRequestLatency = CoreMetrics.Timer(label: Self.storeLatencyLabel, factory: factory)
         storeErrors = CoreMetrics.Counter(label: "parley_relay_cluster_store_errors_total", factory: factory)

@@ -78,6 +78,33 @@ struct DeployScriptTests {
         #expect(readText(root.at("/etc/parley/relay.conf")).contains("listen = 0.0.0.0:7800\n"))
     }
 
+    /// A second relay of a cluster: relay.conf names the store, the address other relays send
+    /// clients to and the region; the secret takes the first relay's token secret and keeps a
+    /// key of its own, so one token works on both while each invite pins its own relay.
+    @Test func aClusterMemberIsConfiguredWithTheSharedTokenSecretAndAKeyOfItsOwn() throws {
+        let root = try TemporaryRoot()
+        let workspace = try TemporaryRoot()
+        let binary = try Repository.builtRelay()
+        let first = workspace.at("/first.secret")
+        try Command.run([binary, "keygen", "--out", first]).expectSuccess()
+        try Repository.runScript("install.sh", [
+            "--root", root.path, "--binary", binary, "--public-host", "198.51.100.8", "--firewall", "none",
+            "--cluster", "http://10.0.0.2:2379", "--region", "eu-west", "--token-secret-from", first,
+        ]).expectSuccess()
+        let config = readText(root.at("/etc/parley/relay.conf"))
+        for line in ["cluster = http://10.0.0.2:2379\n", "public-address = 198.51.100.8:7800\n", "region = eu-west\n"] {
+            #expect(config.contains(line), "relay.conf has \(line)")
+        }
+        func line(_ key: String, of path: String) -> String? {
+            readText(path).split(separator: "\n").first { $0.hasPrefix(key + " ") || $0.hasPrefix(key + "=") }.map(String.init)
+        }
+        let installed = root.at("/etc/parley/relay.secret")
+        #expect(line("token-secret", of: installed) != nil && line("token-secret", of: installed) == line("token-secret", of: first))
+        #expect(line("relay-private-key", of: installed) != nil && line("relay-private-key", of: installed) != line("relay-private-key", of: first))
+        // The installed relay accepts the secret and the configuration as they are.
+        try Command.run([binary, "token", "--secret-file", installed, "--room", "r", "--identity", "a", "--relay", "127.0.0.1:1"]).expectSuccess()
+    }
+
     @Test func installRefusesBadOptionsWithAMessageAndChangesNothing() throws {
         let root = try TemporaryRoot()
         let binary = try Repository.builtRelay()
@@ -90,6 +117,12 @@ struct DeployScriptTests {
             (["--binary", "/nonexistent/parley-relay"], "does not exist"),
             (["--root", "/nonexistent/root"], "is not a folder"),
             (["--colour"], "unknown option '--colour'"),
+            (["--cluster", "https://10.0.0.2:2379", "--public-host", "198.51.100.8"], "--cluster is 'https://10.0.0.2:2379'"),
+            (["--cluster", "http://10.0.0.2:2379"], "--cluster needs --public-host"),
+            (["--region", "eu-west"], "add --cluster URL"),
+            (["--cluster", "http://10.0.0.2:2379", "--public-host", "relay.example.org"], "with --cluster give this machine's public IP address"),
+            (["--cluster", "http://10.0.0.2:2379", "--public-host", "198.51.100.8", "--region", "eu west"], "--region is 'eu west'"),
+            (["--cluster", "http://10.0.0.2:2379", "--public-host", "198.51.100.8", "--token-secret-from", "/nonexistent"], "cannot be read"),
         ]
         for (arguments, expected) in cases {
             let options = arguments.contains("--root") ? arguments + ["--binary", binary] : ["--root", root.path, "--binary", binary] + arguments

@@ -56,6 +56,90 @@ struct ClusterCallTests {
         }
     }
 
+    /// Three members of one room in three regions, each with an invite to its region's relay:
+    /// nobody is redirected, the three relays record their presence in the room and trunk to
+    /// each other, and everyone hears everyone (a different tone each) all the time.
+    @Test func membersOfOneRoomOnRelaysInDifferentRegionsHearEachOtherOverTrunks() async throws {
+        let cluster = try RelayCluster(regions: [1: "eu", 2: "us", 3: "ap"])
+        defer { cluster.stop() }
+        let call = try ClusterCall(cluster: cluster, room: "world", seconds: 6, tones: ["alice": 440, "bob": 660, "carol": 880])
+        // Each relay's own figures, mid-call.
+        let midCall = Mutex<[Int: (trunks: Double?, remote: Double?)]>([:])
+        let outcome = try await call.run([("alice", cluster.relay(1)), ("bob", cluster.relay(2)), ("carol", cluster.relay(3))],
+                                         regions: ["alice": "eu", "bob": "us", "carol": "ap"]) {
+            MonotonicClock.sleep(until: MonotonicClock.now() + 4_000_000_000)
+            for member in cluster.relays {
+                let figures = (cluster.metric("parley_relay_trunks", of: member), cluster.metric("parley_relay_members", of: member, labels: "state=\"remote\""))
+                midCall.withLock { $0[member.index] = figures }
+            }
+        }
+        let placed = try #require(try await cluster.placement(of: "world"))
+        let present = try await cluster.presence(in: "world")
+        print("world homed on \(placed), present on \(present.sorted()); notices: \(outcome.notices)")
+        #expect(!outcome.notices.values.flatMap { $0 }.contains { $0.hasPrefix("the room lives on") }, "nobody was redirected")
+        #expect(present == Set(cluster.relays.map(\.address)), "each relay has members of the room")
+        for (index, figures) in midCall.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            // A full mesh of three: each relay has a trunk to each of the other two, and the
+            // other two members in its rooms' rosters.
+            print("relay \(index) mid-call: \(figures.trunks.map { String(Int($0)) } ?? "?") trunks, \(figures.remote.map { String(Int($0)) } ?? "?") remote members")
+            #expect(figures.trunks == 2 && figures.remote == 2, "relay \(index)")
+        }
+        for listener in ["alice", "bob", "carol"] {
+            for talker in ["alice", "bob", "carol"] where talker != listener {
+                let heard = try call.audibility(of: talker, by: listener)
+                let span = heard.dropFirst(50).prefix(450)
+                let share = Double(span.filter { $0 }.count) / Double(max(1, span.count))
+                print("\(listener) hears \(talker) \(Int(share * 100)) % of the time")
+                #expect(share >= 0.95, "\(listener) heard \(talker) only \(Int(share * 100)) % of the time")
+            }
+        }
+        for talker in ["alice", "bob", "carol"] { #expect(outcome.statistics[talker]?.rejoins == 0) }
+    }
+
+    /// The same room over three regions, and the room's home relay SIGKILLed mid-call: the two
+    /// members on the other relays go on hearing each other over their own trunk with no
+    /// gap, and the home's member, with nothing from the user, rejoins on a surviving relay
+    /// and hears both again within 3 s.
+    @Test func killingTheHomeOfARoomSpreadOverRegionsSilencesOnlyItsOwnMembersAndNotForLong() async throws {
+        let cluster = try RelayCluster(regions: [1: "eu", 2: "us", 3: "ap"])
+        defer { cluster.stop() }
+        let call = try ClusterCall(cluster: cluster, room: "spread", seconds: 10, tones: ["alice": 440, "bob": 660, "carol": 880])
+        let names = ["alice", "bob", "carol"]
+        let killed = Mutex<(index: Int, at: UInt64)?>(nil)
+        let outcome = try await call.run([("alice", cluster.relay(1)), ("bob", cluster.relay(2)), ("carol", cluster.relay(3))],
+                                         regions: ["alice": "eu", "bob": "us", "carol": "ap"]) {
+            MonotonicClock.sleep(until: MonotonicClock.now() + 4_000_000_000)
+            guard let home = try? blocking({ try await cluster.placement(of: "spread") }), let member = cluster.relay(at: home) else { return }
+            killed.withLock { $0 = (member.index, MonotonicClock.now()) }
+            cluster.kill(member)
+        }
+        let (homeIndex, kill) = try #require(killed.withLock { $0 })
+        let moved = names[homeIndex - 1]
+        print("killed relay \(homeIndex), home of the room and \(moved)'s relay; notices: \(outcome.notices)")
+        for listener in names {
+            for talker in names where talker != listener {
+                let heard = try call.audibility(of: talker, by: listener)
+                let started = try #require(outcome.statistics[listener]?.playbackStartedAtNanoseconds)
+                let killWindow = Int((kill &- started) / 10_000_000)
+                let after = heard[min(killWindow, heard.count)..<min(killWindow + 500, heard.count)]
+                var longest = 0, run = 0
+                for audible in after {
+                    run = audible ? 0 : run + 1
+                    longest = max(longest, run)
+                }
+                let resumed = (after.lastIndex(of: false).map { $0 + 1 } ?? killWindow) - killWindow
+                print("\(listener) hears \(talker) after the kill: longest silence \(longest * 10) ms, last silent window \(resumed * 10) ms after it")
+                if listener != moved && talker != moved {
+                    #expect(longest <= 10, "\(listener) and \(talker) kept their relays: no more than 100 ms of silence")
+                } else {
+                    #expect(longest < 300, "\(listener) heard \(talker) again within 3 s of the kill")
+                }
+            }
+        }
+        #expect(outcome.statistics[moved]?.rejoins == 1, "\(moved) rejoined once, by itself")
+        for name in names where name != moved { #expect(outcome.statistics[name]?.rejoins == 0) }
+    }
+
     /// The relay hosting the room is SIGKILLed mid-call. Its members, with nothing from the
     /// user, rejoin through another relay, the room is placed again once the dead relay's lease
     /// expires, and each hears the other again within 3 s of the kill.
@@ -149,36 +233,43 @@ struct ClusterCall: Sendable {
     let room: String
     let seconds: Double
     let directory: String
-    let tone: String
 
     struct Outcome {
         var statistics: [String: CallStatistics]
         var notices: [String: [String]]
     }
 
-    init(cluster: RelayCluster, room: String, seconds: Double) throws {
+    /// Each member talks a tone of its own frequency (`tones`, Hz; 440 for anyone not named).
+    init(cluster: RelayCluster, room: String, seconds: Double, tones: [String: Double] = [:]) throws {
         self.cluster = cluster
         self.room = room
         self.seconds = seconds
+        self.tones = tones
         directory = cluster.directory + "/call-\(room)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        tone = directory + "/tone.wav"
-        let writer = try WAVFileWriter(path: tone)
-        try writer.append((0..<Int(seconds * 48_000)).map { 0.3 * Float(sin(Double($0) * 2 * Double.pi * 440 / 48_000)) })
-        try writer.close()
+        for frequency in Set(tones.values + [440]) {
+            let writer = try WAVFileWriter(path: tonePath(frequency))
+            try writer.append((0..<Int(seconds * 48_000)).map { 0.3 * Float(sin(Double($0) * 2 * Double.pi * frequency / 48_000)) })
+            try writer.close()
+        }
     }
+
+    let tones: [String: Double]
+
+    func tonePath(_ frequency: Double) -> String { directory + "/tone-\(Int(frequency)).wav" }
 
     /// Runs one session per member, each through the relay its invite names, with `during`
     /// on a thread of its own; waits for all.
-    func run(_ members: [(String, RelayCluster.Member)], during: (@Sendable () -> Void)? = nil) async throws -> Outcome {
+    /// `regions` names the region a member's token asks for.
+    func run(_ members: [(String, RelayCluster.Member)], regions: [String: String] = [:], during: (@Sendable () -> Void)? = nil) async throws -> Outcome {
         let notices = Mutex<[String: [String]]>([:])
         var sessions: [String: CallSession] = [:]
         for (name, relay) in members {
             let host = String(relay.address.split(separator: ":")[0]), port = Int(relay.address.split(separator: ":")[1])!
-            var configuration = CallConfiguration(relayHost: host, relayPort: port, room: room, token: cluster.token(name, room: room),
+            var configuration = CallConfiguration(relayHost: host, relayPort: port, room: room, token: cluster.token(name, room: room, region: regions[name]),
                                                   security: .secure(relayKey: relay.key.publicKey))
             configuration.name = name
-            configuration.input = .wav(path: tone)
+            configuration.input = .wav(path: tonePath(tones[name] ?? 440))
             configuration.output = .wav(path: directory + "/\(name)-heard.wav")
             configuration.recordReceivedDirectory = directory + "/\(name)-received"
             configuration.durationSeconds = seconds + 0.5

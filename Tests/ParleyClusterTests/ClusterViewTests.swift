@@ -4,8 +4,8 @@ import Testing
 /// Placement as a relay decides it from its view of the cluster: plain values, no store.
 @Suite("Cluster view and placement")
 struct ClusterViewTests {
-    static func relay(_ address: String, load: Int = 0, region: String? = nil, lease: Int64 = 1) -> EtcdEntry {
-        let record = ClusterRelayRecord(address: address, key: "", load: load, region: region, lease: lease)
+    static func relay(_ address: String, load: Int = 0, region: String? = nil, lease: Int64 = 1, key: String = "") -> EtcdEntry {
+        let record = ClusterRelayRecord(address: address, key: key, load: load, region: region, lease: lease)
         return EtcdEntry(key: "/parley/relays/\(address)", value: record.encoded)
     }
 
@@ -93,5 +93,90 @@ struct ClusterViewTests {
     @Test func fallbacksAreTheOtherRelaysLeastLoadedFirst() {
         #expect(view.others(limit: 4).map(\.address) == ["10.0.0.2:7800", "10.0.0.3:7800"])
         #expect(view.others(limit: 1).map(\.address) == ["10.0.0.2:7800"])
+    }
+
+    // MARK: Rooms across regions
+
+    static func present(_ room: String, on relay: String) -> EtcdEntry {
+        EtcdEntry(key: "/parley/present/\(room)/\(relay)", value: RoomPlacementRecord(relay: relay).encoded)
+    }
+
+    /// Relays eu-1 (this one), eu-2, us-1 and ap-1; "world" lives on us-1.
+    static func regional(selfID: String = "10.0.1.1:7800", selfRegion: String? = "eu", key: String = "k") -> ClusterView {
+        var view = ClusterView(selfID: selfID, selfRegion: selfRegion)
+        view.reset(to: [
+            relay("10.0.1.1:7800", load: 3, region: "eu", key: key), relay("10.0.1.2:7800", load: 0, region: "eu", key: key),
+            relay("10.0.2.1:7800", region: "us", key: key), relay("10.0.3.1:7800", region: "ap", key: key), room("world", on: "10.0.2.1:7800"),
+        ])
+        return view
+    }
+
+    @Test func aMemberJoinsARoomHomedInAnotherRegionOnARelayOfItsOwnRegion() {
+        let view = Self.regional()
+        // The token names eu, or names nothing and the member reached this eu relay: it stays.
+        #expect(view.route(room: "world", region: "eu") == .here)
+        #expect(view.route(room: "world") == .here)
+        // A member from us goes to the room's home; one from a region with no relay too.
+        #expect(view.route(room: "world", region: "us") == .elsewhere(view.relays["10.0.2.1:7800"]!))
+        #expect(view.route(room: "world", region: "sa") == .elsewhere(view.relays["10.0.2.1:7800"]!))
+        // From ap, to ap's relay.
+        #expect(view.route(room: "world", region: "ap") == .elsewhere(view.relays["10.0.3.1:7800"]!))
+    }
+
+    @Test func relaysWithoutKeysCannotTrunkSoTheirRoomsStayOnTheirHome() {
+        let view = Self.regional(key: "")  // relays run --insecure
+        #expect(view.route(room: "world", region: "eu") == .elsewhere(view.relays["10.0.2.1:7800"]!))
+    }
+
+    @Test func membersOfOneRegionGatherOnTheRelayAlreadyPresentInTheRoom() {
+        var view = Self.regional()
+        view.apply(.put(Self.present("world", on: "10.0.1.2:7800")))
+        #expect(view.route(room: "world", region: "eu") == .elsewhere(view.relays["10.0.1.2:7800"]!))
+        // Seen from that relay, it stays.
+        var other = Self.regional(selfID: "10.0.1.2:7800")
+        other.apply(.put(Self.present("world", on: "10.0.1.2:7800")))
+        #expect(other.route(room: "world") == .here)
+    }
+
+    @Test func withoutRegionsEveryoneOfARoomJoinsItsHome() {
+        var view = view
+        view.apply(.put(Self.room("standup", on: "10.0.0.3:7800")))
+        view.apply(.put(Self.present("standup", on: "10.0.0.2:7800")))
+        #expect(view.route(room: "standup") == .elsewhere(view.relays["10.0.0.3:7800"]!))
+        #expect(view.route(room: "standup", region: "eu") == .elsewhere(view.relays["10.0.0.3:7800"]!), "no relay is in eu")
+    }
+
+    @Test func theRelaysPresentInARoomTrunkToEachOtherEachPairOpenedByOne() {
+        var view = Self.regional()
+        for relay in ["10.0.1.1:7800", "10.0.2.1:7800", "10.0.3.1:7800"] { view.apply(.put(Self.present("world", on: relay))) }
+        view.apply(.put(Self.present("other", on: "10.0.3.1:7800")))
+        // 10.0.1.1 sorts first: it opens both of its trunks for "world", none for a room without members here.
+        #expect(view.trunks(hosted: ["world": 2, "other": 0]).map { "\($0.room)>\($0.relay.id)" } == ["world>10.0.2.1:7800", "world>10.0.3.1:7800"])
+        var us = Self.regional(selfID: "10.0.2.1:7800", selfRegion: "us")
+        for relay in ["10.0.1.1:7800", "10.0.2.1:7800", "10.0.3.1:7800"] { us.apply(.put(Self.present("world", on: relay))) }
+        #expect(us.trunks(hosted: ["world": 1]).map(\.relay.id) == ["10.0.3.1:7800"], "the us relay opens only to the one after it")
+        // A relay gone from the cluster is no trunk's peer; its presence going removes it.
+        view.apply(.delete(key: "/parley/relays/10.0.3.1:7800"))
+        #expect(view.trunks(hosted: ["world": 2]).map(\.relay.id) == ["10.0.2.1:7800"])
+        view.apply(.delete(key: "/parley/present/world/10.0.2.1:7800"))
+        #expect(view.trunks(hosted: ["world": 2]).isEmpty)
+        #expect(view.isPresent(in: "world") && view.roomsPresentHere == ["world"])
+    }
+
+    @Test func aRelaysOwnPresenceCanBeForgottenToBeWrittenAgain() {
+        var view = Self.regional()
+        view.apply(.put(Self.present("world", on: "10.0.1.1:7800")))
+        view.apply(.put(Self.present("world", on: "10.0.2.1:7800")))
+        view.forgetPresence(of: "10.0.1.1:7800")
+        #expect(!view.isPresent(in: "world") && view.present["world"] == ["10.0.2.1:7800"])
+    }
+
+    @Test func presenceKeysThatAreNotParleysAreIgnored() {
+        var view = Self.regional()
+        view.apply(.put(EtcdEntry(key: "/parley/present/world", value: RoomPlacementRecord(relay: "x").encoded)))
+        view.apply(.put(EtcdEntry(key: "/parley/present//10.0.2.1:7800", value: RoomPlacementRecord(relay: "10.0.2.1:7800").encoded)))
+        view.apply(.put(EtcdEntry(key: "/parley/present/world/10.0.2.1:7800", value: RoomPlacementRecord(relay: "someone else").encoded)))
+        view.apply(.put(EtcdEntry(key: "/parley/present/world/10.0.3.1:7800", value: Array("junk".utf8))))
+        #expect(view.present.isEmpty)
     }
 }

@@ -29,7 +29,11 @@ final class RelayCluster: @unchecked Sendable {
         URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("parley-relay")
     }
 
-    init(relays count: Int = 3) throws {
+    /// The region each relay is started with (`--region`), by index from 1; none if absent.
+    let regions: [Int: String]
+
+    init(relays count: Int = 3, regions: [Int: String] = [:]) throws {
+        self.regions = regions
         guard FileManager.default.isExecutableFile(atPath: Self.relayBinary.path) else {
             throw EtcdServer.Missing(description: "\(Self.relayBinary.path) is missing; build it first: swift build --build-tests")
         }
@@ -56,7 +60,7 @@ final class RelayCluster: @unchecked Sendable {
         process.arguments = [
             "serve", "--listen", "\(host):\(port)", "--admin", "127.0.0.1:\(adminPort)", "--secret-file", secretPath,
             "--threads", "1", "--log-level", "info", "--cluster", etcd.url, "--public-address", "\(host):\(port)",
-        ]
+        ] + (regions[index].map { ["--region", $0] } ?? [])
         process.environment = ["PATH": "/usr/bin:/bin"]
         let handle = FileHandle(forWritingAtPath: log)
         process.standardOutput = handle
@@ -99,6 +103,24 @@ final class RelayCluster: @unchecked Sendable {
     func token(_ identity: String, room: String, region: String? = nil) -> String {
         let now = WallClock.seconds()
         return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600, region: region).signed(with: secret)
+    }
+
+    /// The relays the store records as having members of `room`.
+    func presence(in room: String) async throws -> Set<String> {
+        let prefix = "/parley/present/\(room)/"
+        return Set(try await store.range(prefix: prefix).entries.map { String($0.key.dropFirst(prefix.count)) })
+    }
+
+    /// One figure from a relay's /metrics (summed over its label sets, or those containing
+    /// `labels`), nil if absent. Read after the call, so the relays still run.
+    func metric(_ name: String, of member: Member, labels: String? = nil) -> Double? {
+        guard let answer = try? AdminClient.send(method: "GET", path: "/metrics", token: nil, to: HostAndPort(host: "127.0.0.1", port: member.adminPort)),
+              answer.status == 200 else { return nil }
+        let text = String(decoding: answer.body, as: UTF8.self)
+        let values = text.split(separator: "\n").filter { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") }
+            .filter { line in labels.map { line.contains($0) } ?? true }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        return values.isEmpty ? nil : values.reduce(0, +)
     }
 
     func log(of member: Member) -> String { (try? String(contentsOfFile: member.log, encoding: .utf8)) ?? "" }

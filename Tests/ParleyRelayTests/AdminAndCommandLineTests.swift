@@ -1,3 +1,4 @@
+import ParleyBasics
 import ParleyRelay
 import ParleyWire
 import Testing
@@ -51,6 +52,10 @@ extension RelayOverUDP {
             let invite = try InviteURL(parsing: String(lines.last ?? ""))
             #expect(invite.room == "standup" && invite.port == 7800 && invite.token == String(lines.first ?? ""))
             #expect(invite.relayKeyText?.count == 43, "the invite carries the relay's public key for the client to pin")
+            let regional = try run(["token", "--secret-file", secret, "--room", "standup", "--identity", "bo", "--region", "eu-west", "--relay", "127.0.0.1:7800"])
+            let secretFile = try SecretFile.load(path: secret)
+            let claims = try AccessToken.verify(String(regional.output.split(separator: "\n").first ?? ""), secret: secretFile.tokenSecret, room: "standup", now: WallClock.seconds())
+            #expect(claims.region == "eu-west", "the token names the region the person joins in")
 
             // serve, with a member in a room; SIGTERM tells the member goodbye and exits 0 within 2 s.
             let port = freeUDPPort()
@@ -80,6 +85,7 @@ extension RelayOverUDP {
                 (["serve", "--secret-file", "/nonexistent/secret", "--listen", "127.0.0.1:0", "--admin", "off"], "keygen"),
                 (["token", "--room", "bad room", "--identity", "ada"], "--room"),
                 (["token", "--room", "r", "--identity", "ada", "--ttl", "forever"], "--ttl"),
+                (["token", "--room", "r", "--identity", "ada", "--region", "eu/west"], "--region is \"eu/west\""),
                 (["serve", "--no-such-flag"], "no-such-flag"),
             ]
             for (arguments, expected) in cases {

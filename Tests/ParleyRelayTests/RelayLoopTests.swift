@@ -1,3 +1,4 @@
+import Foundation
 import Dispatch
 import Logging
 import NIOCore
@@ -88,5 +89,32 @@ struct RelayLoopTests {
         loop.stop()
         #expect(state.count == 1)
         #expect(loop.submit { state.count + 1 } == 2)
+    }
+
+    /// A relay started and shut down in a process that goes on (tests, an embedding app) must
+    /// give back every descriptor it opened: each loop's socket at stop, and its epoll set and
+    /// wake-up eventfd when the loop is freed, which needs nothing to hold it after shutdown.
+    @Test func aRelayShutDownAndReleasedFreesItsLoopsAndWithThemTheirDescriptors() throws {
+        final class Weak: @unchecked Sendable { weak var loop: RelayLoop? }
+        var loops: [Weak] = []
+        do {
+            var configuration = RelayConfiguration()
+            configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
+            configuration.admin = nil
+            configuration.threads = 2
+            configuration.insecure = true
+            var logger = Logger(label: "relay-descriptor-test")
+            logger.logLevel = .error
+            let relay = try Relay.start(configuration: configuration, secret: .random(), relayKey: nil, logger: logger)
+            loops = relay.workers.map { worker in
+                let reference = Weak()
+                reference.loop = worker.loop
+                return reference
+            }
+            relay.shutdown()
+        }
+        // A loop's thread may still be on its way out for a moment after it stopped.
+        for _ in 0..<40 where loops.contains(where: { $0.loop != nil }) { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(loops.count == 2 && loops.allSatisfy { $0.loop == nil }, "a stopped relay's loops stay in memory, each with its epoll set and eventfd open")
     }
 }

@@ -29,7 +29,7 @@ final class SecureMember {
 
     func clock() -> UInt64 { UInt64(now() * 1e9) }
 
-    private func take(_ output: RelayLink.Output) {
+    func take(_ output: RelayLink.Output) {
         events += output.events
         for datagram in output.datagrams { socket.send(datagram) }
     }
@@ -54,6 +54,14 @@ final class SecureMember {
     }
 
     var isActive: Bool { link.phase == .active }
+
+    /// Sends a text message, as `parley ctl say` does.
+    func say(_ text: String) throws { take(try link.say(text, now: clock())) }
+
+    /// The texts received so far, as (sender, text).
+    var texts: [String] {
+        events.compactMap { if case let .text(sender, text) = $0 { return "\(sender): \(text)" }; return nil }
+    }
 
     /// Says goodbye to the relay, as `parley ctl leave` does.
     func leave() { take(link.leave(now: clock())) }
