@@ -106,7 +106,10 @@ if [[ -z "$cluster" && ( -n "$region" || -n "$token_secret_from" ) ]]; then
     usage_error "--region and --token-secret-from belong to a cluster member; add --cluster URL"
 fi
 if [[ -n "$cluster" && -z "$public_host" ]]; then
-    usage_error "--cluster needs --public-host: the address other relays send clients to (this machine's public IP or name)"
+    usage_error "--cluster needs --public-host: this machine's public IP address, where other relays send clients"
+fi
+if [[ -n "$cluster" ]] && ! [[ "$public_host" =~ ^[0-9.]+$ || "$public_host" =~ ^\[?[0-9a-fA-F:]+\]?$ ]]; then
+    usage_error "--public-host is '$public_host'; with --cluster give this machine's public IP address (clients are sent there and other relays open trunks to it, without looking a name up)"
 fi
 token_secret_line=""
 if [[ -n "$token_secret_from" ]]; then

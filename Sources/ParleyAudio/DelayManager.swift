@@ -16,7 +16,8 @@
 ///   whether spikes recur and so must be covered. A "spike" that goes on for longer than
 ///   `sustainedSpikeSeconds` is not one: the path's jitter has grown, and the histogram
 ///   takes those delays from then on.
-/// - **Target** = max(jitter quantile, recurring spike height) + `marginSeconds`, clamped.
+/// - **Target** = max(jitter quantile, recurring spike height up to
+///   `spikeCoverMaximumSeconds`) + `marginSeconds`, clamped.
 ///   The jitter buffer adds one frame while the stream is losing packets (so the next
 ///   packet's FEC is there when a packet is missing); that is its decision, not this one's.
 ///
@@ -47,6 +48,12 @@ public struct DelayManager: Sendable {
         public var estimateAfterSeconds: Double = 2.0
         public var minimumSamplesOverTime = 5
         public var peaks = DelayPeakDetector.Configuration()
+        /// Recurring spikes are covered up to this height, not beyond: what a spike holds
+        /// back above it is waited for (stretching, then concealment) and its backlog played
+        /// out faster. Covering in full would hold every word at the height of the highest
+        /// stalls (a stall met on two hops at once is twice one hop's); this leaves 150 ms
+        /// under `maximumSeconds` for a spike above the cover to come and go.
+        public var spikeCoverMaximumSeconds: Double = 0.250
         public init() {}
     }
 
@@ -59,7 +66,8 @@ public struct DelayManager: Sendable {
     public private(set) var floor: Double?
     /// The jitter quantile of relative delay (without margin or spikes), seconds.
     public private(set) var jitterSeconds: Double = 0
-    /// The height of recurring spikes the target covers, seconds (0: none).
+    /// The height of recurring spikes the target covers (at most `spikeCoverMaximumSeconds`),
+    /// seconds (0: none).
     public private(set) var recurringSpikeSeconds: Double = 0
     /// The delay to aim for, seconds.
     public var targetSeconds: Double { target(adding: 0) }
@@ -111,7 +119,7 @@ public struct DelayManager: Sendable {
     /// Brings the target up to date at `now` (a recurring spike pattern expires with time).
     public mutating func update(now: Double) {
         guard hasEstimate(now: now) else { return }
-        recurringSpikeSeconds = peaks.recurringHeight(now: now) ?? 0
+        recurringSpikeSeconds = min(configuration.spikeCoverMaximumSeconds, peaks.recurringHeight(now: now) ?? 0)
         unclampedTarget = max(jitterSeconds, recurringSpikeSeconds) + configuration.marginSeconds
     }
 

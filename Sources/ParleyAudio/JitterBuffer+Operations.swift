@@ -25,6 +25,7 @@ extension JitterBuffer {
         case .skipConcealed:
             skipConcealedFrame(now: now)
         case .stretchToWait:
+            lastWait = now
             let outcome = stretcher.extend(&audio, minimum: TimeStretcher.minimumPeriod)
             if outcome == .notPossible {
                 concealWhileDry(inTime: false)
@@ -34,6 +35,7 @@ extension JitterBuffer {
                 mediaStretch -= outcome.samples
             }
         case .concealWhileDry:
+            lastWait = now
             concealWhileDry(inTime: false)
         case .concealInTime:
             concealWhileDry(inTime: true)
@@ -84,7 +86,7 @@ extension JitterBuffer {
         }
         if packet.isRedundant {
             statistics.redundancyRecovered += 1
-            lastLossTime = lastReadTime
+            lastLossTime = talkTime
         } else {
             statistics.decodedFrames += 1
         }
@@ -108,7 +110,7 @@ extension JitterBuffer {
             }
         }
         statistics.fecRecovered += 1
-        lastLossTime = lastReadTime
+        lastLossTime = talkTime
         dryConcealed = 0
         coveredInTime = 0
         dryUnderrun = 0
@@ -121,7 +123,7 @@ extension JitterBuffer {
     func concealLostFrame() {
         let count = concealInto(samples: lastFrameSamples)
         statistics.concealedFrames += 1
-        lastLossTime = lastReadTime
+        lastLossTime = talkTime
         waited = 0
         endTimestamp = (expectedTimestamp ?? endTimestamp) + Int64(count)
         advance(byMedia: lastFrameSamples, received: false)
@@ -159,7 +161,7 @@ extension JitterBuffer {
             if dryUnderrun == 0 { statistics.underruns -= 1 }
         }
         statistics.concealedFrames += 1
-        lastLossTime = now
+        lastLossTime = talkTime
         advance(byMedia: frame, received: false)
         let end = max(endTimestamp, expectedTimestamp ?? endTimestamp)
         mediaStretch += Int(end - endTimestamp)

@@ -38,7 +38,9 @@ public final class JitterBuffer {
         /// Packets held at most (a power of two; 128 is 2.5 s of 20 ms frames); beyond,
         /// the oldest are dropped.
         public var capacity = 128
-        /// How long after a loss the target keeps a frame of room for FEC.
+        /// How long after a loss the target keeps a frame of room for FEC, counted in the
+        /// talker's speech (`talkTime`): a path that lost packets in their last turn still
+        /// loses them when they speak again, however long the others talked meanwhile.
         public var lossMemorySeconds = 10.0
         public var channels = 1
         public init() {}
@@ -82,6 +84,9 @@ public final class JitterBuffer {
     /// Audio added by stretching while waiting for the frame now due.
     var waited = 0
     var lastTimeStretch = -Double.infinity
+    /// When the buffer last ran dry waiting for a late packet (stretching or concealing
+    /// while the due frame stood still).
+    var lastWait = -Double.infinity
     var lastLossTime = -Double.infinity
     var lastRedundantCopy = -Double.infinity
     /// The newest packet's own sequence number, against which copies' distances are measured;
@@ -92,7 +97,10 @@ public final class JitterBuffer {
     /// Copies from farther back than this many frames give no room: waiting that long would
     /// cost more than the frames are worth.
     static let maximumRedundancyDepth = 4
-    var lastReadTime = 0.0
+    /// Seconds of the talker's audio played (their silences, and waiting while dry, not
+    /// counted): the clock the loss and repair memories run on, against which
+    /// `lastFECCarried`, `lastRedundantCopy`, `lastLossTime` and `lastRedundancySeen` are set.
+    var talkTime = 0.0
     var lastTargetUpdate = -Double.infinity
     /// The relative delay of the packet that arrived last, seconds.
     var latestDelay = 0.0
@@ -139,8 +147,8 @@ public final class JitterBuffer {
     /// redundant copies): worth a frame of delay.
     var losing: Bool {
         let memory = configuration.lossMemorySeconds
-        let repairable = lastReadTime - lastFECCarried <= memory || lastReadTime - lastRedundantCopy <= memory
-        return repairable && lastReadTime - lastLossTime <= configuration.lossMemorySeconds
+        let repairable = talkTime - lastFECCarried <= memory || talkTime - lastRedundantCopy <= memory
+        return repairable && talkTime - lastLossTime <= memory
     }
 
     /// Frames of delay kept, while packets are being lost, so that what repairs a lost frame
@@ -149,7 +157,7 @@ public final class JitterBuffer {
     /// in-band FEC.
     var repairFrames: Int {
         guard losing else { return 0 }
-        let copiesFlowing = lastReadTime - lastRedundancySeen <= configuration.lossMemorySeconds
+        let copiesFlowing = talkTime - lastRedundancySeen <= configuration.lossMemorySeconds
         return copiesFlowing ? max(1, redundancyDepth) : 1
     }
 
@@ -215,10 +223,10 @@ public final class JitterBuffer {
         statistics.overflowed += evicted
         if isRedundant {
             statistics.redundantCopiesStored += 1
-            lastRedundantCopy = arrival
+            lastRedundantCopy = talkTime
         } else {
             statistics.received += 1
-            if carriesFEC { lastFECCarried = arrival }
+            if carriesFEC { lastFECCarried = talkTime }
             latestDelay = delays.record(arrival: arrival, mediaSeconds: mediaSeconds)
         }
     }
@@ -233,9 +241,9 @@ public final class JitterBuffer {
         guard let newest = newestPrimary else { return }
         let distance = newest &- sequence
         guard distance >= 1, distance <= Int64(Self.maximumRedundancyDepth) else { return }
-        if lastReadTime - lastRedundancySeen > configuration.lossMemorySeconds { redundancyDepth = 0 }
+        if talkTime - lastRedundancySeen > configuration.lossMemorySeconds { redundancyDepth = 0 }
         redundancyDepth = max(redundancyDepth, Int(distance))
-        lastRedundancySeen = lastReadTime
+        lastRedundancySeen = talkTime
     }
 
     public func insert(payload: [UInt8], sequenceNumber: UInt16, timestamp: UInt32, arrival: Double, isRedundant: Bool = false) {
@@ -251,7 +259,6 @@ public final class JitterBuffer {
     /// first packet's time, or after they stopped).
     @discardableResult
     public func read(into output: UnsafeMutableBufferPointer<Float>, now: Double) -> Bool {
-        lastReadTime = now
         if now - lastTargetUpdate >= 0.1 {
             delays.update(now: now)
             lastTargetUpdate = now
@@ -269,6 +276,7 @@ public final class JitterBuffer {
             concealInto(samples: output.count / configuration.channels - audio.pending)
         }
         let wasPlaying = playing || audio.pending > 0
+        if playing, !senderSilent, dryUnderrun == 0 { talkTime += Double(output.count / configuration.channels) / sampleRate }
         updateDelayFigures(now: now, played: output.count / configuration.channels)
         audio.read(into: output)
         return wasPlaying
@@ -328,6 +336,7 @@ public final class JitterBuffer {
         observation.waited = Double(waited) / sampleRate
         observation.coveredInTime = Double(coveredInTime) / sampleRate
         observation.sinceTimeStretch = now - lastTimeStretch
+        observation.sinceWaited = now - lastWait
         return observation
     }
 

@@ -55,6 +55,10 @@ public enum AcceleratePace: Equatable, Sendable {
     case voiced
     /// Remove several periods at once, accepting a less perfect match (a spike's backlog).
     case fast
+    /// As `fast`, with longer cuts and a looser match: the audio plays later than the
+    /// configured maximum delay (a stall longer than the room kept for it), and getting back
+    /// under it matters more than the smoothness of the next few hundred milliseconds.
+    case catchUp
 }
 
 public enum PlayoutDecision {
@@ -109,6 +113,8 @@ public enum PlayoutDecision {
         public var coveredInTime: Double = 0
         /// Seconds since the last time-stretch operation.
         public var sinceTimeStretch: Double = .infinity
+        /// Seconds since the buffer last ran dry waiting for a late packet (the delay grew).
+        public var sinceWaited: Double = .infinity
 
         public init(next: NextFrame, lead: Double, targetLead: Double, safeLead: Double? = nil, jitter: Double, pending: Double) {
             self.next = next
@@ -151,6 +157,9 @@ public enum PlayoutDecision {
         /// second, and going quiet in one throws away the buffer's timeline, so the words
         /// held up in it come back as a fresh start instead of being played out.
         public var idleAfterSeconds = 0.600
+        /// A backlog above the maximum delay this soon after the buffer ran dry waiting for
+        /// it is a stall's, and is caught up.
+        public var stallMemorySeconds = 1.0
         public init() {}
     }
 
@@ -229,9 +238,15 @@ public enum PlayoutDecision {
             return .preemptiveExpand(maximumSamples: max(samples, 1), quietOnly: !late)
         }
         guard samples > 0 else { return .decode }
-        if excess > rules.fastExcessSeconds { return .accelerate(maximumSamples: samples, pace: .fast) }
-        if excess > rules.steadyExcessSeconds { return .accelerate(maximumSamples: samples, pace: .voiced) }
         let tooLong = observation.lead + observation.pending > rules.maximumDelaySeconds
+        if excess > rules.fastExcessSeconds {
+            // Catching up is for a stall's backlog: the packets that come are still late, or
+            // the buffer waited for them a moment ago. Audio that is late because the reads
+            // were (a starved playback thread) is shortened at the usual pace.
+            let stalled = tooLong && (observation.latestDelay > observation.targetLead || observation.sinceWaited < rules.stallMemorySeconds)
+            return .accelerate(maximumSamples: samples, pace: stalled ? .catchUp : .fast)
+        }
+        if excess > rules.steadyExcessSeconds { return .accelerate(maximumSamples: samples, pace: .voiced) }
         let voicedDue = (excess > rules.gentleExcessSeconds || tooLong) && observation.sinceTimeStretch >= rules.steadyIntervalSeconds
         return .accelerate(maximumSamples: samples, pace: voicedDue ? .voiced : .quietOnly)
     }

@@ -26,6 +26,10 @@ struct TimeStretcher {
     var fastCorrelation: Float = 0.5
     /// The most one operation removes at the `fast` pace (15 ms): faster, speech blurs.
     var fastMaximum = 720
+    /// The same at the `catchUp` pace (30 ms), only while the audio plays later than the
+    /// maximum delay: blurring a syllable costs less than a second of words that late.
+    var catchUpCorrelation: Float = 0.3
+    var catchUpMaximum = 1_440
     /// The most one operation cuts from a quiet passage (20 ms), and its cross-fade (5 ms).
     var quietMaximum = 960
     var quietCrossFade = 240
@@ -68,7 +72,7 @@ struct TimeStretcher {
     /// Shortens the pending audio by up to `maximum` samples per channel, starting at its
     /// beginning: where it is quiet, by as much of the quiet as there is (up to
     /// `quietMaximum`); where it is voiced and `pace` allows, by one pitch period (several,
-    /// up to `fastMaximum`, at the `fast` pace).
+    /// up to `fastMaximum`, at the `fast` pace; `catchUpMaximum` at the `catchUp` pace).
     mutating func accelerate(_ buffer: inout PlayoutAudioBuffer, maximum: Int, pace: AcceleratePace) -> Outcome {
         let pending = buffer.pending
         if pace == .quietOnly, !inPause(buffer) { return .notPossible }
@@ -88,12 +92,14 @@ struct TimeStretcher {
         let match = buffer.withSamples { samples, readIndex, _ in
             search.search(UnsafeBufferPointer(samples), channels: channels, anchor: readIndex, window: window, direction: .forward, lags: Self.minimumPeriod...longest)
         }
-        let fast = pace == .fast
-        guard match.correlation >= (fast ? fastCorrelation : voicedCorrelation) else { return .notPossible }
+        let fast = pace == .fast || pace == .catchUp
+        let threshold = pace == .catchUp ? catchUpCorrelation : fast ? fastCorrelation : voicedCorrelation
+        guard match.correlation >= threshold else { return .notPossible }
         var cut = match.lag
         if fast {
             // Whole periods, as many as the budget and the audio allow.
-            let periods = max(1, min(maximum, fastMaximum, pending - match.lag) / match.lag)
+            let most = pace == .catchUp ? catchUpMaximum : fastMaximum
+            let periods = max(1, min(maximum, most, pending - match.lag) / match.lag)
             cut = periods * match.lag
         }
         guard cut <= maximum, match.lag + cut <= pending else { return .notPossible }

@@ -23,6 +23,24 @@ struct Reconnection<Device> {
     /// Xruns of devices already closed.
     var earlierXruns = 0
 
+    /// Starts with `device` open. `open` opens it again; a device that comes back at another
+    /// rate or channel count than `device` (what the call runs at) counts as not back.
+    init(device: Device, format: @escaping (Device) -> (rate: Int, channels: Int), retryIntervalMilliseconds: Int,
+         open: @escaping () throws(DeviceError) -> Device, onChange: @escaping @Sendable (DeviceAvailability) -> Void) {
+        let expected = format(device)
+        self.open = { () throws(DeviceError) -> Device in
+            let reopened = try open()
+            let found = format(reopened)
+            guard found == expected else {
+                throw DeviceError("the device came back at \(found.rate) Hz × \(found.channels), not \(expected.rate) Hz × \(expected.channels)")
+            }
+            return reopened
+        }
+        retryIntervalNanoseconds = UInt64(max(1, retryIntervalMilliseconds)) * 1_000_000
+        self.onChange = onChange
+        self.device = device
+    }
+
     /// The device failed: close it and start keeping its pace.
     mutating func lose(_ error: DeviceError, sampleRate: Int, xruns: Int) {
         device = nil
@@ -66,16 +84,8 @@ public final class ReconnectingInput: AudioInput, @unchecked Sendable {
         sampleRate = device.sampleRate
         channels = device.channels
         periodFrames = device.periodFrames
-        let (rate, count) = (device.sampleRate, device.channels)
-        reconnection = Reconnection(
-            open: { () throws(DeviceError) -> any AudioInput in
-                let reopened = try open()
-                guard reopened.sampleRate == rate, reopened.channels == count else {
-                    throw DeviceError("the device came back at \(reopened.sampleRate) Hz × \(reopened.channels), not \(rate) Hz × \(count)")
-                }
-                return reopened
-            },
-            retryIntervalNanoseconds: UInt64(max(1, retryIntervalMilliseconds)) * 1_000_000, onChange: onChange, device: device)
+        reconnection = Reconnection(device: device, format: { ($0.sampleRate, $0.channels) }, retryIntervalMilliseconds: retryIntervalMilliseconds,
+                                    open: open, onChange: onChange)
     }
 
     public var xruns: Int { xrunCount.load(ordering: .relaxed) }
@@ -115,16 +125,8 @@ public final class ReconnectingOutput: AudioOutput, @unchecked Sendable {
         sampleRate = device.sampleRate
         channels = device.channels
         periodFrames = device.periodFrames
-        let (rate, count) = (device.sampleRate, device.channels)
-        reconnection = Reconnection(
-            open: { () throws(DeviceError) -> any AudioOutput in
-                let reopened = try open()
-                guard reopened.sampleRate == rate, reopened.channels == count else {
-                    throw DeviceError("the device came back at \(reopened.sampleRate) Hz × \(reopened.channels), not \(rate) Hz × \(count)")
-                }
-                return reopened
-            },
-            retryIntervalNanoseconds: UInt64(max(1, retryIntervalMilliseconds)) * 1_000_000, onChange: onChange, device: device)
+        reconnection = Reconnection(device: device, format: { ($0.sampleRate, $0.channels) }, retryIntervalMilliseconds: retryIntervalMilliseconds,
+                                    open: open, onChange: onChange)
     }
 
     public var xruns: Int { xrunCount.load(ordering: .relaxed) }

@@ -12,7 +12,10 @@ extension ClusterMember {
     }
 
     /// Where the relay's trunk plan goes (``Cascade``); called at once with the current plan,
-    /// then after every change the watch brings and every reconcile, from the member's thread.
+    /// then after every change the watch brings, every reconcile, and every failed turn while
+    /// the store is away (the last view still says which trunks to keep). Called from the
+    /// watch's or the member's threads, one call at a time, never with an older plan after a
+    /// newer one.
     public func setCascadeHandler(_ handler: (@Sendable (Cascade) -> Void)?) {
         state.withLock { $0.cascade = handler }
         updateCascade()
@@ -20,11 +23,24 @@ extension ClusterMember {
 
     /// Hands the relay the trunks and trust the view asks for now.
     func updateCascade() {
-        let hosted = hostedRooms()
-        let (handler, plan) = state.withLock { state in
-            (state.cascade, Cascade(trusted: state.view.relays.values.sorted { $0.id < $1.id }, trunks: state.view.trunks(hosted: hosted)))
+        var hosted = hostedRooms()
+        let (handler, plan, version) = state.withLock { state in
+            // A room this relay just recorded its presence in has a member joining here, not
+            // yet counted: its trunks open now, not at the next reconcile. Once the reconcile
+            // has seen the room empty here, only members count.
+            for room in state.view.roomsPresentHere where hosted[room, default: 0] == 0 && state.absentSince[room] == nil {
+                hosted[room] = 1
+            }
+            state.cascadeVersion &+= 1
+            return (state.cascade, Cascade(trusted: state.view.relays.values.sorted { $0.id < $1.id }, trunks: state.view.trunks(hosted: hosted)),
+                    state.cascadeVersion)
         }
-        handler?(plan)
+        guard let handler else { return }
+        appliedCascade.withLock { applied in
+            guard version > applied else { return }  // a newer plan was applied meanwhile
+            applied = version
+            handler(plan)
+        }
     }
 
     /// Records in the store that this relay has members of `room` (once; the reconcile

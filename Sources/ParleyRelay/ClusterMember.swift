@@ -36,6 +36,8 @@ public final class ClusterMember: Sendable {
     let state: Mutex<State>
     private let group: MultiThreadedEventLoopGroup
     private let task = Mutex<Task<Void, Never>?>(nil)
+    /// The newest trunk plan handed to the relay; plans are applied one at a time under it.
+    let appliedCascade = Mutex<UInt64>(0)
 
     struct State {
         var view: ClusterView
@@ -52,9 +54,15 @@ public final class ClusterMember: Sendable {
         /// Presence records being written, so a burst of joins writes one.
         var presenceInFlight: Set<String> = []
         var cascade: (@Sendable (Cascade) -> Void)?
+        /// Plans are numbered as made, so one made earlier is never applied after a later one.
+        var cascadeVersion: UInt64 = 0
         var lastReportedLoad = -1
         /// The watch runs (it is restarted, after a fresh read, when it ends).
         var watching = false
+        /// When the watch last delivered anything, and when a canary was written because it
+        /// had been quiet (``checkWatchIsAlive()``).
+        var lastWatchNews: UInt64 = 0
+        var canaryWritten: UInt64?
         var stopped = false
     }
 
@@ -243,6 +251,7 @@ public final class ClusterMember: Sendable {
                     state.withLock { $0.storeReachable = true }
                 }
                 await reconcile()
+                await checkWatchIsAlive()
                 if failures > 0 { logger.notice("the cluster's store answers again", metadata: ["store": "\(settings.endpoint)"]) }
                 failures = 0
                 metrics.clusterRegistered.record(1)
@@ -258,6 +267,8 @@ public final class ClusterMember: Sendable {
                     state.withLock { $0.lease = nil }
                 }
                 failures += 1
+                // Trunks ended meanwhile are opened again from the last view.
+                updateCascade()
                 state.withLock { $0.storeReachable = false }
                 metrics.clusterRegistered.record(0)
                 if failures == 1 || failures % 20 == 0 {
@@ -289,6 +300,9 @@ public final class ClusterMember: Sendable {
         state.withLock {
             $0.lease = lease
             $0.lastReportedLoad = load
+            // Presence written under an earlier lease went with it (or soon will): the
+            // reconcile writes it again under this one.
+            $0.view.forgetPresence(of: selfRecordID)
         }
         logger.notice("registered in the cluster", metadata: [
             "store": "\(settings.endpoint)", "public-address": "\(selfRecordID)", "region": "\(settings.region ?? "none")",
@@ -296,12 +310,50 @@ public final class ClusterMember: Sendable {
         ])
     }
 
+    /// A watch can die without ending: a connection half-open through a NAT or a firewall
+    /// that forgot it delivers nothing and reports nothing, and the view would freeze while
+    /// the lease (on another connection) keeps renewing. So when the watch has been quiet for
+    /// ``watchQuietNanoseconds``, this relay writes a canary key (under its lease) that the
+    /// watch must bring back; if it does not within ``canaryWaitNanoseconds``, the watch is
+    /// started again after a fresh read. A busy cluster's own changes keep the watch from
+    /// being quiet, so canaries are written only when nothing else moves.
+    func checkWatchIsAlive() async {
+        let now = MonotonicClock.now()
+        enum Step { case none, writeCanary(lease: Int64), restart }
+        let step: Step = state.withLock { state in
+            guard state.watching, let lease = state.lease else { return .none }
+            if let written = state.canaryWritten {
+                guard now &- written > Self.canaryWaitNanoseconds else { return .none }
+                state.watching = false
+                state.canaryWritten = nil
+                return .restart
+            }
+            guard now &- state.lastWatchNews > Self.watchQuietNanoseconds else { return .none }
+            state.canaryWritten = now
+            return .writeCanary(lease: lease)
+        }
+        switch step {
+        case .none:
+            break
+        case let .writeCanary(lease):
+            try? await etcd.put(ClusterKeys.canary(selfRecordID), value: Array("\(now)".utf8), lease: lease)
+        case .restart:
+            logger.warning("the cluster watch brought nothing back, not even this relay's own canary; reading the cluster again and watching anew",
+                           metadata: ["store": "\(settings.endpoint)"])
+        }
+    }
+
+    static let watchQuietNanoseconds: UInt64 = 5_000_000_000
+    static let canaryWaitNanoseconds: UInt64 = 3_000_000_000
+
     /// Reads the whole cluster, then watches it from the next revision.
     private func startWatch() async throws -> EtcdWatch {
         let (revision, entries) = try await etcd.range(prefix: ClusterKeys.prefix)
         state.withLock {
             $0.view.reset(to: entries)
             $0.watching = true
+            $0.lastWatchNews = MonotonicClock.now()
+            $0.canaryWritten = nil
         }
         let logger = self.logger
         do {
@@ -318,6 +370,8 @@ public final class ClusterMember: Sendable {
             onChanges: { [weak self] changes, _ in
                 self?.state.withLock { state in
                     for change in changes { state.view.apply(change) }
+                    state.lastWatchNews = MonotonicClock.now()
+                    state.canaryWritten = nil
                 }
                 self?.updateCascade()
             },

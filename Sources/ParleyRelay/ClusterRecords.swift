@@ -24,11 +24,14 @@ enum ClusterKeys {
     static let relaysPrefix = "/parley/relays/"
     static let roomsPrefix = "/parley/rooms/"
     static let presencePrefix = "/parley/present/"
+    static let canaryPrefix = "/parley/canary/"
 
     static func relay(_ id: String) -> String { relaysPrefix + id }
     static func room(_ name: String) -> String { roomsPrefix + name }
     /// Room names have no '/' (``ParleyNames``), so the first one after the prefix ends the room.
     static func presence(room: String, relay: String) -> String { presencePrefix + room + "/" + relay }
+    /// Written by a relay whose watch has been quiet, to see that the watch still brings news.
+    static func canary(_ relay: String) -> String { canaryPrefix + relay }
 }
 
 /// A live relay as it registered itself.

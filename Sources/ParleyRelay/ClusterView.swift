@@ -52,9 +52,11 @@ struct ClusterView: Sendable {
     /// is in another region and the member's region has a relay; then the relay of that region
     /// already present in the room, else this one if it is in the region, else the region's
     /// best candidate (so members of one region gather on one relay).
+    /// Only relays with a key can trunk (an `--insecure` relay has none), so a room whose home
+    /// has none stays on its home.
     private func relay(for room: String, home: String, memberRegion: String?) -> String {
-        guard let region = memberRegion, self.region(of: home) != region else { return home }
-        let regional = relays.values.filter { $0.region == region }
+        guard let region = memberRegion, self.region(of: home) != region, relays[home]?.key.isEmpty == false else { return home }
+        let regional = relays.values.filter { $0.region == region && !$0.key.isEmpty }
         guard !regional.isEmpty else { return home }
         let presentHere = present[room] ?? []
         if let gathered = regional.filter({ presentHere.contains($0.id) }).map(\.id).min() { return gathered }
@@ -154,6 +156,11 @@ struct ClusterView: Sendable {
                 removePresence(room, relay)
             }
         }
+    }
+
+    /// Forgets `relay`'s presence in every room (this relay's own, when its lease changed).
+    mutating func forgetPresence(of relay: String) {
+        for room in present.keys { removePresence(room, relay) }
     }
 
     /// A relay whose lease the store no longer has (a claim for it failed): forget it now

@@ -33,6 +33,11 @@ struct KickList: Sendable {
 
     var count: Int { bans.count }
 
+    /// The bans of `room` still running, for a relay that joins the room (a trunk opening).
+    func bans(in room: String, now: UInt64) -> [(identity: String, ban: Ban)] {
+        bans.compactMap { $0.key.room == room && now < $0.value.until ? ($0.key.identity, $0.value) : nil }
+    }
+
     /// Keeps `identity` out of `room` for `seconds` from `now` (a later kick replaces an earlier one).
     mutating func ban(_ identity: String, from room: String, seconds: UInt32, by: String, reason: String, now: UInt64) {
         let key = Key(room: room, identity: identity)

@@ -10,7 +10,7 @@ extension Relay {
 
     /// Carries out a moderation request from the admin API, counted as the admin's.
     public func moderate(_ request: ControlMessage.ModerationRequest, in room: String) -> ControlMessage.ModerationReply {
-        let reply = core.moderate(request, in: room, by: Self.operatorName, now: monotonicNanoseconds())
+        let reply = core.moderate(request, in: room, by: Self.operatorName, now: monotonicNanoseconds(), passOn: true)
         metrics.moderation(request.action, from: .admin, outcome: reply.outcome)
         if reply.outcome == .done {
             logger.notice("moderation by the admin API", metadata: [

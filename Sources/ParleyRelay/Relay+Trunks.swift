@@ -1,4 +1,5 @@
 import NIOCore
+import ParleyBasics
 import ParleyWire
 
 /// Cascading: a room spread over relays, joined by trunks. This is the API the cluster drives
@@ -73,13 +74,16 @@ extension Relay {
 extension Relay {
     /// Follows the cluster's plan: trust every live relay of the cluster, and open the trunks
     /// the rooms present here need (those open or opening are left alone; one that ended is
-    /// opened again at the next plan, within half a second). A trunk no plan asks for any
+    /// opened again at the next plan, within half a second, or after a backoff of 1–30 s when
+    /// its openings kept failing). A trunk no plan asks for any
     /// more closes by itself once its room has no member here.
     func follow(_ plan: ClusterMember.Cascade) {
         guard let trunkDirectory else { return }
         setTrustedRelays(plan.trusted.compactMap(RelayPeer.init))
+        let now = MonotonicClock.now()
         for (room, record) in plan.trunks {
-            guard let peer = RelayPeer(record), trunkDirectory.record(room: room, peerKey: peer.publicKey) == nil else { continue }
+            guard let peer = RelayPeer(record), trunkDirectory.record(room: room, peerKey: peer.publicKey) == nil,
+                  trunkDirectory.mayOpenAgain(room: room, peerKey: peer.publicKey, now: now) else { continue }
             do {
                 try openTrunk(room: room, to: peer)
             } catch {

@@ -106,7 +106,14 @@ public struct RelayConfiguration: Sendable {
             configuration.clusterFlags.endpoint = try EtcdEndpoint(parsing: text)
         },
         Setting(key: "public-address", help: "with cluster: where clients reach this relay, HOST:PORT") { configuration, text throws(ConfigurationError) in
-            configuration.clusterFlags.publicAddress = try HostAndPort(parsing: text)
+            do throws(ConfigurationError) {
+                configuration.clusterFlags.publicAddress = try HostAndPort(parsing: text)
+            } catch {
+                // The listen address's advice (0.0.0.0 for every interface) is wrong here.
+                guard error.message.contains("not an IP address") else { throw error }
+                throw ConfigurationError("is \"\(text)\"; give this relay's public IP address and port, e.g. 198.51.100.7:7800 "
+                    + "(clients are sent there and other relays open trunks to it, without looking a name up)")
+            }
         },
         Setting(key: "region", help: "with cluster: the region this relay serves, for tokens that name one") { configuration, text throws(ConfigurationError) in
             if let problem = ClusterSettings.problem(withRegion: text) { throw ConfigurationError(problem) }

@@ -4,52 +4,101 @@ import ParleyWire
 /// Who asked for a moderation: a member whose token carries the `mod` claim, or the
 /// person running the relay, through the admin API.
 enum ModerationSource: Sendable, Hashable, CaseIterable {
-    case member, admin
+    /// A member here, the admin API here, or a moderator on another relay of the room (its
+    /// request passed on over a trunk).
+    case member, admin, trunk
 
-    var label: String { self == .member ? "member" : "admin" }
+    var label: String {
+        switch self {
+        case .member: return "member"
+        case .admin: return "admin"
+        case .trunk: return "trunk"
+        }
+    }
 }
 
 /// Room control, under the core's one lock like every membership change: server-mute and
 /// unmute, kick (a ban per room and identity in ``KickList``), close a room. A removed
 /// member's session is closed on its own loop (``SessionLoop/deliverRemoval(_:reason:message:)``),
 /// which tells it goodbye with the reason; the others get the new roster as after any leave.
+///
+/// In a room that spans relays the request also goes over the room's trunks, and each relay
+/// carries it out on its own members: a member on another relay is muted or removed by its
+/// relay (the room's roster says so, as after any change there), a kick's ban is kept by every
+/// relay of the room, and closing the room closes it everywhere.
 extension RelayCore {
     /// Carries out `request` in `room`, asked by `moderator` (the name the removed member is
     /// told). The request's fields are checked first (``ModerationCheck``).
-    func moderate(_ request: ControlMessage.ModerationRequest, in room: String, by moderator: String, now: UInt64) -> ControlMessage.ModerationReply {
+    func moderate(_ request: ControlMessage.ModerationRequest, in room: String, by moderator: String, now: UInt64,
+                  passOn: Bool) -> ControlMessage.ModerationReply {
         if let problem = ModerationCheck.problem(with: request) { return .init(outcome: .invalid, message: problem) }
         return rooms.withLock { rooms -> ControlMessage.ModerationReply in
-            guard rooms.directory[room] != nil else {
+            guard let current = rooms.directory[room] else {
+                if !passOn, request.action == .kick {
+                    // Another relay of the room kicked someone: they may not come in here either.
+                    let seconds = request.banSeconds == 0 ? KickList.defaultBanSeconds : request.banSeconds
+                    rooms.kicks.ban(request.target, from: room, seconds: seconds, by: moderator, reason: request.reason, now: now)
+                }
                 return .init(outcome: .noSuchMember, message: "there is no room \(room) on this relay (nobody is in it)")
             }
+            // Handed to the trunks' loops under the lock, so every relay sees one order.
+            var forwarded = request
+            forwarded.moderator = moderator
+            let passOnTo = passOn ? rooms.trunks[room] ?? [] : []
+            func passItOn() {
+                for trunk in passOnTo { loop(trunk.workerIndex).deliverTrunkModeration(trunk, request: forwarded) }
+            }
+            let elsewhere = " (passed on to the relay of the room they are on, which carries it out)"
             switch request.action {
             case .serverMute, .serverUnmute:
                 let muted = request.action == .serverMute
-                guard rooms.directory.setServerMuted(request.target, muted, in: room) else {
-                    return Self.noSuchMember(request.target, in: rooms.directory[room]!)
-                }
-                roomChanged(room, in: &rooms, now: now)
-                return .init(outcome: .done, message: muted
+                let done = muted
                     ? "\(request.target) is muted for everyone in \(room) until unmuted"
-                    : "\(request.target) may be heard again in \(room)")
-            case .kick:
-                guard let member = rooms.directory[room]!.member(identity: request.target) else {
-                    return Self.noSuchMember(request.target, in: rooms.directory[room]!)
+                    : "\(request.target) may be heard again in \(room)"
+                if rooms.directory.setServerMuted(request.target, muted, in: room) {
+                    roomChanged(room, in: &rooms, now: now)
+                    return .init(outcome: .done, message: done)
                 }
+                guard !passOnTo.isEmpty, current.remoteMember(identity: request.target) != nil else {
+                    return Self.noSuchMember(request.target, in: current)
+                }
+                passItOn()
+                return .init(outcome: .done, message: done + elsewhere)
+            case .kick:
                 let seconds = request.banSeconds == 0 ? KickList.defaultBanSeconds : request.banSeconds
+                let banned = "they cannot rejoin for \(DurationWords.text(seconds: seconds))"
+                guard let member = current.member(identity: request.target) else {
+                    guard passOn else {
+                        rooms.kicks.ban(request.target, from: room, seconds: seconds, by: moderator, reason: request.reason, now: now)
+                        return .init(outcome: .noSuchMember, message: "\(request.target) is not on this relay; banned here too")
+                    }
+                    guard !passOnTo.isEmpty, let remote = current.remoteMember(identity: request.target) else {
+                        return Self.noSuchMember(request.target, in: current)
+                    }
+                    rooms.kicks.ban(remote.identity, from: room, seconds: seconds, by: moderator, reason: request.reason, now: now)
+                    passItOn()
+                    return .init(outcome: .done, message: "\(remote.identity) removed from \(room)\(elsewhere); \(banned)")
+                }
                 rooms.kicks.ban(member.identity, from: room, seconds: seconds, by: moderator, reason: request.reason, now: now)
                 let told = Self.kickText(by: moderator, room: room, reason: request.reason, seconds: seconds)
                 removeForModeration(member, from: room, reason: .kicked, message: told, in: &rooms, now: now)
                 if rooms.directory[room] == nil { rooms.rosterSchedule.roomClosed(room) }
                 updateGauges(rooms)
-                return .init(outcome: .done, message: "\(member.identity) removed from \(room); they cannot rejoin for \(DurationWords.text(seconds: seconds))")
+                passItOn()  // the ban holds on every relay of the room
+                return .init(outcome: .done, message: "\(member.identity) removed from \(room); \(banned)")
             case .closeRoom:
+                passItOn()
                 let members = rooms.directory.close(room)
                 let told = Self.closeText(by: moderator, room: room, reason: request.reason)
                 for member in members {
                     if let session = rooms.sessions.removeValue(forKey: member.sessionID) {
                         loop(session.workerIndex).deliverRemoval(session, reason: .roomClosed, message: told)
                     }
+                }
+                // The room's trunks go with it (a new room of that name starts without them).
+                for trunk in rooms.trunks.removeValue(forKey: room) ?? [] {
+                    rooms.trunkStreams[trunk.id] = nil
+                    loop(trunk.workerIndex).deliverTrunkClosing(trunk)
                 }
                 rooms.rosterSchedule.roomClosed(room)
                 updateGauges(rooms)
@@ -69,7 +118,8 @@ extension RelayCore {
     }
 
     private static func noSuchMember(_ identity: String, in room: Room) -> ControlMessage.ModerationReply {
-        let names = room.members.map(\.identity).sorted().prefix(10).joined(separator: ", ")
+        let everyone = room.members.map(\.identity) + room.trunks.flatMap { $0.members.map(\.identity) }
+        let names = everyone.sorted().prefix(10).joined(separator: ", ")
         return .init(outcome: .noSuchMember, message: "nobody called '\(identity.prefix(64))' is in \(room.name); in it: \(names)")
     }
 

@@ -247,5 +247,7 @@ private final class StoppedSessionLoop: SessionLoop {
     func deliverTrunkEnd(_ trunk: Trunk, reason: TrunkEndReason) {}
     func deliverText(_ session: Session, sender: String, text: String) {}
     func deliverTrunkText(_ trunk: Trunk, sender: String, text: String) {}
+    func deliverTrunkModeration(_ trunk: Trunk, request: ControlMessage.ModerationRequest) {}
+    func deliverTrunkClosing(_ trunk: Trunk) {}
     func deliverRemoval(_ session: Session, reason: RemovalReason, message: String) {}
 }

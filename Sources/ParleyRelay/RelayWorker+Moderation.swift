@@ -21,7 +21,7 @@ extension RelayWorker {
         } else if !session.moderationRate.allow(nowNanoseconds: now) {
             reply = .init(outcome: .rateLimited, message: "too many moderation requests; wait a second and try again")
         } else {
-            reply = rooms.moderate(request, in: session.room, by: session.identity, now: now)
+            reply = rooms.moderate(request, in: session.room, by: session.identity, now: now, passOn: true)
             if reply.outcome == .done {
                 membershipLogs.log(.notice, "moderation", metadata: [
                     "by": "\(session.logDescription)", "action": "\(request.action.label)", "target": "\(request.target.logSafe())",

@@ -92,16 +92,29 @@ extension RelayWorker {
                               metadata: ["trunk": "\(trunk.logDescription)", "ssrc": "\(ssrc)"])
             }
         case let .ack(ack):
-            if trunk.reliable.acknowledge(sequence: ack.sequence), !trunk.unacknowledgedRosterPages.contains(ack.sequence) {
-                trunk.textsInFlight = max(0, trunk.textsInFlight - 1)
-            }
+            trunk.reliable.acknowledge(sequence: ack.sequence)
             trunk.unacknowledgedRosterPages.remove(ack.sequence)
+            sendNextText(over: trunk, now: now)
         case let .text(text):
             // From a member behind the trunk, named by its relay; sent again if our ack was lost.
-            guard message.isReliable, trunk.receivedTexts.insert(message.sequence) else { return }
-            guard ParleyNames.problem(withIdentity: text.sender) == nil else { return drop(.malformed) }
+            guard message.isReliable, trunk.receivedReliable.insert(message.sequence) else { return }
+            guard ParleyNames.problem(withIdentity: text.sender) == nil, ControlMessage.Text.problem(with: text.text) == nil else {
+                return drop(.malformed)
+            }
             metrics.texts[.relayed]?.increment()
             rooms.relayText(text.text, sender: text.sender, over: trunk)
+        case let .moderate(request):
+            // A moderator of the room on the peer relay asked; this relay acts on its members.
+            guard message.isReliable, trunk.receivedReliable.insert(message.sequence) else { return }
+            guard ParleyNames.problem(withIdentity: request.moderator) == nil else { return drop(.malformed) }
+            let reply = rooms.moderate(request, in: trunk.room, by: request.moderator, now: now, passOn: false)
+            metrics.moderation(request.action, from: .trunk, outcome: reply.outcome)
+            if reply.outcome == .done {
+                membershipLogs.log(.notice, "moderation from another relay of the room", metadata: [
+                    "by": "\(request.moderator.logSafe())", "action": "\(request.action.label)", "target": "\(request.target.logSafe())",
+                    "trunk": "\(trunk.logDescription)",
+                ], now: now)
+            }
         case let .ping(ping):
             sendToTrunk(.pong(.init(timestamp: ping.timestamp)), trunk: trunk)
         case .pong:
@@ -116,20 +129,49 @@ extension RelayWorker {
         }
     }
 
-    /// A text from a member here for the members behind the trunk, reliably.
+    /// A text from a member here for the members behind the trunk: queued, sent reliably one
+    /// at a time.
     func deliverTrunkText(_ trunk: Trunk, sender: String, text: String) {
         loop.execute {
             guard trunk.state == .open else { return }
-            guard trunk.textsInFlight < Trunk.maximumTextsInFlight else {
+            guard trunk.queuedTexts.count < Trunk.maximumQueuedTexts else {
                 self.metrics.texts[.receiverQueueFull]?.increment()
                 return
             }
+            trunk.queuedTexts.append((sender, text))
+            self.sendNextText(over: trunk, now: monotonicNanoseconds())
+            self.flush()
+        }
+    }
+
+    /// Sends the trunk's next queued text when none awaits the peer's acknowledgement (it was
+    /// acknowledged, or given up after the reliable sender's attempts).
+    func sendNextText(over trunk: Trunk, now: UInt64) {
+        guard !trunk.queuedTexts.isEmpty, trunk.reliable.count(of: .text) == 0 else { return }
+        let (sender, text) = trunk.queuedTexts.removeFirst()
+        let sequence = trunk.takeSequence()
+        guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true,
+                                              body: .text(ControlMessage.Text(number: sequence, sender: sender, text: text))).serialized() else { return }
+        trunk.reliable.enqueue(sequence: sequence, kind: .text, bytes: bytes, nowNanoseconds: now)
+        send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
+    }
+
+    func deliverTrunkClosing(_ trunk: Trunk) {
+        loop.execute {
+            guard trunk.state == .open else { return }
+            trunk.forwarding = .empty
+            trunk.endsWhenSettled = true
+        }
+    }
+
+    /// A moderation asked for here, passed on to the peer relay reliably.
+    func deliverTrunkModeration(_ trunk: Trunk, request: ControlMessage.ModerationRequest) {
+        loop.execute {
+            guard trunk.state == .open, trunk.reliable.count(of: .moderation) < Trunk.maximumModerationsInFlight else { return }
             let sequence = trunk.takeSequence()
-            let now = monotonicNanoseconds()
-            guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true,
-                                                  body: .text(ControlMessage.Text(number: sequence, sender: sender, text: text))).serialized() else { return }
-            trunk.reliable.enqueue(sequence: sequence, kind: .text, bytes: bytes, nowNanoseconds: now)
-            trunk.textsInFlight += 1
+            guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true, body: .moderate(request)).serialized() else { return }
+            // Sent again for as long as a trunk waits before giving up on a silent peer, and more.
+            trunk.reliable.enqueue(sequence: sequence, kind: .moderation, bytes: bytes, nowNanoseconds: monotonicNanoseconds(), attempts: 50)
             self.send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
             self.flush()
         }
@@ -321,15 +363,23 @@ extension RelayWorker {
         }
         guard !trunks.isEmpty else { return }
         let timings = trunkDirectory.timings
+        let distrusted = trunkDirectory.keysDistrusted(longerThan: timings.distrustGrace, now: now)
         var ended: [(Trunk, TrunkEndReason)] = []
         for trunk in trunks.values {
+            if !distrusted.isEmpty, distrusted.contains(trunk.peer.publicKey) {
+                ended.append((trunk, .noLongerTrusted))
+                continue
+            }
             for bytes in trunk.reliable.due(nowNanoseconds: now) {
                 send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
             }
+            sendNextText(over: trunk, now: now)
             if trunk.reliable.isEmpty, !trunk.unacknowledgedRosterPages.isEmpty, let members = trunk.lastSentRoster {
                 sendRoster(members, version: trunk.lastSentRosterVersion, trunk: trunk, now: now)
             }
-            if now &- trunk.lastHeardNanoseconds > timings.timeout {
+            if trunk.endsWhenSettled, trunk.reliable.count(of: .moderation) == 0 {
+                ended.append((trunk, .closedHere))
+            } else if now &- trunk.lastHeardNanoseconds > timings.timeout {
                 ended.append((trunk, .timedOut))
             } else if let since = trunk.emptySinceNanoseconds, now &- since >= timings.emptyRoomGrace {
                 ended.append((trunk, .roomEmptied))

@@ -14,8 +14,10 @@ struct ReliableSender: Sendable {
     enum Kind: Sendable, Hashable {
         case roster(version: UInt32)
         case goodbye
-        /// A member's text message to this member (``MemberTexts``): never superseded.
+        /// A member's text message to this member (``MemberTexts``), or over a trunk: never superseded.
         case text
+        /// A moderation passed on to another relay of the room, over a trunk.
+        case moderation
     }
 
     struct Message: Sendable {
@@ -29,6 +31,9 @@ struct ReliableSender: Sendable {
     private(set) var outstanding: [Message] = []
 
     var isEmpty: Bool { outstanding.isEmpty }
+
+    /// How many messages of `kind` wait for their acknowledgement.
+    func count(of kind: Kind) -> Int { outstanding.reduce(0) { $0 + ($1.kind == kind ? 1 : 0) } }
 
     /// Queues a message to be sent now and retransmitted; returns its bytes for the first send.
     mutating func enqueue(sequence: UInt32, kind: Kind, bytes: [UInt8], nowNanoseconds: UInt64, attempts: Int = maximumAttempts) {

@@ -43,6 +43,14 @@ extension Room {
         return nil
     }
 
+    /// The member of another relay with this identity, if any.
+    func remoteMember(identity: String) -> Member? {
+        for trunk in trunks {
+            if let member = trunk.members.first(where: { $0.identity == identity }) { return member }
+        }
+        return nil
+    }
+
     /// Every remote member, for counting listeners.
     public var remoteMemberCount: Int { trunks.reduce(0) { $0 + $1.members.count } }
 

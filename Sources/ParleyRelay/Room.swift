@@ -187,6 +187,8 @@ public struct RoomDirectory: Sendable {
     public mutating func close(_ room: String) -> [Room.Member] {
         guard let closed = rooms.removeValue(forKey: room) else { return [] }
         for member in closed.members { count(member, by: -1) }
+        trunkCount -= closed.trunks.count
+        remoteMemberCount -= closed.remoteMemberCount
         return closed.members
     }
 

@@ -31,7 +31,9 @@ protocol RoomMembership: AnyObject, Sendable {
     func relayText(_ text: String, sender: String, over trunk: Trunk)
     /// A moderator's request in `room` (server-mute, kick, close); `moderator` is the name
     /// a removed member is told.
-    func moderate(_ request: ControlMessage.ModerationRequest, in room: String, by moderator: String, now: UInt64) -> ControlMessage.ModerationReply
+    /// `passOn`: the request came from a member or the admin API here, so it also goes to the
+    /// room's other relays over its trunks; false for one that came over a trunk.
+    func moderate(_ request: ControlMessage.ModerationRequest, in room: String, by moderator: String, now: UInt64, passOn: Bool) -> ControlMessage.ModerationReply
 }
 
 enum RoomAdmission {
@@ -57,6 +59,11 @@ protocol SessionLoop: AnyObject, Sendable {
     func deliverText(_ session: Session, sender: String, text: String)
     /// A text from the member `sender` here, for the members behind `trunk`.
     func deliverTrunkText(_ trunk: Trunk, sender: String, text: String)
+    /// A moderation asked for here, for the relay behind `trunk` to carry out on its members.
+    func deliverTrunkModeration(_ trunk: Trunk, request: ControlMessage.ModerationRequest)
+    /// The trunk's room was closed here: it forwards nothing more, and ends once the peer has
+    /// acknowledged the moderations passed on to it (the close among them).
+    func deliverTrunkClosing(_ trunk: Trunk)
     /// A moderator removed the member (kicked, or closed the room): it is already out of its
     /// room; its loop closes the session and tells it `message`.
     func deliverRemoval(_ session: Session, reason: RemovalReason, message: String)

@@ -44,13 +44,20 @@ final class Trunk: @unchecked Sendable {
     /// Sequences of the last roster's pages not yet acknowledged: while any is, the roster is
     /// sent again whenever the reliable sender has given it up, for as long as the trunk lives.
     var unacknowledgedRosterPages: Set<UInt32> = []
-    /// Texts from the peer already handed to the members here (a text sent again because its
-    /// acknowledgement was lost is acknowledged again, not delivered twice).
-    var receivedTexts = RecentSequenceSet()
-    /// Texts sent over the trunk and not yet acknowledged; beyond ``maximumTextsInFlight``
-    /// the newest is dropped and counted, as a member's full queue is.
-    var textsInFlight = 0
-    static let maximumTextsInFlight = 64
+    /// Texts and moderations from the peer already acted on (one sent again because its
+    /// acknowledgement was lost is acknowledged again, not acted on twice).
+    var receivedReliable = RecentSequenceSet()
+    /// Texts for the members behind the trunk, sent one at a time (so they arrive in the order
+    /// written), the next when the peer acknowledged the last; at most
+    /// ``maximumQueuedTexts``, beyond which the newest is dropped and counted, as a member's
+    /// full queue is.
+    var queuedTexts: [(sender: String, text: String)] = []
+    static let maximumQueuedTexts = 64
+    /// Moderations passed on and not yet acknowledged, at most (a trusted relay's moderators
+    /// are rate-limited at their own relay; this bounds the memory a stuck trunk holds).
+    static let maximumModerationsInFlight = 64
+    /// Its room was closed here: it ends once nothing it passed on awaits an acknowledgement.
+    var endsWhenSettled = false
     private var nextSequence: UInt32 = 1
     /// Members here as of the last room update, and since when there were none.
     var localMemberCount = 0

@@ -1,4 +1,5 @@
 import Crypto
+import ParleyBasics
 import ParleySecurity
 import ParleyWire
 import Synchronization
@@ -42,6 +43,10 @@ final class TrunkDirectory: Sendable {
 
     private struct State {
         var trusted: Set<[UInt8]> = []
+        /// Openings from here that failed in a row, by room and peer, and when the last did.
+        var failures: [Key: (count: Int, at: UInt64)] = [:]
+        /// Keys taken out of the trusted set, and when: their open trunks close after a grace.
+        var distrustedSince: [[UInt8]: UInt64] = [:]
         var openings: [Opening] = []
         /// The latest cookie each peer gave this relay's address, and when: a cookie names the
         /// address, not the hello, so openings to one peer within its life need no hello.
@@ -61,8 +66,22 @@ final class TrunkDirectory: Sendable {
 
     // MARK: Settings
 
-    func setTrusted(_ peers: [RelayPeer]) {
-        state.withLock { $0.trusted = Set(peers.map(\.publicKey)) }
+    func setTrusted(_ peers: [RelayPeer], now: UInt64 = MonotonicClock.now()) {
+        state.withLock { state in
+            let trusted = Set(peers.map(\.publicKey))
+            for key in state.trusted.subtracting(trusted) where state.distrustedSince[key] == nil { state.distrustedSince[key] = now }
+            for key in trusted { state.distrustedSince[key] = nil }
+            state.trusted = trusted
+        }
+    }
+
+    /// Keys out of the trusted set for longer than `grace`; their trunks are to be closed.
+    /// (Empty, and one lock, on every tick of a relay whose trusted set did not shrink.)
+    func keysDistrusted(longerThan grace: UInt64, now: UInt64) -> Set<[UInt8]> {
+        state.withLock { state in
+            guard !state.distrustedSince.isEmpty else { return [] }
+            return Set(state.distrustedSince.compactMap { now &- $0.value > grace ? $0.key : nil })
+        }
     }
 
     func isTrusted(_ key: Curve25519.KeyAgreement.PublicKey) -> Bool {
@@ -81,8 +100,37 @@ final class TrunkDirectory: Sendable {
 
     /// Hands `event` to the handler, outside the lock.
     func emit(_ event: TrunkEvent) {
-        let handler = state.withLock { $0.handler }
+        let handler = state.withLock { state in
+            let key = Key(room: event.room, peerKey: event.peer.publicKey)
+            switch event.change {
+            case .opened:
+                state.failures[key] = nil
+            case .ended(.unanswered), .ended(.refused), .ended(.keyMismatch):
+                guard event.openedHere else { break }
+                let now = MonotonicClock.now()
+                if state.failures.count >= 4_096 {  // bounded: forget failures a backoff no longer holds
+                    state.failures = state.failures.filter { now &- $0.value.at < 60_000_000_000 }
+                }
+                if state.failures.count < 4_096 || state.failures[key] != nil {
+                    state.failures[key] = ((state.failures[key]?.count ?? 0) + 1, now)
+                }
+            case .ended:
+                break
+            }
+            return state.handler
+        }
         handler?(event)
+    }
+
+    /// Whether a plan may open `room`'s trunk to `peer` again now: after openings that failed
+    /// in a row it waits 1, 2, 4 … up to 30 s, so a peer that keeps refusing (or is down) is
+    /// not asked twice a second. Opening through the API is never held back.
+    func mayOpenAgain(room: String, peerKey: [UInt8], now: UInt64) -> Bool {
+        state.withLock { state in
+            guard let failure = state.failures[Key(room: room, peerKey: peerKey)] else { return true }
+            let wait = min(30_000_000_000, UInt64(1_000_000_000) << UInt64(min(failure.count - 1, 5)))
+            return now &- failure.at >= wait
+        }
     }
 
     // MARK: Opening (this relay opens)

@@ -44,6 +44,9 @@ public enum TrunkEndReason: Sendable, Hashable, CustomStringConvertible {
     case keyMismatch
     /// The peer answered no, saying why.
     case refused(String)
+    /// The peer's key left this relay's trusted set (``Relay/setTrustedRelays(_:)``) and did
+    /// not come back within ``TrunkTimings/distrustGraceMilliseconds``.
+    case noLongerTrusted
 
     public var description: String {
         switch self {
@@ -58,6 +61,7 @@ public enum TrunkEndReason: Sendable, Hashable, CustomStringConvertible {
             return "no answer from the peer: check that it runs, that its address is right, and that its trusted set holds this relay's key"
         case .keyMismatch: return "the peer holds another key than the one given; check the cluster's record of it"
         case let .refused(why): return "refused by the peer: \(why)"
+        case .noLongerTrusted: return "the peer is no longer among the relays this one trusts (gone from the cluster, or taken out of the trusted set)"
         }
     }
 }
@@ -75,6 +79,9 @@ public struct TrunkTimings: Sendable, Hashable {
     public var openingRetransmitMilliseconds = 250
     /// …until the opening gives up.
     public var openingTimeoutMilliseconds = 5_000
+    /// A trunk whose peer left the trusted set is closed once it has stayed out this long
+    /// (longer than a cluster member takes to register again after its lease lapsed).
+    public var distrustGraceMilliseconds = 10_000
 
     public init() {}
 
@@ -83,4 +90,5 @@ public struct TrunkTimings: Sendable, Hashable {
     var emptyRoomGrace: UInt64 { UInt64(emptyRoomGraceMilliseconds) * 1_000_000 }
     var openingRetransmit: UInt64 { UInt64(openingRetransmitMilliseconds) * 1_000_000 }
     var openingTimeout: UInt64 { UInt64(openingTimeoutMilliseconds) * 1_000_000 }
+    var distrustGrace: UInt64 { UInt64(distrustGraceMilliseconds) * 1_000_000 }
 }

@@ -2,8 +2,10 @@
 /// relay's answer to each.
 ///
 /// ```
-/// moderate (type 32), client → relay; the header's sequence names the request:
+/// moderate (type 32), client → relay, and relay → relay over a trunk; the header's sequence
+/// names the request:
 ///   action (1) | target identity (string8; empty for closeRoom) | ban seconds (4) | reason (string8)
+///   [ | moderator identity (string8) ]   only over a trunk: who asked, at the other relay
 /// moderation reply (type 33), relay → client; the header's sequence is the request's:
 ///   outcome (1) | message (string8)
 /// ```
@@ -20,6 +22,10 @@ extension ControlMessage {
         public var banSeconds: UInt32
         /// For a kick or closing the room: what the member is told, in the moderator's words.
         public var reason: String
+        /// Who asked, when a relay passes the request on to another relay of the room over a
+        /// trunk (the member removed there is told the name); empty from a client, and a
+        /// relay ignores it from one (it knows who asked).
+        public var moderator: String
 
         /// The longest reason a moderator may give, in UTF-8 bytes: it travels inside the
         /// removed member's goodbye with the moderator's name and the ban's length.
@@ -30,20 +36,22 @@ extension ControlMessage {
         /// keep does not outlive the day's tokens by much.
         public static let maximumBanSeconds: UInt32 = 7 * 86_400
 
-        public init(action: ModerationAction, target: String = "", banSeconds: UInt32 = 0, reason: String = "") {
+        public init(action: ModerationAction, target: String = "", banSeconds: UInt32 = 0, reason: String = "", moderator: String = "") {
             self.action = action
             self.target = target
             self.banSeconds = banSeconds
             self.reason = reason
+            self.moderator = moderator
         }
 
-        var serializedSize: Int { 1 + 1 + target.utf8.count + 4 + 1 + reason.utf8.count }
+        var serializedSize: Int { 1 + 1 + target.utf8.count + 4 + 1 + reason.utf8.count + (moderator.isEmpty ? 0 : 1 + moderator.utf8.count) }
 
         init(reading reader: inout ByteReader) throws(WireError) {
             action = ModerationAction(wireValue: try reader.readUInt8())
             target = try reader.readString8()
             banSeconds = try reader.readUInt32()
             reason = try reader.readString8()
+            moderator = reader.isAtEnd ? "" : try reader.readString8()
         }
 
         func write(to writer: inout ByteWriter) throws(WireError) {
@@ -51,6 +59,7 @@ extension ControlMessage {
             try writer.writeString8(target, element: .controlMessage)
             try writer.write(banSeconds)
             try writer.writeString8(reason, element: .controlMessage)
+            if !moderator.isEmpty { try writer.writeString8(moderator, element: .controlMessage) }
         }
     }
 

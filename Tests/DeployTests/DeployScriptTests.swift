@@ -120,6 +120,7 @@ struct DeployScriptTests {
             (["--cluster", "https://10.0.0.2:2379", "--public-host", "198.51.100.8"], "--cluster is 'https://10.0.0.2:2379'"),
             (["--cluster", "http://10.0.0.2:2379"], "--cluster needs --public-host"),
             (["--region", "eu-west"], "add --cluster URL"),
+            (["--cluster", "http://10.0.0.2:2379", "--public-host", "relay.example.org"], "with --cluster give this machine's public IP address"),
             (["--cluster", "http://10.0.0.2:2379", "--public-host", "198.51.100.8", "--region", "eu west"], "--region is 'eu west'"),
             (["--cluster", "http://10.0.0.2:2379", "--public-host", "198.51.100.8", "--token-secret-from", "/nonexistent"], "cannot be read"),
         ]

@@ -108,6 +108,21 @@ struct DelayManagerTests {
         #expect(manager.target(adding: repair) == spikeTarget)
     }
 
+    /// Stalls that recur higher than the cover (two hops' stalls at once, 450 ms) are
+    /// covered up to it: the words between them play at 250 ms, not 450, and what a stall
+    /// holds above the cover is played out faster afterwards.
+    @Test func recurringStallsAreCoveredOnlyUpToTheCover() {
+        var manager = DelayManager()
+        _ = Self.run(&manager, from: 0, to: 5, delay: Self.quiet)
+        let spiky = Self.run(&manager, from: 5, to: 30) { sent in
+            Self.quiet(sent) + (sent >= 5 && sent.truncatingRemainder(dividingBy: 5) < 0.15 ? 0.450 : 0)
+        }
+        let covered = spiky.filter { $0.time > 11 && $0.time < 30 }.map(\.target)
+        print("recurring 450 ms stalls: target \(covered.min()! * 1_000)–\(covered.max()! * 1_000) ms")
+        #expect(covered.min()! >= 0.250, "recurring stalls are covered")
+        #expect(covered.max()! <= 0.250 + manager.configuration.marginSeconds + 1e-9, "up to the cover, not their height")
+    }
+
     /// A path whose delay grows for good (a route change) is not a spike: within a second
     /// or two the target covers it.
     @Test func aLastingRiseInJitterIsFollowedNotIgnored() {

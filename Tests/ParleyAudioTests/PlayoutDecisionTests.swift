@@ -74,6 +74,25 @@ struct PlayoutDecisionTests {
         #expect(abs(cut.samples - 300 * 48) <= 1 && cut.pace == .fast)
     }
 
+    /// After a stall higher than the room kept for it, the backlog plays later than the
+    /// 400 ms maximum: it is shortened at the catch-up pace until it is back under it.
+    @Test func aBacklogPlayingLaterThanTheMaximumCatchesUp() throws {
+        var observation = frame(lead: 0.480, target: 0.250, pending: 0.0025)
+        observation.backlog = 0.300
+        observation.latestDelay = 0.450
+        #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .catchUp)
+        observation.lead = 0.380
+        #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .fast, "under the maximum")
+        // The backlog has all come, but the buffer was waiting for it half a second ago.
+        observation.lead = 0.480
+        observation.latestDelay = 0.020
+        observation.sinceWaited = 0.5
+        #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .catchUp)
+        // Late only because the reads were (the packets came on time): the usual pace.
+        observation.sinceWaited = .infinity
+        #expect(acceleration(PlayoutDecision.decide(observation, rules))?.pace == .fast)
+    }
+
     @Test func whilePacketsComeLateOnlyWhatIsBufferedIsShortened() {
         // A spike is going on: the packet that came last was 300 ms late, and nothing
         // follows the due frame yet. The lead is high but there is no backlog to cut.

@@ -4,8 +4,8 @@ import Testing
 /// Placement as a relay decides it from its view of the cluster: plain values, no store.
 @Suite("Cluster view and placement")
 struct ClusterViewTests {
-    static func relay(_ address: String, load: Int = 0, region: String? = nil, lease: Int64 = 1) -> EtcdEntry {
-        let record = ClusterRelayRecord(address: address, key: "", load: load, region: region, lease: lease)
+    static func relay(_ address: String, load: Int = 0, region: String? = nil, lease: Int64 = 1, key: String = "") -> EtcdEntry {
+        let record = ClusterRelayRecord(address: address, key: key, load: load, region: region, lease: lease)
         return EtcdEntry(key: "/parley/relays/\(address)", value: record.encoded)
     }
 
@@ -102,11 +102,11 @@ struct ClusterViewTests {
     }
 
     /// Relays eu-1 (this one), eu-2, us-1 and ap-1; "world" lives on us-1.
-    static func regional(selfID: String = "10.0.1.1:7800", selfRegion: String? = "eu") -> ClusterView {
+    static func regional(selfID: String = "10.0.1.1:7800", selfRegion: String? = "eu", key: String = "k") -> ClusterView {
         var view = ClusterView(selfID: selfID, selfRegion: selfRegion)
         view.reset(to: [
-            relay("10.0.1.1:7800", load: 3, region: "eu"), relay("10.0.1.2:7800", load: 0, region: "eu"),
-            relay("10.0.2.1:7800", region: "us"), relay("10.0.3.1:7800", region: "ap"), room("world", on: "10.0.2.1:7800"),
+            relay("10.0.1.1:7800", load: 3, region: "eu", key: key), relay("10.0.1.2:7800", load: 0, region: "eu", key: key),
+            relay("10.0.2.1:7800", region: "us", key: key), relay("10.0.3.1:7800", region: "ap", key: key), room("world", on: "10.0.2.1:7800"),
         ])
         return view
     }
@@ -121,6 +121,11 @@ struct ClusterViewTests {
         #expect(view.route(room: "world", region: "sa") == .elsewhere(view.relays["10.0.2.1:7800"]!))
         // From ap, to ap's relay.
         #expect(view.route(room: "world", region: "ap") == .elsewhere(view.relays["10.0.3.1:7800"]!))
+    }
+
+    @Test func relaysWithoutKeysCannotTrunkSoTheirRoomsStayOnTheirHome() {
+        let view = Self.regional(key: "")  // relays run --insecure
+        #expect(view.route(room: "world", region: "eu") == .elsewhere(view.relays["10.0.2.1:7800"]!))
     }
 
     @Test func membersOfOneRegionGatherOnTheRelayAlreadyPresentInTheRoom() {
@@ -156,6 +161,14 @@ struct ClusterViewTests {
         view.apply(.delete(key: "/parley/present/world/10.0.2.1:7800"))
         #expect(view.trunks(hosted: ["world": 2]).isEmpty)
         #expect(view.isPresent(in: "world") && view.roomsPresentHere == ["world"])
+    }
+
+    @Test func aRelaysOwnPresenceCanBeForgottenToBeWrittenAgain() {
+        var view = Self.regional()
+        view.apply(.put(Self.present("world", on: "10.0.1.1:7800")))
+        view.apply(.put(Self.present("world", on: "10.0.2.1:7800")))
+        view.forgetPresence(of: "10.0.1.1:7800")
+        #expect(!view.isPresent(in: "world") && view.present["world"] == ["10.0.2.1:7800"])
     }
 
     @Test func presenceKeysThatAreNotParleysAreIgnored() {

@@ -29,7 +29,7 @@ final class SecureMember {
 
     func clock() -> UInt64 { UInt64(now() * 1e9) }
 
-    private func take(_ output: RelayLink.Output) {
+    func take(_ output: RelayLink.Output) {
         events += output.events
         for datagram in output.datagrams { socket.send(datagram) }
     }

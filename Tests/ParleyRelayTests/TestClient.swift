@@ -266,9 +266,10 @@ struct RelayFixture {
 
     var port: Int { relay.localAddress.port! }
 
-    func token(room: String, identity: String, canPublish: Bool = true, lifetime: Int64 = 3600) -> String {
+    func token(room: String, identity: String, canPublish: Bool = true, isModerator: Bool = false, lifetime: Int64 = 3600) -> String {
         let now = unixNow()
-        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + lifetime, canPublish: canPublish).signed(with: secret)
+        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + lifetime, canPublish: canPublish, isModerator: isModerator)
+            .signed(with: secret)
     }
 
     /// A client joined and active in `room`, with a random SSRC.

@@ -56,9 +56,9 @@ final class RelayTrio {
         return false
     }
 
-    func member(on relay: Int, room: String, identity: String, ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)) -> SecureMember {
+    func member(on relay: Int, room: String, identity: String, moderator: Bool = false, ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)) -> SecureMember {
         SecureMember(relayPort: fixtures[relay].port, relayHost: "127.0.0.\(relay + 11)", room: room,
-                     token: fixtures[relay].token(room: room, identity: identity), relayKey: fixtures[relay].relayKey!.publicKey, ssrc: ssrc)
+                     token: fixtures[relay].token(room: room, identity: identity, isModerator: moderator), relayKey: fixtures[relay].relayKey!.publicKey, ssrc: ssrc)
     }
 
     var recordedEvents: [TrunkEvent] { events.all }
@@ -192,6 +192,203 @@ extension RelayOverUDP {
                 }
                 #expect(!member.texts.contains { $0.hasPrefix("m\(index): ") }, "nobody hears their own")
             }
+        }
+
+        /// A moderator on one relay acts on a member of another: server-muted, the member is
+        /// heard by nobody and every roster says so; kicked, it is gone from every roster and
+        /// its ban holds on every relay of the room, not only its own.
+        @Test func aModeratorOnOneRelayMutesAndKicksAMemberOnAnother() throws {
+            let trio = try RelayTrio(count: 3)
+            defer { trio.shutdown() }
+            let moderator = trio.member(on: 0, room: "mod", identity: "chair", moderator: true)
+            let loud = trio.member(on: 1, room: "mod", identity: "loud")
+            let listener = trio.member(on: 2, room: "mod", identity: "ear")
+            let members = [moderator, loud, listener]
+            try trio.openTrunk("mod", from: 0, to: 1)
+            try trio.openTrunk("mod", from: 0, to: 2)
+            try trio.openTrunk("mod", from: 1, to: 2)
+            #expect(trio.waitForOpenTrunks(2, on: [0, 1, 2]))
+            try joined(members, rosterSize: 3)
+
+            func ask(_ request: ControlMessage.ModerationRequest) -> ControlMessage.ModerationReply? {
+                let (sequence, output) = moderator.link.moderate(request, now: moderator.clock())
+                moderator.take(output)
+                var reply: ControlMessage.ModerationReply?
+                pumpAll(members, timeout: 3) {
+                    reply = moderator.events.lazy.compactMap { event -> ControlMessage.ModerationReply? in
+                        if case let .moderationAnswered(answered, reply) = event, answered == sequence { return reply }
+                        return nil
+                    }.first
+                    return reply != nil
+                }
+                return reply
+            }
+            func talk(_ frames: Int) {
+                for _ in 0..<frames {
+                    loud.sendMedia()
+                    pumpAll(members, seconds: 0.02)
+                }
+                pumpAll(members, seconds: 0.3)
+            }
+            talk(10)
+            #expect(listener.received(from: loud.link.ssrc).count == 10, "heard before the mute")
+
+            let muted = try #require(ask(.init(action: .serverMute, target: "loud")))
+            print("server-mute: \(muted.outcome) \(muted.message)")
+            #expect(muted.outcome == .done)
+            let shown = pumpAll(members, timeout: 3) {
+                [moderator, listener].allSatisfy { $0.link.roster.first { $0.identity == "loud" }?.isServerMuted == true }
+            }
+            #expect(shown, "every roster shows the member on the other relay as muted by a moderator")
+            let before = listener.received(from: loud.link.ssrc).count
+            talk(10)
+            #expect(listener.received(from: loud.link.ssrc).count == before, "nobody hears a server-muted member, wherever it is")
+
+            let kicked = try #require(ask(.init(action: .kick, target: "loud", banSeconds: 60, reason: "testing")))
+            print("kick: \(kicked.outcome) \(kicked.message)")
+            #expect(kicked.outcome == .done)
+            let gone = pumpAll(members, timeout: 3) {
+                [moderator, listener].allSatisfy { !$0.link.roster.contains { $0.identity == "loud" } }
+                    && loud.events.contains(where: { event in
+                        if case .failed(.removed(.kicked, _)) = event { return true }
+                        return false
+                    })
+            }
+            #expect(gone, "removed from its relay, told why, and gone from every roster: \(loud.events.suffix(3))")
+            // The ban holds on the relays that did not host it too.
+            let again = trio.member(on: 2, room: "mod", identity: "loud")
+            again.pump(timeout: 3) { $0.joinedOrFailed() }
+            #expect(!again.isActive, "the kicked member cannot come back through another relay of the room: \(again.link.phase)")
+        }
+
+        /// The path between two relays goes down for longer than a trunk waits: each end gives
+        /// the trunk up (its members leave the other's roster), the relay that opened it opens it
+        /// again, and once the path is back the members hear each other again, every packet of
+        /// what they said after it.
+        @Test func aTrunkWhosePathWentDownIsOpenedAgainAndCarriesTheRoomOnceThePathIsBack() throws {
+            var timings = RelayTrio.quickTimings
+            timings.keepaliveMilliseconds = 200
+            timings.timeoutMilliseconds = 600
+            timings.openingTimeoutMilliseconds = 3_000
+            let trio = try RelayTrio(count: 2, timings: timings)
+            defer { trio.shutdown() }
+            // Relay 0 reaches relay 1 only through a path the test can cut.
+            let path = try PausableForwarder(host: "127.0.0.14", to: (host: "127.0.0.12", port: trio.fixtures[1].port))
+            defer { path.stop() }
+            let throughPath = RelayPeer(address: HostAndPort(host: path.address.host, port: path.address.port), publicKey: trio.fixtures[1].relayKey!.publicKey)
+            let members = [trio.member(on: 0, room: "link", identity: "ada"), trio.member(on: 1, room: "link", identity: "cy")]
+            try trio.fixtures[0].relay.openTrunk(room: "link", to: throughPath)
+            #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
+            try joined(members, rosterSize: 2)
+
+            path.pause()
+            let cut = now()
+            let lost = pumpAll(members, timeout: 3) {
+                trio.recordedEvents.filter { $0.change == .ended(.timedOut) }.count == 2 && members.allSatisfy { $0.link.roster.count == 1 }
+            }
+            print(String(format: "path down: both ends gave the trunk up after %.2f s", now() - cut))
+            #expect(lost, "both ends end the trunk and its members leave the other's roster: \(trio.recordedEvents)")
+            pumpAll(members, seconds: 0.4)
+            path.resume()
+            let back = now()
+            let reopened = pumpAll(members, timeout: 5) { members.allSatisfy { $0.link.roster.count == 2 } }
+            print(String(format: "path back: the room whole again after %.2f s", now() - back))
+            #expect(reopened, "the opener opened the trunk again: \(trio.recordedEvents)")
+            let (ada, cy) = (members[0], members[1])
+            let (heardBefore, saidBefore) = (cy.received(from: ada.link.ssrc).count, ada.received(from: cy.link.ssrc).count)
+            for _ in 0..<20 {
+                for member in members { member.sendMedia() }
+                pumpAll(members, seconds: 0.02)
+            }
+            pumpAll(members, seconds: 0.5)
+            #expect(cy.received(from: ada.link.ssrc).count - heardBefore == 20 && ada.received(from: cy.link.ssrc).count - saidBefore == 20,
+                    "each hears the other's 20 packets after the trunk is back")
+        }
+
+        /// A ban outlives the trunks that were open when it was made: a relay that joins the
+        /// room later is told the room's running bans, so the kicked member cannot come back
+        /// through it either.
+        @Test func aRelayThatJoinsTheRoomLaterKeepsTheBansAlreadyMade() throws {
+            let trio = try RelayTrio(count: 2)
+            defer { trio.shutdown() }
+            let chair = trio.member(on: 0, room: "late", identity: "chair", moderator: true)
+            let rude = trio.member(on: 0, room: "late", identity: "rude")
+            try joined([chair, rude], rosterSize: 2)
+            let (_, output) = chair.link.moderate(.init(action: .kick, target: "rude", banSeconds: 120), now: chair.clock())
+            chair.take(output)
+            #expect(pumpAll([chair, rude], timeout: 3) { chair.link.roster.count == 1 })
+            // Only now does the room span a second relay.
+            let other = trio.member(on: 1, room: "late", identity: "other")
+            try trio.openTrunk("late", from: 0, to: 1)
+            #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
+            try joined([chair, other], rosterSize: 2)
+            let again = trio.member(on: 1, room: "late", identity: "rude")
+            again.pump(timeout: 3) { $0.joinedOrFailed() }
+            guard case let .failed(failure) = again.link.phase else {
+                Issue.record("the kicked member got back in through the relay that joined later: \(again.link.phase)")
+                return
+            }
+            print("rejoining through the other relay: \(failure)")
+            #expect("\(failure)".contains("chair removed you"))
+        }
+
+        /// Closing a room that spans relays closes it on every relay and takes its trunks with
+        /// it, so a room of that name started afterwards is a new room, whole again once its
+        /// trunk is opened.
+        @Test func closingARoomThatSpansRelaysClosesItEverywhereAndEndsItsTrunks() throws {
+            let trio = try RelayTrio(count: 3)
+            defer { trio.shutdown() }
+            let chair = trio.member(on: 0, room: "hall", identity: "chair", moderator: true)
+            let members = [chair, trio.member(on: 1, room: "hall", identity: "b"), trio.member(on: 2, room: "hall", identity: "c")]
+            try trio.openTrunk("hall", from: 0, to: 1)
+            try trio.openTrunk("hall", from: 0, to: 2)
+            try trio.openTrunk("hall", from: 1, to: 2)
+            #expect(trio.waitForOpenTrunks(2, on: [0, 1, 2]))
+            try joined(members, rosterSize: 3)
+            let (_, output) = chair.link.moderate(.init(action: .closeRoom, reason: "done"), now: chair.clock())
+            chair.take(output)
+            let closed = pumpAll(members, timeout: 3) {
+                members.allSatisfy { member in
+                    member.events.contains(where: { event in
+                        if case .failed(.removed(.roomClosed, _)) = event { return true }
+                        return false
+                    })
+                }
+            }
+            #expect(closed, "everyone, on every relay, is told the room closed: \(members.map { $0.link.phase })")
+            #expect(trio.waitForOpenTrunks(0, on: [0, 1, 2], timeout: 4), "the room's trunks end with it: \(trio.fixtures.map { $0.relay.openTrunks.count })")
+            for fixture in trio.fixtures {
+                let metrics = try fixture.relay.metricsText()
+                #expect(metricValue(metrics, "parley_relay_trunks") == 0 && metricValue(metrics, #"parley_relay_members{state="remote"}"#) == 0)
+            }
+            // The room again, from scratch: a new trunk, a whole roster.
+            let again = [trio.member(on: 0, room: "hall", identity: "d"), trio.member(on: 1, room: "hall", identity: "e")]
+            try trio.openTrunk("hall", from: 0, to: 1)
+            #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
+            try joined(again, rosterSize: 2)
+        }
+
+        /// A relay taken out of another's trusted set (retired, or gone from the cluster) loses
+        /// its open trunks too once the grace has passed, not only the right to open new ones:
+        /// its members leave the room's roster and it hears the room no more.
+        @Test func aPeerTakenOutOfTheTrustedSetLosesItsOpenTrunksAfterTheGrace() throws {
+            var timings = RelayTrio.quickTimings
+            timings.distrustGraceMilliseconds = 300
+            let trio = try RelayTrio(count: 2, timings: timings)
+            defer { trio.shutdown() }
+            let members = [trio.member(on: 0, room: "trust", identity: "ada"), trio.member(on: 1, room: "trust", identity: "cy")]
+            try trio.openTrunk("trust", from: 0, to: 1)
+            #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
+            try joined(members, rosterSize: 2)
+            let removed = now()
+            trio.fixtures[1].relay.setTrustedRelays([])
+            let closed = pumpAll(members, timeout: 3) { members.allSatisfy { $0.link.roster.count == 1 } }
+            print(String(format: "trunk to the distrusted relay closed after %.2f s", now() - removed))
+            #expect(closed && trio.recordedEvents.contains { $0.change == .ended(.noLongerTrusted) }, "\(trio.recordedEvents)")
+            // It cannot come back while it is not trusted.
+            try trio.openTrunk("trust", from: 0, to: 1)
+            pumpAll(members, seconds: 1)
+            #expect(trio.fixtures[1].relay.openTrunks.isEmpty && members[1].link.roster.count == 1)
         }
 
         @Test func aRelayWithoutThePeersKeyInItsTrustedSetRefusesTheTrunk() throws {

@@ -19,6 +19,8 @@ struct ModerationWireTests {
             .init(ssrc: 1, identity: "ada", canPublish: true, capabilities: .redundantAudio),
             .init(ssrc: 2, identity: "bob", canPublish: true, capabilities: .redundantAudio, isServerMuted: true),
         ]))),
+        // Passed on to another relay of the room over a trunk: who asked travels with it.
+        ControlMessage(sequence: 10, isReliable: true, body: .moderate(.init(action: .kick, target: "bob", banSeconds: 60, moderator: "ada"))),
     ]
 
     @Test func everyMessageReadsBackAsWritten() throws {
@@ -26,6 +28,16 @@ struct ModerationWireTests {
             #expect(try ControlMessage(parsing: message.serialized()) == message)
             #expect(try message.serialized().count == message.serializedSize)
         }
+    }
+
+    /// A client's request has no moderator name; the relay's copy for a trunk appends one, and
+    /// a request written without it (by a client, or an older relay) reads with none.
+    @Test func theModeratorsNameIsATrailingFieldOnlyATrunkCarries() throws {
+        let plain = try ControlMessage(sequence: 1, body: .moderate(.init(action: .serverMute, target: "bob"))).serialized()
+        let named = try ControlMessage(sequence: 1, body: .moderate(.init(action: .serverMute, target: "bob", moderator: "ada"))).serialized()
+        #expect(named.count == plain.count + 1 + 3)
+        guard case let .moderate(request) = try ControlMessage(parsing: plain).body else { Issue.record("not a request"); return }
+        #expect(request.moderator.isEmpty)
     }
 
     @Test func theServerMuteTravelsInTheRosterWithoutTouchingTheCapabilities() throws {
