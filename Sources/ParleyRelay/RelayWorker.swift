@@ -28,7 +28,12 @@ import Darwin
 /// `RelayWorker+Leaving.swift` (departures and shutdown, ``Departures``),
 /// `RelayWorker+Timers.swift` (the tick), `RelayWorker+Sending.swift` (what the relay builds
 /// and sends itself), `RelayWorker+Room.swift` (members' muted/deafened state and text
-/// messages), `RelayWorker+RTCP.swift` (RTCP, terminated per leg by ``MemberRTCP``).
+/// messages), `RelayWorker+RTCP.swift` (RTCP, terminated per leg by ``MemberRTCP``),
+/// `RelayWorker+RoomUpdates.swift` (new snapshots and rosters from the rooms, applied here),
+/// `RelayWorker+Moderation.swift` (a moderator's requests), `RelayWorker+Placement.swift`
+/// (where a join goes in a cluster), `RelayWorker+Trunks.swift` and
+/// `RelayWorker+TrunkHandshake.swift` (trunks to other relays: what crosses them, and how
+/// they open).
 final class RelayWorker: @unchecked Sendable {
     let index: Int
     /// The thread everything here runs on.
