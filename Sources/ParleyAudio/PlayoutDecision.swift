@@ -243,7 +243,11 @@ public enum PlayoutDecision {
             // Catching up is for a stall's backlog: the packets that come are still late, or
             // the buffer waited for them a moment ago. Audio that is late because the reads
             // were (a starved playback thread) is shortened at the usual pace.
-            let stalled = tooLong && (observation.latestDelay > observation.targetLead || observation.sinceWaited < rules.stallMemorySeconds)
+            // Only above a target that is itself well under the maximum: on a path whose spread
+            // needs about the maximum (jitter-40), the backlog is the path's own, and cutting it
+            // at the loose pace cost words (envelope 0.86 → 0.75).
+            let stalled = tooLong && observation.targetLead + rules.fastExcessSeconds < rules.maximumDelaySeconds
+                && (observation.latestDelay > observation.targetLead || observation.sinceWaited < rules.stallMemorySeconds)
             return .accelerate(maximumSamples: samples, pace: stalled ? .catchUp : .fast)
         }
         if excess > rules.steadyExcessSeconds { return .accelerate(maximumSamples: samples, pace: .voiced) }
