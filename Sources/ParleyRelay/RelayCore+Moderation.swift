@@ -3,18 +3,12 @@ import ParleyWire
 
 /// Who asked for a moderation: a member whose token carries the `mod` claim, or the
 /// person running the relay, through the admin API.
-enum ModerationSource: Sendable, Hashable, CaseIterable {
+enum ModerationSource: String, Sendable, Hashable, CaseIterable {
     /// A member here, the admin API here, or a moderator on another relay of the room (its
     /// request passed on over a trunk).
     case member, admin, trunk
 
-    var label: String {
-        switch self {
-        case .member: return "member"
-        case .admin: return "admin"
-        case .trunk: return "trunk"
-        }
-    }
+    var label: String { rawValue }
 }
 
 /// Room control, under the core's one lock like every membership change: server-mute and
@@ -36,7 +30,7 @@ extension RelayCore {
             guard let current = rooms.directory[room] else {
                 if !passOn, request.action == .kick {
                     // Another relay of the room kicked someone: they may not come in here either.
-                    let seconds = request.banSeconds == 0 ? KickList.defaultBanSeconds : request.banSeconds
+                    let seconds = request.effectiveBanSeconds
                     rooms.kicks.ban(request.target, from: room, seconds: seconds, by: moderator, reason: request.reason, now: now)
                 }
                 return .init(outcome: .noSuchMember, message: "there is no room \(room) on this relay (nobody is in it)")
@@ -65,7 +59,7 @@ extension RelayCore {
                 passItOn()
                 return .init(outcome: .done, message: done + elsewhere)
             case .kick:
-                let seconds = request.banSeconds == 0 ? KickList.defaultBanSeconds : request.banSeconds
+                let seconds = request.effectiveBanSeconds
                 let banned = "they cannot rejoin for \(DurationWords.text(seconds: seconds))"
                 guard let member = current.member(identity: request.target) else {
                     guard passOn else {
@@ -160,12 +154,21 @@ enum ModerationCheck {
     }
 }
 
+extension ControlMessage.ModerationRequest {
+    /// The ban a kick asks for: its own length, or the default when it names none.
+    var effectiveBanSeconds: UInt32 { banSeconds == 0 ? KickList.defaultBanSeconds : banSeconds }
+}
+
 extension KickList.Ban {
     /// The join refusal a banned member reads.
     func refusal(room: String, now: UInt64) -> String {
-        let left = until > now ? (until - now + 999_999_999) / 1_000_000_000 : 0
         let why = reason.isEmpty ? "" : ": \(reason)"
-        return "\(by) removed you from \(room)\(why); you can rejoin in \(DurationWords.text(seconds: UInt32(clamping: left)))"
+        return "\(by) removed you from \(room)\(why); you can rejoin in \(DurationWords.text(seconds: secondsLeft(now: now)))"
+    }
+
+    /// What is left of the ban, in whole seconds rounded up (0 once it ran out).
+    func secondsLeft(now: UInt64) -> UInt32 {
+        UInt32(clamping: until > now ? (until - now + 999_999_999) / 1_000_000_000 : 0)
     }
 }
 

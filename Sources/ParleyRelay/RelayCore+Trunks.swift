@@ -15,9 +15,8 @@ extension RelayCore {
                 rooms.trunks[trunk.room, default: []].append(trunk)
                 // The room's running bans hold on the peer too, wherever the kick was made.
                 for (identity, ban) in rooms.kicks.bans(in: trunk.room, now: now) {
-                    let seconds = UInt32(clamping: (ban.until &- now + 999_999_999) / 1_000_000_000)
                     loop(trunk.workerIndex).deliverTrunkModeration(
-                        trunk, request: .init(action: .kick, target: identity, banSeconds: seconds, reason: ban.reason, moderator: ban.by))
+                        trunk, request: .init(action: .kick, target: identity, banSeconds: ban.secondsLeft(now: now), reason: ban.reason, moderator: ban.by))
                 }
                 // The members' forwarding changes now; their roster is unchanged until the
                 // peer's roster arrives.
