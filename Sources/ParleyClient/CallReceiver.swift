@@ -22,6 +22,8 @@ public final class CallReceiver {
     public private(set) var link: RelayLink
     private var reporter: RTCPReporter
     private var adaptation: EncoderAdaptation
+    /// Our packets sent when the last loss report came, so the next says how many it covers.
+    private var packetsSentAtLastReport = 0
     private var speakers: [UInt32: RemoteSpeaker] = [:]
     private var members: [ControlMessage.Roster.Member] = []
     /// Figures of streams that ended (members who left, streams replaced on a rejoin), for the summary.
@@ -198,7 +200,11 @@ public final class CallReceiver {
                             state.roundTripNanoseconds = UInt64(rtt) * 1_000_000_000 / 65_536
                         }
                     }
-                    if let setting = adaptation.report(lossFraction: block.lossFraction) {
+                    // The packets this report covers: ours sent since the last one (our own count).
+                    let sent = shared.snapshot.packetsSent
+                    let covered = max(0, sent - packetsSentAtLastReport)
+                    packetsSentAtLastReport = sent
+                    if let setting = adaptation.report(lossFraction: block.lossFraction, packets: covered) {
                         shared.update { $0.encoder = setting }
                     }
                 }

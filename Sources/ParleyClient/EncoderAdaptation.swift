@@ -6,13 +6,23 @@
 ///   PESQ-WB without FEC and 4.12 with FEC for 10 % loss), so it is off until a report
 ///   shows loss.
 /// - **RED redundancy** (RFC 2198: exact copies of the frames `redundancy.distances` back
-///   in each packet, 1 and 3) is on from the first report of loss until `redundancyHold`
-///   reports in a row show none, and only while every listener can read it. It rebuilds
-///   every burst of up to three lost packets whole, which FEC (one frame back) cannot.
-///   While it is on, FEC is off: the copies do its work at full quality, and FEC's bits
-///   would come from the voice. It costs bandwidth, not voice quality, so it stays on long
-///   after the loss (half a minute): the first packets of the next burst are lost before
-///   any report can say so.
+///   in each packet, 1 and 3) is on from the first report of loss until the reports have
+///   covered `redundancyHoldPackets` of our packets (30 s of speech) without one lost, and
+///   only while every listener can read it. It rebuilds every burst of up to three lost
+///   packets whole, which FEC (one frame back) cannot. While it is on, FEC is off: the
+///   copies do its work at full quality, and FEC's bits would come from the voice. It costs
+///   bandwidth, not voice quality, so it stays on long after the loss: the first packets of
+///   the next burst are lost before any report can say so.
+/// - **Clean evidence is counted in packets, not reports.** A silent talker sends a DTX
+///   packet every 400 ms, so its reports cover two or three packets each and say "no loss"
+///   on a path that loses one in ten; counted as reports, ten seconds of silence ended the
+///   copies just before the talker's next words (the demo's wifi-bad network: a turn's
+///   first second lost 12 frames that copies would have rebuilt).
+/// - **Until the path is known, copies are sent.** A call's first words leave before anyone
+///   can say whether the path loses them: the first report comes 1–2 s after the first
+///   packet, and on wifi-bad a burst in that time cost the first turn 13–24 frames that no
+///   receiver could rebuild (with copies, 0–8). Copies stay until reports have covered
+///   `unknownPathPackets` (5 s of speech) without a loss.
 /// - **In-band FEC** protects instead while a listener cannot read RED (an older client):
 ///   on while any of the last `memory` reports showed loss, for the worst of them (rounded
 ///   up to a whole percent, at most `maximumExpectedLossPercent`).
@@ -31,8 +41,12 @@ public struct EncoderAdaptation: Sendable, Equatable {
         public var maximumExpectedLossPercent = 40
         /// What redundancy sends while on.
         public var redundancy = Redundancy(distances: [1, 3])
-        /// Reports without loss after which redundancy stops.
-        public var redundancyHold = 30
+        /// Our packets reported without a loss, after a loss, before redundancy stops (30 s
+        /// of speech; a silent talker's DTX packets count for what they are, a few a second).
+        public var redundancyHoldPackets = 1_500
+        /// The same before any loss was reported: the path is unknown until this many of our
+        /// packets were reported without one lost (5 s of speech).
+        public var unknownPathPackets = 250
         public init() {}
     }
 
@@ -71,8 +85,10 @@ public struct EncoderAdaptation: Sendable, Equatable {
     public let configuration: Configuration
     public private(set) var setting: Setting
     private var recent: [Double] = []
-    /// Reports since the last one that showed loss; nil before any did.
-    private var reportsSinceLoss: Int?
+    /// Our packets reported without a loss since the last report that showed one (or since
+    /// the call began), and whether any report showed loss.
+    private var cleanPackets = 0
+    private var lossReported = false
     private var listenersReadRedundancy = false
 
     public init(_ configuration: Configuration = Configuration()) {
@@ -83,13 +99,20 @@ public struct EncoderAdaptation: Sendable, Equatable {
     /// The worst loss fraction in memory (0–1), as last reported.
     public var smoothedLoss: Double { recent.max() ?? 0 }
 
-    /// Takes one report's fraction lost (0–1) on the path to our listeners. Returns the new
-    /// setting when it changed.
-    public mutating func report(lossFraction: Double) -> Setting? {
+    /// Takes one report's fraction lost (0–1) on the path to our listeners, and how many of
+    /// our packets it covers (those sent since the previous report). Returns the new setting
+    /// when it changed.
+    public mutating func report(lossFraction: Double, packets: Int) -> Setting? {
         let loss = lossFraction.isFinite ? max(0, min(1, lossFraction)) : 0
         recent.append(loss)
         if recent.count > configuration.memory { recent.removeFirst(recent.count - configuration.memory) }
-        reportsSinceLoss = loss > 0 ? 0 : reportsSinceLoss.map { $0 + 1 }
+        if loss > 0 {
+            cleanPackets = 0
+            lossReported = true
+        } else {
+            // Saturating: a count far past the hold changes nothing.
+            cleanPackets = min(cleanPackets + max(0, min(packets, 1 << 20)), 1 << 30)
+        }
         return decide()
     }
 
@@ -101,7 +124,8 @@ public struct EncoderAdaptation: Sendable, Equatable {
     }
 
     private mutating func decide() -> Setting? {
-        let redundant = listenersReadRedundancy && (reportsSinceLoss.map { $0 < configuration.redundancyHold } ?? false)
+        let hold = lossReported ? configuration.redundancyHoldPackets : configuration.unknownPathPackets
+        let redundant = listenersReadRedundancy && cleanPackets < hold
         // Copies rebuild a lost frame whole; FEC's coarse copy would only take bits from the voice.
         let measured = redundant ? 0 : Int((smoothedLoss * 100).rounded(.up))
         let next = Setting(

@@ -35,7 +35,7 @@ struct SenderProtectionBenchmark: ParsableCommand {
             (use only FEC from the next packet, as the ideal reference does), wait:FRAMES (a
             copy or FEC helps only if it comes at most this many packets after its frame), or
             adaptive (the call's EncoderAdaptation, fed simulated loss reports, with the voice
-            at bitrate:KBPS, redundancy red:D+D and its memory:REPORTS and hold:REPORTS; with
+            at bitrate:KBPS, redundancy red:D+D and its memory:REPORTS and hold:SECONDS (of speech); with
             old-listener, as when a listener cannot read RED).
             Example:
               parley-bench sender-protection --loss bursts:10:3 --out /tmp/p \\

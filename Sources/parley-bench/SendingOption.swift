@@ -71,8 +71,9 @@ struct SendingOption {
                 guard let reports = Int(value), (1...60).contains(reports) else { throw ValidationError("\(label): memory is 1–60 reports") }
                 adaptation.memory = reports
             case "hold":
-                guard let reports = Int(value), (0...600).contains(reports) else { throw ValidationError("\(label): hold is 0–600 reports") }
-                adaptation.redundancyHold = reports
+                // Seconds of speech: 50 packets each.
+                guard let seconds = Int(value), (0...600).contains(seconds) else { throw ValidationError("\(label): hold is 0–600 seconds of speech") }
+                adaptation.redundancyHoldPackets = seconds * 50
             default:
                 throw ValidationError("\(label): unknown key '\(parts[0])' (bitrate, fec, red, redrate, dtx, decoder, wait, adaptive, memory, hold, old-listener)")
             }
@@ -103,7 +104,7 @@ struct SendingOption {
         var packets: [SentPacket] = []
         let frame = encoder.frameSamples
         for slot in 0..<signal.count / frame {
-            if setting == nil, let fraction = reports.due(slot: slot), let next = adaptation.report(lossFraction: fraction) {
+            if setting == nil, let report = reports.due(slot: slot), let next = adaptation.report(lossFraction: report.fraction, packets: report.packets) {
                 try encoder.apply(next)
             }
             let output = try signal.withUnsafeBufferPointer { samples in
@@ -159,7 +160,7 @@ struct LossReportSimulation {
     private var sent = 0
     private var lost = 0
     private var nextReport = 25
-    private var pending: [(due: Int, fraction: Double)] = []
+    private var pending: [(due: Int, fraction: Double, packets: Int)] = []
     private var random = SeededRandom(seed: 0x5245_504F)
     static let delaySlots = 3
 
@@ -168,16 +169,17 @@ struct LossReportSimulation {
         if isLost { lost += 1 }
     }
 
-    /// The fraction lost of a report that arrives at `slot`, if one does.
-    mutating func due(slot: Int) -> Double? {
+    /// The fraction lost of a report that arrives at `slot`, and how many packets it
+    /// covers, if one does.
+    mutating func due(slot: Int) -> (fraction: Double, packets: Int)? {
         if slot >= nextReport {
-            if sent > 0 { pending.append((slot + Self.delaySlots, Double(lost) / Double(sent))) }
+            if sent > 0 { pending.append((slot + Self.delaySlots, Double(lost) / Double(sent), sent)) }
             sent = 0
             lost = 0
             nextReport = slot + 25 + Int(random.next() % 51)
         }
         guard let first = pending.first, first.due <= slot else { return nil }
         pending.removeFirst()
-        return first.fraction
+        return (first.fraction, first.packets)
     }
 }
