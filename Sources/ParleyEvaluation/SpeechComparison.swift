@@ -115,6 +115,23 @@ public struct SpeechComparison: Sendable {
                     let refined = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 4)...min(maximumLag, near + 4))
                     if refined.1 > match { (lag, match) = refined }
                 }
+                if match < confidentMatch {
+                    // A step in the delay inside that context (a stall, the buffer adding room
+                    // for repairs) pulls the phrase's lag to the step's far side, further from
+                    // this window's own lag than the refinement reaches: a turn that began at
+                    // 95 ms and went on at 160 ms matched 0.08 there and 0.87 at its own lag.
+                    // Shorter contexts, taken only on a convincing match.
+                    for hops in [contextHops / 2, windowHops] {
+                        let context = min(sentHops, start + hops)
+                        let coarse = bestLag(sentFeatures, receivedFeatures, from: start, to: context, lags: 0...maximumLag)
+                        let near = Int(coarse.0.rounded())
+                        let refined = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 4)...min(maximumLag, near + 4))
+                        if refined.1 >= confidentMatch, refined.1 > match {
+                            (lag, match) = refined
+                            break
+                        }
+                    }
+                }
                 window.match = match
                 if match >= matchThreshold {
                     lastLag = lag
