@@ -108,11 +108,16 @@ public struct SpeechComparison: Sendable {
                     let near = Int(lastLag.rounded())
                     (lag, match) = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 30)...min(maximumLag, near + 30))
                 }
-                if !known || match < confidentMatch {
-                    let context = min(sentHops, start + contextHops)
+                // The lag found over `hops` of context from here (coarse, every lag), refined
+                // on this window alone near it.
+                func searched(context hops: Int) -> (Double, Double) {
+                    let context = min(sentHops, start + hops)
                     let coarse = bestLag(sentFeatures, receivedFeatures, from: start, to: context, lags: 0...maximumLag)
                     let near = Int(coarse.0.rounded())
-                    let refined = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 4)...min(maximumLag, near + 4))
+                    return bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 4)...min(maximumLag, near + 4))
+                }
+                if !known || match < confidentMatch {
+                    let refined = searched(context: contextHops)
                     if refined.1 > match { (lag, match) = refined }
                 }
                 if match < confidentMatch {
@@ -122,10 +127,7 @@ public struct SpeechComparison: Sendable {
                     // 95 ms and went on at 160 ms matched 0.08 there and 0.87 at its own lag.
                     // Shorter contexts, taken only on a convincing match.
                     for hops in [contextHops / 2, windowHops] {
-                        let context = min(sentHops, start + hops)
-                        let coarse = bestLag(sentFeatures, receivedFeatures, from: start, to: context, lags: 0...maximumLag)
-                        let near = Int(coarse.0.rounded())
-                        let refined = bestLag(sentFeatures, receivedFeatures, from: start, to: end, lags: max(0, near - 4)...min(maximumLag, near + 4))
+                        let refined = searched(context: hops)
                         if refined.1 >= confidentMatch, refined.1 > match {
                             (lag, match) = refined
                             break
