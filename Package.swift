@@ -61,8 +61,13 @@ let package = Package(
 
         // MARK: Secure transport: Noise NK handshake, sealed packets, replay window, address cookies.
         .target(name: "ParleySecurity", dependencies: ["ParleyWire", "ParleyBasics", "CParleyAEAD", crypto]),
-        // The per-packet ChaCha20-Poly1305, straight on the BoringSSL that swift-crypto builds in.
+        // The per-packet AEADs (ChaCha20-Poly1305 for the hop, AES-128-GCM for SFrame), straight
+        // on the BoringSSL that swift-crypto builds in.
         .target(name: "CParleyAEAD"),
+
+        // MARK: End-to-end encryption: SFrame, media keys and their rotation, identities, HPKE
+        // key packages, safety numbers, pinned keys. Clients only: the relay never holds a key.
+        .target(name: "ParleyE2EE", dependencies: ["ParleyWire", "ParleyBasics", "CParleyAEAD", crypto]),
 
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         .target(
@@ -81,7 +86,7 @@ let package = Package(
         // MARK: The call: the link to the relay, the send and receive pipelines, statistics.
         .target(
             name: "ParleyClient",
-            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyAudio", "ParleyDevices", nioCore, nioPosix, logging]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyE2EE", "ParleyAudio", "ParleyDevices", nioCore, nioPosix, logging]
         ),
 
         // MARK: Judging a call: what a listener got of a talker. For the benchmarks and tests, not shipped in the client.
@@ -109,6 +114,7 @@ let package = Package(
         .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire", "ParleyBasics"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
         .testTarget(name: "ParleySecurityTests", dependencies: ["ParleyBasics", "ParleySecurity", "ParleyWire"]),
+        .testTarget(name: "ParleyE2EETests", dependencies: ["ParleyBasics", "ParleyE2EE", "ParleyWire"]),
         .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyBasics", "ParleyRelay", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyBasics", "ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyBasics", "ParleyAudio", "ParleyWire"]),

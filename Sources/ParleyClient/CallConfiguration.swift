@@ -1,6 +1,7 @@
 import NIOCore
 import ParleyAudio
 import ParleyDevices
+import ParleyE2EE
 import ParleyWire
 
 /// Everything one call needs, as `parley call` or a test builds it.
@@ -70,6 +71,10 @@ public struct CallConfiguration: Sendable {
     /// GStreamer pipeline, say) can play exactly what this one got.
     public var receivedRTPCopies: [SocketAddress] = []
 
+    /// End-to-end encryption: this person's identity and pinned keys; nil takes no part (an
+    /// end-to-end encrypted room then refuses the join).
+    public var endToEnd: EndToEndIdentity?
+
     public var jitterBuffer = JitterBuffer.Configuration()
     /// Adjusts the link's timings (join timeout, keepalive probing); the tests shorten them.
     public var tuneLink: @Sendable (inout RelayLink.Configuration) -> Void = { _ in }
@@ -94,5 +99,24 @@ public struct CallConfiguration: Sendable {
             if case .wav = input { return false }
             return true
         }
+    }
+}
+
+/// What a call needs to take part in end-to-end encrypted rooms.
+public struct EndToEndIdentity: Sendable {
+    /// The person's long-term identity key (``IdentityKey/loadOrCreate(at:)``).
+    public var identity: IdentityKey
+    /// The keys pinned on first sight, and the file they are kept in (nil: kept for this call only).
+    public var pins: IdentityPins
+    public var pinsPath: String?
+    /// The invite asks for an end-to-end encrypted room: a relay that does not make the room so
+    /// is left at once, and nothing is sent before the join confirms it.
+    public var required: Bool
+
+    public init(identity: IdentityKey, pins: IdentityPins = IdentityPins(), pinsPath: String? = nil, required: Bool) {
+        self.identity = identity
+        self.pins = pins
+        self.pinsPath = pinsPath
+        self.required = required
     }
 }

@@ -1,6 +1,7 @@
 import ParleyAudio
 import ParleyBasics
 import ParleyDevices
+import ParleyE2EE
 import ParleyWire
 import Synchronization
 
@@ -151,18 +152,21 @@ final class CapturePipeline {
         // listener hears the voice stop within a frame and knows the talker stopped: a stream
         // that just broke off would look like a stalled path, which is concealed for a while.
         let source = gate && !transmits ? silentFrame : frame
-        let output: VoiceEncoder.Output
-        do {
-            output = try source.withUnsafeBufferPointer { input in
-                try encoded.withUnsafeMutableBytes { try encoder.encode(input, into: $0) }
-            }
-        } catch {
-            throw .unexpected("the encoder failed: \(error)")
-        }
         if generation != joinGeneration {
             joinGeneration = generation
             packetizer.startTalkspurt()
             if let ssrc, ssrc != packetizer.ssrc { packetizer.switchSource(to: ssrc) }
+        }
+        // What a seal covers besides the frame (end-to-end encrypted rooms): this stream and
+        // the frame's place in it.
+        let metadata = FrameMetadata(ssrc: packetizer.ssrc, timestamp: packetizer.nextTimestamp)
+        let output: VoiceEncoder.Output
+        do {
+            output = try source.withUnsafeBufferPointer { input in
+                try encoded.withUnsafeMutableBytes { try encoder.encode(input, metadata: metadata, into: $0) }
+            }
+        } catch {
+            throw .unexpected("the encoder failed: \(error)")
         }
         guard gate else {
             // Not joined (yet, or while reconnecting): nothing is sent, but the stream's clock
@@ -173,8 +177,17 @@ final class CapturePipeline {
             encoder.interrupt()
             return
         }
-        guard case let .payload(payloadType, length) = output else {
+        let payloadType: UInt8
+        let length: Int
+        switch output {
+        case let .payload(type, count):
+            (payloadType, length) = (type, count)
+        case .silence:
             packetizer.skipSilence(samples: frame.count)  // DTX silence: nothing to send
+            return
+        case .withheld:
+            // No key for a room that must be encrypted: the frame never leaves.
+            packetizer.skip(samples: frame.count)
             return
         }
         let level = source.withUnsafeBufferPointer { AudioLevel(rms: Self.rms($0), voiceActivity: voice && transmits) }

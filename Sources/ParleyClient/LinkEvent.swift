@@ -20,6 +20,11 @@ public enum LinkEvent: Sendable, Equatable {
     case text(sender: String, text: String)
     /// The relay refused a text of ours, saying why.
     case textRefused(text: String, reason: String)
+    /// Another member's media keys, sealed for us (end-to-end encryption).
+    case mediaKeys(ControlMessage.MediaKeys)
+    /// From the call's end-to-end encryption rather than the link: something about keys the
+    /// person must be told.
+    case endToEnd(EndToEndNotice)
     /// The relay answered a moderation request (``RelayLink/moderate(_:now:)``), or the link
     /// gave up waiting for the answer (outcome `.unknown`).
     case moderationAnswered(sequence: UInt32, ControlMessage.ModerationReply)
@@ -43,6 +48,9 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// A moderator removed us (`kicked`) or closed the room (`roomClosed`); `message` is the
     /// relay's words: who, why, and for how long.
     case removed(ControlMessage.GoodbyeReason, message: String)
+    /// The invite asks for an end-to-end encrypted room (or the call's earlier joins had one)
+    /// and the relay confirmed a room without it, or let us into one we cannot take part in.
+    case endToEndEncryptionMissing
 
     public var description: String {
         switch self {
@@ -66,6 +74,10 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case let .removed(reason, message):
             let what = reason == .roomClosed ? "the room was closed" : "you were removed from the room"
             return message.isEmpty ? what : "\(what): \(message)"
+        case .endToEndEncryptionMissing:
+            return "the relay did not make this room end-to-end encrypted although your invite (or this call until now) "
+                + "requires it, so Parley left before sending anything (an old relay, or one that should not be trusted); "
+                + "ask the room's owner for a fresh invite"
         }
     }
 
@@ -81,11 +93,13 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
                  .tokenIdentityInvalid, .publishNotAllowed:
                 return 5
             case .roomFull, .tooManyRooms: return 6
+            case .endToEndEncryptionRequired: return 14
             case .kickedFromRoom: return 12
             default: return 7
             }
         case .replaced: return 8
         case let .removed(reason, _): return reason == .roomClosed ? 13 : 12
+        case .endToEndEncryptionMissing: return 14
         }
     }
 
@@ -110,6 +124,8 @@ public enum LinkFailure: Error, Sendable, Equatable, CustomStringConvertible {
             return "the relay runs without encryption\(relaySays); ask its owner to run it encrypted"
         case .kickedFromRoom:
             return "you may not rejoin this room yet: \(message.isEmpty ? "a moderator removed you" : message)"
+        case .endToEndEncryptionRequired:
+            return "the room is end-to-end encrypted and this client cannot take part\(relaySays); update parley, and do not pass --no-e2ee"
         case .placementUnavailable:
             return "the relay could not find the room a place in its cluster\(relaySays); try again in a minute, and tell the relay's owner if it persists"
         default: return "the relay refused the join: \(message.isEmpty ? "error \(code.rawValue)" : message)"

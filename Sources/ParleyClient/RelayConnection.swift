@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import ParleyAudio
 import ParleyBasics
+import ParleyE2EE
 import ParleyWire
 import Synchronization
 
@@ -36,7 +37,7 @@ final class RelayConnection: @unchecked Sendable {
     private let trace: PacketTraceWriter?
 
     init(configuration: CallConfiguration, shared: CallShared, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
-         trace: PacketTraceWriter? = nil, onEvent: @escaping @Sendable (LinkEvent) -> Void) {
+         sendingKey: SendingKey, trace: PacketTraceWriter? = nil, onEvent: @escaping @Sendable (LinkEvent) -> Void) {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         eventLoop = group.next()
         self.configuration = configuration
@@ -44,7 +45,7 @@ final class RelayConnection: @unchecked Sendable {
         self.trace = trace
         let wallClockOffset = WallClock.nanoseconds() &- MonotonicClock.now()
         receiver = CallReceiver(configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation,
-                                wallClockOffset: wallClockOffset, onEvent: onEvent)
+                                wallClockOffset: wallClockOffset, sendingKey: sendingKey, onEvent: onEvent)
         protector = receiver.link.protector
         receiver.mediaReceived = { [unowned self] bytes, packet, now in
             copyReceived(bytes)

@@ -1,4 +1,5 @@
 import ParleyAudio
+import ParleyE2EE
 import ParleyWire
 
 /// The sender's encode step: one frame of voice in, the RTP payload that carries it out.
@@ -9,6 +10,10 @@ import ParleyWire
 /// copies of their Opus packets or as a second, lower-rate encoding, then the current
 /// frame. A receiver that lost a burst rebuilds it from the first packet after it; in-band
 /// FEC alone reaches one frame back.
+///
+/// In an end-to-end encrypted room each encoding is sealed (SFrame) as soon as it is made,
+/// before it becomes a primary or a copy: the copies are the sealed bytes again, the second
+/// encoding is sealed on its own, and in-band FEC is inside the seal of the frame after.
 ///
 /// Only frames sent in consecutive packets with consecutive timestamps are repeated: a
 /// silence (DTX) or a frame not sent clears the history, so a receiver derives each block's
@@ -21,6 +26,8 @@ public final class VoiceEncoder {
     public enum Output: Equatable {
         /// DTX silence: nothing to send (the packetizer skips the frame).
         case silence
+        /// The frame may not leave: the room is end-to-end encrypted and no key is set yet.
+        case withheld
         /// `count` bytes of `payloadType` in the caller's buffer.
         case payload(payloadType: UInt8, count: Int)
     }
@@ -30,8 +37,9 @@ public final class VoiceEncoder {
     /// The farthest back a redundant block reaches, in frames.
     public static let maximumDistance = 8
     /// The largest payload `encode` writes: the RED headers, the largest redundant blocks
-    /// and the largest Opus packet.
+    /// and the largest Opus packet, sealed.
     public static let maximumPayloadSize = 1 + maximumRedundantBlocks * (4 + REDPayload.maximumBlockLength) + 1_275 * 3 + 7
+        + FrameSealer.maximumOverhead
 
     private let encoder: OpusEncoder
     /// The second, lower-rate encoder, while the setting asks for re-encoded redundancy.
@@ -42,20 +50,28 @@ public final class VoiceEncoder {
     // second encoding), in one allocation: slot `index` holds `lengths[index]` bytes. One
     // slot more than the distance, for the frame being encoded.
     private let slots: UnsafeMutableRawBufferPointer
-    private static let slotSize = 1_275
+    private static let slotSize = 1_275 + FrameSealer.maximumOverhead
     private static let slotCount = maximumDistance + 1
     private var lengths = [Int](repeating: 0, count: slotCount)
     private var newest = 0
     /// How many of the latest frames are in the history, consecutive (reset by a gap).
     private var consecutive = 0
     private let primary: UnsafeMutableRawBufferPointer
+    /// Where a frame is sealed before it takes its place (nil without a sealer).
+    private let sealed: UnsafeMutableRawBufferPointer?
+    private var sealer: FrameSealer?
     private var blocks: [REDPayload.Block] = []
 
-    public init(encoder: OpusEncoder, setting: EncoderAdaptation.Setting) throws(OpusError) {
+    /// - Parameter sealer: seals every encoding in an end-to-end encrypted room (nil: never).
+    public init(encoder: OpusEncoder, setting: EncoderAdaptation.Setting, sealer: FrameSealer? = nil) throws(OpusError) {
         self.encoder = encoder
         self.setting = setting
+        self.sealer = sealer
         slots = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.slotCount * Self.slotSize, alignment: 1)
-        primary = UnsafeMutableRawBufferPointer.allocate(byteCount: OpusEncoder.maximumPacketSize, alignment: 1)
+        // Room for the seal behind the largest packet: the primary is sealed in place.
+        primary = UnsafeMutableRawBufferPointer.allocate(byteCount: OpusEncoder.maximumPacketSize + FrameSealer.maximumOverhead, alignment: 1)
+        sealed = sealer == nil ? nil
+            : UnsafeMutableRawBufferPointer.allocate(byteCount: OpusEncoder.maximumPacketSize + FrameSealer.maximumOverhead, alignment: 1)
         blocks.reserveCapacity(Self.maximumRedundantBlocks)
         try configure(setting, previous: nil)
     }
@@ -63,6 +79,7 @@ public final class VoiceEncoder {
     deinit {
         slots.deallocate()
         primary.deallocate()
+        sealed?.deallocate()
     }
 
     /// Samples per frame (per channel).
@@ -105,15 +122,19 @@ public final class VoiceEncoder {
     public func interrupt() { consecutive = 0 }
 
     /// Encodes one frame (`frameSamples × channels` samples) into `payload`, which must
-    /// hold `maximumPayloadSize` bytes.
-    public func encode(_ frame: UnsafeBufferPointer<Float>, into payload: UnsafeMutableRawBufferPointer) throws(VoiceEncoderError) -> Output {
-        let primaryCount: Int
+    /// hold `maximumPayloadSize` bytes. `metadata` (the stream's SSRC and the frame's RTP
+    /// timestamp) is what a seal covers besides the frame; without a sealer it is not used.
+    public func encode(
+        _ frame: UnsafeBufferPointer<Float>, metadata: FrameMetadata = FrameMetadata(ssrc: 0, timestamp: 0),
+        into payload: UnsafeMutableRawBufferPointer
+    ) throws(VoiceEncoderError) -> Output {
+        var primaryCount: Int
         do {
             primaryCount = try encoder.encode(frame, into: primary)
         } catch {
             throw .opus(error)
         }
-        let redundantCount: Int?
+        var redundantCount: Int?
         if let redundantEncoder {
             let slot = slot(newest + 1)
             do { redundantCount = try redundantEncoder.encode(frame, into: slot) } catch { throw .opus(error) }
@@ -123,6 +144,18 @@ public final class VoiceEncoder {
         if RTPPacketizer.isSilentDTXFrame(payloadCount: primaryCount) {
             consecutive = 0
             return .silence
+        }
+        if sealer != nil {
+            // Each encoding sealed on its own, in its place: the primary, and the second
+            // encoding in the slot it was made in.
+            guard let count = seal(UnsafeMutableRawBufferPointer(rebasing: primary[0..<primaryCount]), metadata: metadata) else {
+                consecutive = 0
+                return .withheld
+            }
+            primaryCount = count
+            if let made = redundantCount {
+                redundantCount = seal(UnsafeMutableRawBufferPointer(rebasing: slot(newest + 1)[0..<made]), metadata: metadata)
+            }
         }
 
         blocks.removeAll(keepingCapacity: true)
@@ -166,6 +199,24 @@ public final class VoiceEncoder {
         }
         consecutive = min(consecutive + 1, Self.maximumDistance)
         return output
+    }
+
+    /// Seals the `frame.count` bytes at `frame`'s start in place (through the sealing buffer);
+    /// returns the sealed size, or nil when the frame may not be sent. A room without end-to-end
+    /// encryption leaves it as it is.
+    private func seal(_ frame: UnsafeMutableRawBufferPointer, metadata: FrameMetadata) -> Int? {
+        guard var sealer, let sealed else { return frame.count }
+        defer { self.sealer = sealer }
+        switch sealer.seal(UnsafeRawBufferPointer(frame), metadata: metadata, into: sealed) {
+        case .plain:
+            return frame.count
+        case let .sealed(count):
+            let whole = UnsafeMutableRawBufferPointer(start: frame.baseAddress, count: count)
+            whole.copyMemory(from: UnsafeRawBufferPointer(rebasing: sealed[0..<count]))
+            return count
+        case .withheld:
+            return nil
+        }
     }
 
     private func slot(_ index: Int) -> UnsafeMutableRawBufferPointer {

@@ -32,6 +32,7 @@ public final class RelayMetrics: Sendable {
     let removals: [RemovalReason: CoreMetrics.Counter]
     /// Text messages members sent, by what became of them.
     let texts: [TextOutcome: CoreMetrics.Counter]
+    let mediaKeys: [MediaKeyOutcome: CoreMetrics.Counter]
     let forwardingLatency: CoreMetrics.Timer
     let socketReceiveBuffer: CoreMetrics.Gauge
     let socketSendBuffer: CoreMetrics.Gauge
@@ -90,6 +91,7 @@ public final class RelayMetrics: Sendable {
         }
         self.removals = removals
         texts = TextOutcome.counters(factory: factory)
+        mediaKeys = MediaKeyOutcome.counters(factory: factory)
         forwardingLatency = CoreMetrics.Timer(label: Self.latencyLabel, factory: factory)
         socketReceiveBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_receive_buffer_bytes", factory: factory)
         socketSendBuffer = CoreMetrics.Gauge(label: "parley_relay_socket_send_buffer_bytes", factory: factory)

@@ -51,7 +51,16 @@ extension RelayWorker {
             refuseJoin(.placementUnavailable, message: text, logReason: text, sequence: message.sequence, peer: peer, address: address, size: size, now: now)
             return
         }
-        let session = makeSession(join, sequence: message.sequence, token: token, address: address, peer: peer, now: now)
+        let endToEnd: Bool
+        switch endToEndEncryption(for: join, token: token) {
+        case let .success(decided): endToEnd = decided
+        case let .failure(refusal):
+            metrics.joinRefused(.endToEndEncryptionRequired)
+            refuseJoin(.endToEndEncryptionRequired, message: refusal.text, logReason: refusal.text, sequence: message.sequence, peer: peer,
+                       address: address, size: size, now: now)
+            return
+        }
+        let session = makeSession(join, sequence: message.sequence, token: token, endToEnd: endToEnd, address: address, peer: peer, now: now)
         switch admit(session, replacing: existing, software: join.software, now: now) {
         case let .refused(code, text):
             refuseJoin(code, message: text, logReason: text, sequence: message.sequence, peer: peer, address: address, size: size, now: now)
@@ -60,15 +69,35 @@ extension RelayWorker {
         }
     }
 
-    /// A session for a verified join, with its `joined` answer ready.
-    func makeSession(_ join: ControlMessage.Join, sequence: UInt32, token: AccessToken, address: DatagramAddress, peer: PeerAddress, now: UInt64) -> Session {
+    struct EndToEndRefusal: Error {
+        let text: String
+    }
+
+    /// Whether the join's room is end-to-end encrypted (what its `joined` says), or why the
+    /// join cannot come in: a room that is, and a client that cannot take part; or a token that
+    /// asks for it, and a room already running without.
+    func endToEndEncryption(for join: ControlMessage.Join, token: AccessToken) -> Result<Bool, EndToEndRefusal> {
+        let endToEnd = rooms.isEndToEndEncrypted(join.room, tokenAsks: token.endToEndEncrypted)
+        let takesPart = join.capabilities.contains(.endToEndEncryption) && join.identityKey.count == ControlMessage.identityKeySize
+        if let problem = Room.endToEndProblem(room: join.room, endToEnd: endToEnd, tokenAsks: token.endToEndEncrypted, clientTakesPart: takesPart) {
+            return .failure(EndToEndRefusal(text: problem))
+        }
+        return .success(endToEnd)
+    }
+
+    /// A session for a verified join, with its `joined` answer ready. In an end-to-end
+    /// encrypted room the member's identity key goes in the roster; elsewhere it is not kept.
+    func makeSession(
+        _ join: ControlMessage.Join, sequence: UInt32, token: AccessToken, endToEnd: Bool, address: DatagramAddress, peer: PeerAddress, now: UInt64
+    ) -> Session {
         let session = Session(
             id: rooms.makeSessionID(), address: address, peer: peer, room: join.room, identity: token.identity,
-            ssrc: join.ssrc, canPublish: token.canPublish, isModerator: token.isModerator, capabilities: join.capabilities, cookie: UInt64.random(in: 1 ... .max), token: join.token,
+            ssrc: join.ssrc, canPublish: token.canPublish, isModerator: token.isModerator, capabilities: join.capabilities,
+            identityKey: endToEnd ? join.identityKey : [], isEndToEndEncrypted: endToEnd, cookie: UInt64.random(in: 1 ... .max), token: join.token,
             workerIndex: index, limits: limits, nowNanoseconds: now)
         let joined = ControlMessage(sequence: sequence, body: .joined(ControlMessage.Joined(
             cookie: session.cookie, ssrc: session.ssrc, identity: session.identity, room: session.room,
-            canPublish: session.canPublish,
+            canPublish: session.canPublish, isEndToEndEncrypted: endToEnd,
             keepaliveIntervalMilliseconds: UInt32(limits.keepaliveIntervalMilliseconds),
             idleTimeoutMilliseconds: UInt32(limits.idleTimeoutMilliseconds), clusterRelays: clusterFallbacks)))
         session.joinedMessage = (try? joined.serialized()) ?? []
@@ -232,7 +261,14 @@ extension RelayWorker {
             return refuse(.rateLimited, "too many joins from your network in the last minutes; try again in a minute",
                           logReason: "handshake replay cache share of \(peer.host) spent")
         }
-        let session = makeSession(join, sequence: message.sequence, token: token, address: address, peer: peer, now: now)
+        let endToEnd: Bool
+        switch endToEndEncryption(for: join, token: token) {
+        case let .success(decided): endToEnd = decided
+        case let .failure(refusal):
+            metrics.joinRefused(.endToEndEncryptionRequired)
+            return refuse(.endToEndEncryptionRequired, refusal.text, logReason: refusal.text)
+        }
+        let session = makeSession(join, sequence: message.sequence, token: token, endToEnd: endToEnd, address: address, peer: peer, now: now)
         var handshake = accepted
         guard let (response, secureSession) = try? handshake.respond(
             relayIndex: UInt32.random(in: 1 ... .max), payload: session.joinedMessage, nowNanoseconds: now),

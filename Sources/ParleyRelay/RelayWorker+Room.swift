@@ -53,6 +53,42 @@ extension RelayWorker {
         }
     }
 
+    // MARK: Sealed media keys (end-to-end encrypted rooms)
+
+    /// Sealed media keys from a member for others of its room: acknowledged (the client sends
+    /// them again until it is), then handed to each recipient, within the member's budget. The
+    /// relay reads only the SSRCs it routes by; the keys inside are sealed to the recipients.
+    func receiveMediaKeys(_ keys: ControlMessage.MediaKeys, sequence: UInt32, from session: Session, now: UInt64) {
+        guard session.state == .active, session.isEndToEndEncrypted else { return drop(.unexpectedControl) }
+        sendControl(.ack(ControlMessage.Ack(sequence: sequence)), sequence: 0, to: session, limit: nil)
+        // A retransmission whose ack was lost is acknowledged again, not delivered twice.
+        guard session.receivedMediaKeys.insert(sequence) else { return }
+        guard session.mediaKeyRate.allow(cost: keys.entries.count, nowNanoseconds: now) else {
+            metrics.mediaKeys[.refusedRate]?.increment(by: keys.entries.count)
+            return drop(.rateLimited)
+        }
+        let undeliverable = rooms.relayMediaKeys(keys.entries, from: session)
+        metrics.mediaKeys[.relayed]?.increment(by: keys.entries.count - undeliverable)
+        metrics.mediaKeys[.undeliverable]?.increment(by: undeliverable)
+    }
+
+    func deliverMediaKeys(_ session: Session, entry: ControlMessage.MediaKeys.Entry, from sender: UInt32) {
+        loop.execute {
+            guard session.state == .active else { return }
+            guard session.reliable.count(of: .mediaKeys) < Session.maximumMediaKeysInFlight else {
+                self.metrics.mediaKeys[.receiverQueueFull]?.increment()
+                return
+            }
+            let sequence = session.takeSequence()
+            let message = ControlMessage(sequence: sequence, isReliable: true, body: .mediaKeys(ControlMessage.MediaKeys(sender: sender, entries: [entry])))
+            guard let bytes = try? message.serialized() else { return }
+            session.reliable.enqueue(sequence: sequence, kind: .mediaKeys, bytes: bytes, nowNanoseconds: monotonicNanoseconds())
+            self.awaitingAcknowledgement[session.peer] = session
+            self.send(bytes, to: session, kind: .control)
+            self.flush()
+        }
+    }
+
     // MARK: Text to a member
 
     func deliverText(_ session: Session, sender: String, text: String) {

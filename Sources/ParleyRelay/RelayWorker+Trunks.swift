@@ -112,6 +112,12 @@ extension RelayWorker {
                     "trunk": "\(trunk.logDescription)",
                 ], now: now)
             }
+        case let .mediaKeys(keys):
+            // Sealed keys from a member behind the trunk for members here; opaque to both relays.
+            guard message.isReliable, trunk.receivedReliable.insert(message.sequence) else { return }
+            let undeliverable = rooms.relayMediaKeys(keys.entries, from: keys.sender, over: trunk)
+            metrics.mediaKeys[.relayed]?.increment(by: keys.entries.count - undeliverable)
+            metrics.mediaKeys[.undeliverable]?.increment(by: undeliverable)
         case let .ping(ping):
             sendToTrunk(.pong(.init(timestamp: ping.timestamp)), trunk: trunk)
         case .pong:
@@ -169,6 +175,22 @@ extension RelayWorker {
             guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true, body: .moderate(request)).serialized() else { return }
             // Sent again for as long as a trunk waits before giving up on a silent peer, and more.
             trunk.reliable.enqueue(sequence: sequence, kind: .moderation, bytes: bytes, nowNanoseconds: monotonicNanoseconds(), attempts: 50)
+            self.send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
+            self.flush()
+        }
+    }
+
+    /// Sealed media keys from a member here for members behind the trunk, reliably.
+    func deliverTrunkMediaKeys(_ trunk: Trunk, keys: ControlMessage.MediaKeys) {
+        loop.execute {
+            guard trunk.state == .open else { return }
+            guard trunk.reliable.count(of: .mediaKeys) < Session.maximumMediaKeysInFlight else {
+                self.metrics.mediaKeys[.receiverQueueFull]?.increment(by: keys.entries.count)
+                return
+            }
+            let sequence = trunk.takeSequence()
+            guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true, body: .mediaKeys(keys)).serialized() else { return }
+            trunk.reliable.enqueue(sequence: sequence, kind: .mediaKeys, bytes: bytes, nowNanoseconds: monotonicNanoseconds())
             self.send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
             self.flush()
         }

@@ -77,6 +77,7 @@ public struct ControlMessage: Sendable, Hashable {
         case redirect(Redirect)
         case memberState(MemberStateUpdate)
         case text(Text)
+        case mediaKeys(MediaKeys)
 
         public var type: MessageType {
             switch self {
@@ -95,6 +96,7 @@ public struct ControlMessage: Sendable, Hashable {
             case .redirect: return .redirect
             case .memberState: return .memberState
             case .text: return .text
+            case .mediaKeys: return .mediaKeys
             }
         }
     }
@@ -106,6 +108,8 @@ public struct ControlMessage: Sendable, Hashable {
         /// What members tell the room (`ControlMessage+Room.swift`): numbered from 48, a block
         /// of their own, apart from the session's messages and room control's.
         case memberState = 48, text
+        /// Sealed media keys of an end-to-end encrypted room (`ControlMessage+EndToEnd.swift`).
+        case mediaKeys
     }
 
     /// What a member can receive beyond plain Opus, as its join says and the roster repeats.
@@ -117,8 +121,11 @@ public struct ControlMessage: Sendable, Hashable {
         public static let redundantAudio = Capabilities(rawValue: 1 << 0)
         /// Text messages from the room (``Text``).
         public static let textMessages = Capabilities(rawValue: 1 << 1)
+        /// End-to-end encryption: the member seals its frames (SFrame) and takes part in the
+        /// room's key exchange (``MediaKeys``); its join carries an identity key.
+        public static let endToEndEncryption = Capabilities(rawValue: 1 << 2)
         /// What this build can receive.
-        public static let supported: Capabilities = [.redundantAudio, .textMessages]
+        public static let supported: Capabilities = [.redundantAudio, .textMessages, .endToEndEncryption]
         /// The most the roster's member flags carry (6 bits: bit 7 is the server-mute).
         static let rosterMask: UInt8 = 0x3F
     }
@@ -137,13 +144,17 @@ public struct ControlMessage: Sendable, Hashable {
         public var software: String
         /// What the client can receive; empty from clients that predate the field.
         public var capabilities: Capabilities
+        /// The member's long-term identity key (X25519, 32 bytes), which others seal their
+        /// media keys to; empty from clients that take no part in end-to-end encryption.
+        public var identityKey: [UInt8]
 
-        public init(ssrc: UInt32, room: String, token: String, software: String, capabilities: Capabilities = []) {
+        public init(ssrc: UInt32, room: String, token: String, software: String, capabilities: Capabilities = [], identityKey: [UInt8] = []) {
             self.ssrc = ssrc
             self.room = room
             self.token = token
             self.software = software
             self.capabilities = capabilities
+            self.identityKey = identityKey
         }
     }
 
@@ -156,6 +167,9 @@ public struct ControlMessage: Sendable, Hashable {
         public var identity: String
         public var room: String
         public var canPublish: Bool
+        /// The room is end-to-end encrypted (permissions bit 1): every member seals its frames
+        /// with its own media key, which only members hold.
+        public var isEndToEndEncrypted: Bool
         /// How often the client should ping, in milliseconds.
         public var keepaliveIntervalMilliseconds: UInt32
         /// Silence after which the relay removes a member, in milliseconds.
@@ -165,10 +179,11 @@ public struct ControlMessage: Sendable, Hashable {
         public var clusterRelays: [ClusterRelay]
 
         public init(
-            cookie: UInt64, ssrc: UInt32, identity: String, room: String, canPublish: Bool,
+            cookie: UInt64, ssrc: UInt32, identity: String, room: String, canPublish: Bool, isEndToEndEncrypted: Bool = false,
             keepaliveIntervalMilliseconds: UInt32, idleTimeoutMilliseconds: UInt32, clusterRelays: [ClusterRelay] = []
         ) {
             self.clusterRelays = clusterRelays
+            self.isEndToEndEncrypted = isEndToEndEncrypted
             self.cookie = cookie
             self.ssrc = ssrc
             self.identity = identity
@@ -199,21 +214,24 @@ public struct ControlMessage: Sendable, Hashable {
             public var isServerMuted: Bool
             /// Muted, deafened, as the member last told the relay (empty from older relays).
             public var state: MemberState
+            /// The identity key its join carried (empty: none, or an older relay).
+            public var identityKey: [UInt8]
 
             public init(ssrc: UInt32, identity: String, canPublish: Bool, capabilities: Capabilities = [], isServerMuted: Bool = false,
-                        state: MemberState = []) {
+                        state: MemberState = [], identityKey: [UInt8] = []) {
                 self.ssrc = ssrc
                 self.identity = identity
                 self.canPublish = canPublish
                 self.capabilities = Capabilities(rawValue: capabilities.rawValue & Capabilities.rosterMask)
                 self.isServerMuted = isServerMuted
                 self.state = state
+                self.identityKey = identityKey
             }
 
             static let serverMutedFlag: UInt8 = 0x80
 
-            /// Its entry, and its byte in the state block behind the members.
-            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count + 1 }
+            /// Its entry, its byte in the state block and its key in the key block.
+            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count + 1 + 1 + identityKey.count }
         }
 
         /// Increases with every change; a client ignores pages older than what it has.
@@ -318,6 +336,10 @@ public struct ControlMessage: Sendable, Hashable {
         /// A relay of a cluster could not place the room now (its store is unreachable, or no
         /// relay is free); the client tries again a little later.
         case placementUnavailable
+        /// The room is end-to-end encrypted and the join cannot take part (a client that
+        /// predates it, or one without an identity key), or the join's token asks for end-to-end
+        /// encryption in a room already running without it.
+        case endToEndEncryptionRequired
         /// A moderator removed this identity from the room, and the ban has not yet run out.
         case kickedFromRoom = 32
         /// A code this build does not know; carried so that newer relays stay readable.
