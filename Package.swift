@@ -118,13 +118,13 @@ let package = Package(
         .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyBasics", "ParleyRelay", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyBasics", "ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyBasics", "ParleyAudio", "ParleyWire"]),
-        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleyWire", "ParleySecurity", "ParleyAudio"]),
+        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleyWire", "ParleySecurity", "ParleyAudio", "ParleyE2EE"]),
         .testTarget(name: "ParleyEvaluationTests", dependencies: ["ParleyEvaluation", "ParleyAudio", "ParleyBasics"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyBasics", "ParleyDevices", "ParleyAudio", "CALSA"]),
         // End to end: relay, impairment proxy and calls in one process, over real UDP on 127.0.0.1.
         .testTarget(
             name: "ParleyCallTests",
-            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyEvaluation", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
+            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyEvaluation", "ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyE2EE", nioCore, nioPosix, logging]
         ),
         // The cluster: a real etcd, relays on 127.0.0.1–3, clients sent where their room lives.
         .testTarget(

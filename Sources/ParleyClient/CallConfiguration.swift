@@ -120,3 +120,33 @@ public struct EndToEndIdentity: Sendable {
         self.required = required
     }
 }
+
+extension EndToEndIdentity {
+    /// The identity at `path` (else the default in the person's config folder), made there on
+    /// first use, with the pins kept beside it (`known-keys`); `token` says whether the room
+    /// must be end-to-end encrypted. Nil when no path is given and there is no home folder to
+    /// keep one in, and the room does not require it: the call then takes no part.
+    public static func load(path: String?, token: String, environment: [String: String],
+                            notice: (String) -> Void = { _ in }) throws(CallError) -> EndToEndIdentity? {
+        let required = InviteToken.asksForEndToEndEncryption(token)
+        guard let path = path ?? IdentityKey.defaultPath(environment: environment) else {
+            if required {
+                throw .identity("this room is end-to-end encrypted and needs an identity key, but there is no home folder to keep one in; give --identity FILE")
+            }
+            return nil
+        }
+        let identity: IdentityKey
+        do {
+            let (key, created) = try IdentityKey.loadOrCreate(at: path)
+            identity = key
+            if created { notice("made your identity for end-to-end encrypted rooms in \(path) (fingerprint \(Fingerprint.of(key.publicKeyBytes)))") }
+        } catch {
+            throw .identity("\(error)")
+        }
+        let folder = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        let pinsPath = (folder.isEmpty ? "" : folder) + "/known-keys"
+        let pins: IdentityPins
+        do { pins = try IdentityPins.load(path: pinsPath) } catch { throw .identity("\(error)") }
+        return EndToEndIdentity(identity: identity, pins: pins, pinsPath: pinsPath, required: required)
+    }
+}

@@ -13,6 +13,8 @@ public enum CallError: Error, Sendable, CustomStringConvertible {
     case cannotWriteOutput(String)
     /// A value that could not be used (a bad relay address, a bad key).
     case usage(String)
+    /// The identity for end-to-end encryption cannot be read or made.
+    case identity(String)
     /// Anything else: a bug or a system failure.
     case unexpected(String)
 
@@ -20,7 +22,7 @@ public enum CallError: Error, Sendable, CustomStringConvertible {
         switch self {
         case let .link(failure): return failure.description
         case let .relayUnreachable(message), let .device(message), let .badInputFile(message), let .cannotWriteOutput(message),
-             let .usage(message), let .unexpected(message):
+             let .usage(message), let .identity(message), let .unexpected(message):
             return message
         }
     }
@@ -28,7 +30,8 @@ public enum CallError: Error, Sendable, CustomStringConvertible {
     /// 0 ok, 1 unexpected, 2 usage, 3 unreachable, 4 relay key or handshake, 5 token refused,
     /// 6 room full or too many rooms, 7 other refusal, 8 replaced, 9 audio device missing or
     /// busy, 10 bad input WAV, 11 cannot write an output file, 12 removed by a moderator (or
-    /// still banned from the room), 13 the room was closed.
+    /// still banned from the room), 13 the room was closed, 14 end-to-end encryption could not
+    /// be set up (the identity file, or a room that should be end-to-end encrypted and is not).
     public var exitCode: Int32 {
         switch self {
         case let .link(failure): return failure.exitCode
@@ -37,6 +40,7 @@ public enum CallError: Error, Sendable, CustomStringConvertible {
         case .badInputFile: return 10
         case .cannotWriteOutput: return 11
         case .usage: return 2
+        case .identity: return 14
         case .unexpected: return 1
         }
     }

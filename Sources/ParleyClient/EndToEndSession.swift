@@ -63,6 +63,12 @@ final class EndToEndSession {
     private var lastView: RoomView?
     /// Packages that did not open or came from no trusted member: a relay's doing, or a bug.
     private(set) var rejectedPackages = 0
+    /// Keys from a sender the roster does not name yet: a newcomer's keys often overtake the
+    /// roster that announces it (the relay paces rosters, and sends the newcomer its own
+    /// first). Kept until a roster names the sender, at most ``unplacedNanoseconds``.
+    private var unplaced: [(message: ControlMessage.MediaKeys, receivedAt: UInt64)] = []
+    static let unplacedNanoseconds: UInt64 = 5_000_000_000
+    static let maximumUnplaced = 64
 
     /// A view we held within this long still matches a package sealed against it.
     static let viewMemoryNanoseconds: UInt64 = 10_000_000_000
@@ -114,6 +120,11 @@ final class EndToEndSession {
         }
         members = next
         savePins()
+        let waiting = unplaced
+        unplaced = []
+        for (message, receivedAt) in waiting where now &- receivedAt < Self.unplacedNanoseconds {
+            received(message, now: now, receivedAt: receivedAt)
+        }
 
         let present = Set(members.values.map(\.person))
         for person in keys.keys where !present.contains(person) && leaving[person] == nil {
@@ -180,7 +191,16 @@ final class EndToEndSession {
 
     /// Keys another member sent us, through the relay.
     func received(_ message: ControlMessage.MediaKeys, now: UInt64) {
-        guard let selfName, let sender = members[message.sender], sender.isTrusted else {
+        received(message, now: now, receivedAt: now)
+    }
+
+    private func received(_ message: ControlMessage.MediaKeys, now: UInt64, receivedAt: UInt64) {
+        guard let sender = members[message.sender] else {
+            if unplaced.count >= Self.maximumUnplaced { unplaced.removeFirst() }
+            unplaced.append((message, receivedAt))
+            return
+        }
+        guard let selfName, sender.isTrusted else {
             rejectedPackages += message.entries.count
             return
         }
@@ -269,6 +289,11 @@ final class EndToEndSession {
 
     /// The key we seal with now.
     var currentKeyID: MediaKeyID { schedule.current.id }
+
+    /// Every key this member was given by the others, and its own current and pending one.
+    var heldKeys: [MediaKey] {
+        keys.values.flatMap(\.keyring.heldKeys) + [schedule.current] + (schedule.pending.map { [$0.key] } ?? [])
+    }
 
     /// Whether we hold a key of this member's.
     func holdsKey(of member: Member) -> Bool { keys[member.person].map { !$0.keyring.isEmpty } ?? false }

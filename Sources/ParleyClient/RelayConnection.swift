@@ -25,7 +25,7 @@ final class RelayConnection: @unchecked Sendable {
     /// The link's relay as text ("HOST:PORT"), to notice when its cluster moves it.
     private var relayText: String?
     /// Everything the call does with what arrives; this class is only its socket and timer.
-    private let receiver: CallReceiver
+    let receiver: CallReceiver
     /// The link's sealer, which the capture thread uses; the link itself stays on the loop.
     private let protector: LinkProtector
     private var scheduled: Scheduled<Void>?
@@ -133,6 +133,17 @@ final class RelayConnection: @unchecked Sendable {
             send(datagrams, now: now)
             return sequence
         } ?? nil
+    }
+
+    /// Accepts `identity`'s changed identity key (end-to-end encryption); false when nobody of
+    /// that name takes part in the room.
+    func trust(_ identity: String) -> Bool {
+        submit { [self] in
+            let now = MonotonicClock.now()
+            guard let datagrams = receiver.trust(identity, now: now) else { return false }
+            send(datagrams, now: now)
+            return true
+        } ?? false
     }
 
     /// Closes the socket and stops the loop.

@@ -29,6 +29,9 @@ public struct SenderKeyring {
 
     public var isEmpty: Bool { epochs.isEmpty }
 
+    /// The keys we were given, the earliest generation of each epoch held.
+    public var heldKeys: [MediaKey] { epochs.values.map(\.base).sorted { $0.id < $1.id } }
+
     /// The newest key we hold, for the status (nil before the first package).
     public var newestKeyID: MediaKeyID? {
         epochs.values.map(\.base.id).max()

@@ -45,7 +45,17 @@ struct CallCommand: ParsableCommand {
             was refused; 6 the room is full or the relay has too many rooms; 7 the relay \
             refused for another reason; 8 you joined from somewhere else; 9 a sound device is \
             missing or busy; 10 an input WAV cannot be used; 11 an output file cannot be written; \
-            12 a moderator removed you from the room (or you may not rejoin it yet); 13 the room was closed.
+            12 a moderator removed you from the room (or you may not rejoin it yet); 13 the room was closed; \
+            14 end-to-end encryption could not be set up (your identity file, or a room your invite \
+            says is end-to-end encrypted that the relay did not make so).
+
+            End-to-end encrypted rooms (invites minted with `parley-relay token --e2ee`): your \
+            voice is sealed with keys only the room's members hold, so the relay forwards what it \
+            cannot hear. Your identity key lives in --identity (default \
+            ~/.config/parley/identity, made on first use); the roster shows each person's \
+            fingerprint, `parley ctl verify NAME` (v on the call screen) the safety number you \
+            read aloud with them, and a person whose key changed is refused until \
+            `parley ctl trust NAME`.
             """)
 
     @Argument(help: ArgumentHelp("The invite: parley://HOST:PORT/ROOM?token=…", valueName: "invite-url"))
@@ -107,6 +117,11 @@ struct CallCommand: ParsableCommand {
     @Flag(help: "No status line or notices; errors and the summary only.")
     var quiet = false
 
+    @Option(help: ArgumentHelp(
+        "Your identity for end-to-end encrypted rooms: a key file, made on first use (default ~/.config/parley/identity). Pinned keys of people you meet are kept beside it (known-keys).",
+        valueName: "FILE"))
+    var identity: String?
+
     // Diagnostics, for benchmarks and debugging; `parley call --help-hidden` shows them.
 
     @Option(help: ArgumentHelp(
@@ -138,6 +153,9 @@ struct CallCommand: ParsableCommand {
         if insecure, relayKey != nil {
             throw ValidationError("--insecure and --relay-key contradict each other: a relay key means the encrypted protocol.")
         }
+        if let identity, identity.isEmpty || identity.hasSuffix("/") {
+            throw ValidationError("--identity \(identity): give a file (made on first use), like ~/.config/parley/identity")
+        }
         if let name, name.isEmpty || name.count > 64 || name.contains(where: { $0.isNewline }) {
             throw ValidationError("--name must be 1 to 64 characters on one line.")
         }
@@ -146,7 +164,14 @@ struct CallCommand: ParsableCommand {
     }
 
     func run() throws {
-        let configuration = try makeConfiguration()
+        var configuration = try makeConfiguration()
+        do {
+            configuration.endToEnd = try EndToEndIdentity.load(
+                path: identity, token: configuration.token, environment: ProcessInfo.processInfo.environment,
+                notice: { message in if !quiet { FileHandle.standardError.write(Data("parley call: \(message)\n".utf8)) } })
+        } catch {
+            Self.fail(error)
+        }
 
         let console = ProxyConsole()
         let route = NoticeRoute()

@@ -21,6 +21,9 @@ struct CtlCommand: ParsableCommand {
               say TEXT                  a text message to everyone else in the room: one line, \
             at most 500 bytes, at most 5 every 5 seconds
               leave                     leave the call
+              verify [PERSON]           end-to-end encrypted rooms: the safety number you share with \
+            PERSON (or everyone), to read aloud to each other, and their key's fingerprint
+              trust PERSON              accept PERSON's changed identity key, once you compared the safety number
               status                    the call as JSON: members, who is muted or deafened \
             (mutedMembers, deafenedMembers), speaking, the room's messages (texts), per-speaker \
             loss, jitter buffer, concealment, rtt, bitrate, xruns

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import ParleyAudio
 import ParleyClient
+import ParleyE2EE
 import ParleyEvaluation
 import ParleyNetSim
 import ParleyRelay
@@ -29,14 +30,27 @@ final class CallRoom: @unchecked Sendable {
     let directory: String
     /// With one, the relay serves the admin API on a port of its own (``Relay/adminAddress``).
     let adminToken: AdminToken?
+    /// The relay and the clients talk without hop encryption, so a tap sees what the relay sees.
+    let insecure: Bool
+    /// The room is end-to-end encrypted: tokens say so, and each talker has an identity
+    /// (``identities``) and takes part.
+    let endToEnd: Bool
+    /// Each talker's identity key, made on first use and kept for the room's life.
+    let identities = Mutex<[String: IdentityKey]>([:])
+    /// A forwarder in front of the relay that keeps every datagram both ways (`tap: true`).
+    private(set) var tap: SpoofingFront?
 
-    init(room: String = "standup", scenario: Scenario? = nil, seed: UInt64 = 7, adminToken: AdminToken? = nil) async throws {
+    init(room: String = "standup", scenario: Scenario? = nil, seed: UInt64 = 7, adminToken: AdminToken? = nil,
+         insecure: Bool = false, endToEnd: Bool = false, tap: Bool = false) async throws {
         self.room = room
         self.adminToken = adminToken
+        self.insecure = insecure
+        self.endToEnd = endToEnd
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-call-\(room)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        relay = try Self.startRelay(port: 0, secret: secret, relayKey: relayKey, adminToken: adminToken)
+        relay = try Self.startRelay(port: 0, secret: secret, relayKey: insecure ? nil : relayKey, adminToken: adminToken)
         relayPort = relay.localAddress.port!
+        if tap { self.tap = SpoofingFront(relayPort: relayPort, capture: true) }
         if let scenario {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             // The proxy is the network here: it runs at the calls' priority (see startRelay).
@@ -49,8 +63,9 @@ final class CallRoom: @unchecked Sendable {
         }
     }
 
-    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey, adminToken: AdminToken? = nil, host: String = "127.0.0.1") throws -> Relay {
+    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey?, adminToken: AdminToken? = nil, host: String = "127.0.0.1") throws -> Relay {
         var configuration = RelayConfiguration()
+        configuration.insecure = relayKey == nil
         configuration.listen = HostAndPort(host: host, port: port)
         configuration.admin = adminToken == nil ? nil : HostAndPort(host: "127.0.0.1", port: 0)
         configuration.threads = 1
@@ -80,18 +95,32 @@ final class CallRoom: @unchecked Sendable {
         return names
     }
 
-    /// Where clients send: the proxy when there is one.
-    var clientPort: Int { proxy?.localAddress.port ?? relayPort }
+    /// Where clients send: the proxy when there is one, else the tap when there is one.
+    var clientPort: Int { proxy?.localAddress.port ?? tap?.port ?? relayPort }
 
     func token(_ identity: String, moderator: Bool = false) -> String {
         let now = Int64(Date().timeIntervalSince1970)
-        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600, isModerator: moderator).signed(with: secret)
+        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600, isModerator: moderator,
+                           endToEndEncrypted: endToEnd).signed(with: secret)
+    }
+
+    /// `talker`'s identity, made the first time it is asked for.
+    func identity(of talker: String) -> IdentityKey {
+        identities.withLock { keys in
+            if let key = keys[talker] { return key }
+            let key = IdentityKey()
+            keys[talker] = key
+            return key
+        }
     }
 
     /// A call for `talker`, reading `input` and recording what it hears under the room's directory.
     func configuration(for talker: String, input: CallConfiguration.Input, durationSeconds: Double) -> CallConfiguration {
-        var configuration = CallConfiguration(relayHost: "127.0.0.1", relayPort: clientPort, room: room, token: token(talker), security: .secure(relayKey: relayKey.publicKey))
+        var configuration = CallConfiguration(
+            relayHost: "127.0.0.1", relayPort: clientPort, room: room, token: token(talker),
+            security: insecure ? .insecure : .secure(relayKey: relayKey.publicKey))
         configuration.name = talker
+        if endToEnd { configuration.endToEnd = EndToEndIdentity(identity: identity(of: talker), required: true) }
         configuration.input = input
         configuration.output = .wav(path: directory + "/\(talker)-heard.wav")
         configuration.recordReceivedDirectory = receivedDirectory(of: talker)
@@ -110,10 +139,11 @@ final class CallRoom: @unchecked Sendable {
     func restartRelay(downFor seconds: Double) throws {
         relay.shutdown()
         Thread.sleep(forTimeInterval: seconds)
-        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: relayKey, adminToken: adminToken)
+        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: insecure ? nil : relayKey, adminToken: adminToken)
     }
 
     func close() async {
+        tap?.stop()
         if let proxy { _ = try? await proxy.stop().get() }
         try? await proxyGroup?.shutdownGracefully()
         relay.shutdown()
