@@ -66,7 +66,7 @@ final class EndToEndSession {
     /// Keys from a sender the roster does not name yet: a newcomer's keys often overtake the
     /// roster that announces it (the relay paces rosters, and sends the newcomer its own
     /// first). Kept until a roster names the sender, at most ``unplacedNanoseconds``.
-    private var unplaced: [(message: ControlMessage.MediaKeys, receivedAt: UInt64)] = []
+    private var unplaced: [(entry: ControlMessage.MediaKeys.Entry, receivedAt: UInt64)] = []
     static let unplacedNanoseconds: UInt64 = 5_000_000_000
     static let maximumUnplaced = 64
 
@@ -122,8 +122,8 @@ final class EndToEndSession {
         savePins()
         let waiting = unplaced
         unplaced = []
-        for (message, receivedAt) in waiting where now &- receivedAt < Self.unplacedNanoseconds {
-            received(message, now: now, receivedAt: receivedAt)
+        for (entry, receivedAt) in waiting where now &- receivedAt < Self.unplacedNanoseconds {
+            received(entry, now: now, receivedAt: receivedAt)
         }
 
         let present = Set(members.values.map(\.person))
@@ -189,33 +189,27 @@ final class EndToEndSession {
         return messages
     }
 
-    /// Keys another member sent us, through the relay.
+    /// Keys other members sent us, through the relay: each entry names its sender.
     func received(_ message: ControlMessage.MediaKeys, now: UInt64) {
-        received(message, now: now, receivedAt: now)
+        for entry in message.entries { received(entry, now: now, receivedAt: now) }
     }
 
-    private func received(_ message: ControlMessage.MediaKeys, now: UInt64, receivedAt: UInt64) {
-        guard let sender = members[message.sender] else {
+    private func received(_ entry: ControlMessage.MediaKeys.Entry, now: UInt64, receivedAt: UInt64) {
+        guard let sender = members[entry.ssrc] else {
             if unplaced.count >= Self.maximumUnplaced { unplaced.removeFirst() }
-            unplaced.append((message, receivedAt))
-            return
-        }
-        guard let selfName, sender.isTrusted else {
-            rejectedPackages += message.entries.count
+            unplaced.append((entry, receivedAt))
             return
         }
         let memberKeys = keysOf(sender.person)
-        for entry in message.entries where entry.ssrc == selfSSRC {
-            guard memberKeys.mayOpenPackage(now: now), let package = try? SealedMediaKey.open(
-                entry.package, by: identity, recipientName: selfName, from: sender.identityKey, senderName: sender.identity, room: room)
-            else {
-                rejectedPackages += 1
-                continue
-            }
-            memberKeys.keyring.install(MediaKey(id: MediaKeyID(keyID: package.keyID), baseKey: package.baseKey), now: now)
-            memberKeys.keysArrived()
-            checkView(of: sender, digest: package.roomViewDigest, count: Int(package.memberCount), now: now)
+        guard let selfName, sender.isTrusted, memberKeys.mayOpenPackage(now: now), let package = try? SealedMediaKey.open(
+            entry.package, by: identity, recipientName: selfName, from: sender.identityKey, senderName: sender.identity, room: room)
+        else {
+            rejectedPackages += 1
+            return
         }
+        memberKeys.keyring.install(MediaKey(id: MediaKeyID(keyID: package.keyID), baseKey: package.baseKey), now: now)
+        memberKeys.keysArrived()
+        checkView(of: sender, digest: package.roomViewDigest, count: Int(package.memberCount), now: now)
     }
 
     private func keysOf(_ person: RoomView.Member) -> MemberKeys {

@@ -75,19 +75,49 @@ extension RelayWorker {
     func deliverMediaKeys(_ session: Session, entry: ControlMessage.MediaKeys.Entry, from sender: UInt32) {
         loop.execute {
             guard session.state == .active else { return }
-            guard session.reliable.count(of: .mediaKeys) < Session.maximumMediaKeysInFlight else {
+            let waiting = session.pendingMediaKeys.count + session.reliable.count(of: .mediaKeys) * ControlMessage.MediaKeys.maximumEntries
+            guard waiting < Session.maximumMediaKeysInFlight else {
                 self.metrics.mediaKeys[.receiverQueueFull]?.increment()
                 return
             }
-            let sequence = session.takeSequence()
-            let message = ControlMessage(sequence: sequence, isReliable: true, body: .mediaKeys(ControlMessage.MediaKeys(sender: sender, entries: [entry])))
-            guard let bytes = try? message.serialized() else { return }
-            session.reliable.enqueue(sequence: sequence, kind: .mediaKeys, bytes: bytes, nowNanoseconds: monotonicNanoseconds())
-            self.awaitingAcknowledgement[session.peer] = session
-            self.send(bytes, to: session, kind: .control)
-            self.flush()
+            // To a member, each entry names its sender (the recipient is the member itself).
+            session.pendingMediaKeys.append(ControlMessage.MediaKeys.Entry(ssrc: sender, package: entry.package))
+            if session.pendingMediaKeys.count >= ControlMessage.MediaKeys.maximumEntries {
+                self.sendPendingMediaKeys(to: session, now: monotonicNanoseconds())
+                self.flush()
+            } else {
+                self.pendingMediaKeys[session.peer] = session
+            }
         }
     }
+
+    /// Sends the member's gathered keys, as few reliable messages as fit a datagram.
+    func sendPendingMediaKeys(to session: Session, now: UInt64) {
+        guard session.state == .active else {
+            session.pendingMediaKeys = []
+            return
+        }
+        var entries = session.pendingMediaKeys[...]
+        session.pendingMediaKeys = []
+        while !entries.isEmpty {
+            var batch: [ControlMessage.MediaKeys.Entry] = []
+            var size = 0
+            while let next = entries.first, batch.count < ControlMessage.MediaKeys.maximumEntries,
+                  batch.isEmpty || size + 6 + next.package.count <= Self.mediaKeysMessageBudget {
+                batch.append(next)
+                size += 6 + next.package.count
+                entries = entries.dropFirst()
+            }
+            let sequence = session.takeSequence()
+            guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true, body: .mediaKeys(.init(entries: batch))).serialized() else { continue }
+            session.reliable.enqueue(sequence: sequence, kind: .mediaKeys, bytes: bytes, nowNanoseconds: now)
+            awaitingAcknowledgement[session.peer] = session
+            send(bytes, to: session, kind: .control)
+        }
+    }
+
+    /// The entries of one media-keys message to a member: well inside a datagram.
+    static let mediaKeysMessageBudget = 1_000
 
     // MARK: Text to a member
 

@@ -68,6 +68,9 @@ final class RelayWorker: @unchecked Sendable {
     var awaitingAcknowledgement: [PeerAddress: Session] = [:]
     /// Sessions whose latest muted/deafened state waits for their rate (``MemberStatePacer``).
     var heldBackStates: [PeerAddress: Session] = [:]
+    /// Members with sealed media keys waiting to go out, gathered until the next tick (or a
+    /// full message), so a rotation reaches each member in a few messages, not one per sender.
+    var pendingMediaKeys: [PeerAddress: Session] = [:]
     var departures = Departures()
     /// What strangers and would-be members may spend: cookie replies, error replies, joins.
     var budgets: AdmissionBudgets

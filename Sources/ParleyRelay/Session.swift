@@ -83,8 +83,10 @@ final class Session: @unchecked Sendable {
     var mediaKeyRate: TokenBucket
     /// Sequence numbers of the media-key messages already relayed, so a retransmission is not.
     var receivedMediaKeys = RecentSequenceSet()
-    /// Media-key messages waiting for the member's acknowledgement at most: a rotation of the
-    /// largest room, and a few more.
+    /// Sealed keys for the member not yet sent: each entry names its sender.
+    var pendingMediaKeys: [ControlMessage.MediaKeys.Entry] = []
+    /// Sealed keys waiting for the member at most, sent or not: a rotation of the largest
+    /// room, and a few more.
     static let maximumMediaKeysInFlight = 1_024
 
     init(

@@ -5,22 +5,26 @@
 /// join, after the capabilities:        key length (1) | identity key (32)
 /// joined, permissions bit 1:           the room is end-to-end encrypted
 /// roster, after the state block:       for each member: key length (1) | identity key (32)
-/// media keys (both ways, reliable):    sender ssrc (4) | count (1) |
-///                                      count × (recipient ssrc (4) | length (2) | sealed package)
+/// media keys (reliable):               sender ssrc (4) | count (1) | count × (ssrc (4) | length (2) | sealed package)
+///     member → relay:  sender 0, each entry's SSRC its recipient
+///     relay → relay:   over a trunk, the sender's SSRC, each entry's its recipient
+///     relay → member:  sender 0, each entry's SSRC its sender (the recipient is the member)
 /// ```
 ///
 /// A member's identity key is its long-term X25519 public key: the relay repeats it in the
 /// roster so that every member can seal its media key to every other. A sealed package is
 /// opaque here (HPKE, `MediaKeyPackage` inside); the relay routes each entry to the member
-/// whose SSRC it names, on this relay or over a trunk, and fills in the sender's SSRC, which
-/// a client leaves 0. Older relays and clients read neither the key fields (they sit where
+/// whose SSRC it names, on this relay or over a trunk, and tells the recipient whose it is
+/// (a client's own word for that is never taken). To a member it gathers the keys of several
+/// senders into one message, so a rotation of a large room costs each member a few
+/// messages and acknowledgements, not one per sender. Older relays and clients read neither the key fields (they sit where
 /// they stopped reading) nor the new message, and an end-to-end encrypted room refuses them.
 extension ControlMessage {
     /// Sealed media keys, one entry per recipient.
     public struct MediaKeys: Sendable, Hashable {
         public struct Entry: Sendable, Hashable {
-            /// From a client: the member it is sealed for. From the relay: the member it is
-            /// delivered to (the receiver itself).
+            /// Toward the relay and over a trunk: the member it is sealed for. From the relay
+            /// to a member: the member who sealed it.
             public var ssrc: UInt32
             public var package: [UInt8]
 
@@ -30,7 +34,8 @@ extension ControlMessage {
             }
         }
 
-        /// Who sealed them: 0 from a client (the relay knows), the sender's SSRC from a relay.
+        /// Over a trunk, the member who sealed them; 0 otherwise (a member's own word for it
+        /// is never taken, and to a member each entry names its sender).
         public var sender: UInt32
         public var entries: [Entry]
 

@@ -38,11 +38,12 @@ struct EndToEndSessionTests {
         }
     }
 
-    /// The relay's part: each message's entries go to the members they name, the sender's SSRC filled in.
+    /// The relay's part: each message's entries go to the members they name, each then naming its sender.
     static func deliver(_ messages: [ControlMessage.MediaKeys], from sender: Person, to people: [Person], now: UInt64) {
         for message in messages {
             for entry in message.entries {
-                people.first { $0.ssrc == entry.ssrc }?.session.received(ControlMessage.MediaKeys(sender: sender.ssrc, entries: [entry]), now: now)
+                people.first { $0.ssrc == entry.ssrc }?.session.received(
+                    ControlMessage.MediaKeys(entries: [.init(ssrc: sender.ssrc, package: entry.package)]), now: now)
             }
         }
     }

@@ -111,10 +111,11 @@ final class TestClient {
     // MARK: The join exchange
 
     /// Sends join (retransmitting) until joined or error arrives; returns the answer.
-    func join(room: String, token: String, ssrc: UInt32, capabilities: ControlMessage.Capabilities = [], timeout: Double = 5) -> ControlMessage.Body? {
+    func join(room: String, token: String, ssrc: UInt32, capabilities: ControlMessage.Capabilities = [], identityKey: [UInt8] = [],
+              timeout: Double = 5) -> ControlMessage.Body? {
         self.ssrc = ssrc
         let join = ControlMessage(sequence: takeSequence(), body: .join(.init(
-            ssrc: ssrc, room: room, token: token, software: "parley-tests", capabilities: capabilities)))
+            ssrc: ssrc, room: room, token: token, software: "parley-tests", capabilities: capabilities, identityKey: identityKey)))
         let deadline = now() + timeout
         while now() < deadline {
             send(join)
@@ -266,18 +267,21 @@ struct RelayFixture {
 
     var port: Int { relay.localAddress.port! }
 
-    func token(room: String, identity: String, canPublish: Bool = true, isModerator: Bool = false, lifetime: Int64 = 3600) -> String {
+    func token(room: String, identity: String, canPublish: Bool = true, isModerator: Bool = false, lifetime: Int64 = 3600,
+               endToEnd: Bool = false) -> String {
         let now = unixNow()
-        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + lifetime, canPublish: canPublish, isModerator: isModerator)
+        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + lifetime, canPublish: canPublish, isModerator: isModerator,
+                           endToEndEncrypted: endToEnd)
             .signed(with: secret)
     }
 
     /// A client joined and active in `room`, with a random SSRC.
-    func member(_ identity: String, room: String, canPublish: Bool = true, capabilities: ControlMessage.Capabilities = []) throws -> TestClient {
+    func member(_ identity: String, room: String, canPublish: Bool = true, capabilities: ControlMessage.Capabilities = [],
+                identityKey: [UInt8] = [], endToEnd: Bool = false) throws -> TestClient {
         let client = TestClient(relayPort: port)
         let answer = client.join(
-            room: room, token: token(room: room, identity: identity, canPublish: canPublish), ssrc: UInt32.random(in: 1...UInt32.max),
-            capabilities: capabilities)
+            room: room, token: token(room: room, identity: identity, canPublish: canPublish, endToEnd: endToEnd), ssrc: UInt32.random(in: 1...UInt32.max),
+            capabilities: capabilities, identityKey: identityKey)
         guard case .joined = answer else { throw TestFailure("\(identity) could not join \(room): \(String(describing: answer))") }
         guard client.ready() else { throw TestFailure("\(identity) got no roster after ready") }
         return client
