@@ -69,6 +69,11 @@ final class EndToEndSession {
     private var unplaced: [(entry: ControlMessage.MediaKeys.Entry, receivedAt: UInt64)] = []
     static let unplacedNanoseconds: UInt64 = 5_000_000_000
     static let maximumUnplaced = 64
+    /// Keys from a member whose changed identity key is not accepted yet, kept unopened: if the
+    /// person accepts the key, these are what lets us hear them (they sent them once, when the
+    /// roster showed us). The newest few per member.
+    private var refusedKeys: [RoomView.Member: [ControlMessage.MediaKeys.Entry]] = [:]
+    static let maximumRefusedKeys = 8
 
     /// A view we held within this long still matches a package sealed against it.
     static let viewMemoryNanoseconds: UInt64 = 10_000_000_000
@@ -151,6 +156,7 @@ final class EndToEndSession {
         members[ssrc]?.verdict = .known(since: wallSeconds)
         savePins()
         notices.append(.keyAccepted(identity: name))
+        for entry in refusedKeys.removeValue(forKey: member.person) ?? [] { received(entry, now: now, receivedAt: now) }
         guard let lastView else { return [] }
         return send(schedule.recipientsChanged(to: recipients, now: now), view: lastView)
     }
@@ -198,6 +204,13 @@ final class EndToEndSession {
         guard let sender = members[entry.ssrc] else {
             if unplaced.count >= Self.maximumUnplaced { unplaced.removeFirst() }
             unplaced.append((entry, receivedAt))
+            return
+        }
+        if sender.takesPart, case .changed = sender.verdict {
+            var kept = refusedKeys[sender.person, default: []]
+            if kept.count >= Self.maximumRefusedKeys { kept.removeFirst() }
+            kept.append(entry)
+            refusedKeys[sender.person] = kept
             return
         }
         let memberKeys = keysOf(sender.person)
@@ -248,6 +261,7 @@ final class EndToEndSession {
             keys.removeValue(forKey: person)
             leaving.removeValue(forKey: person)
             differing.removeValue(forKey: person)
+            refusedKeys.removeValue(forKey: person)
         }
         let ourCount = views.last?.count ?? 0
         for (person, difference) in differing where now &- difference.since >= Self.viewGraceNanoseconds {

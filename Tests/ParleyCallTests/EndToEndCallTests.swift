@@ -228,3 +228,71 @@ struct EndToEndCallTests {
         }?.nanoseconds
     }
 }
+
+extension EndToEndCallTests {
+    /// Acceptance 3's second half: bob comes back with another identity key. Ada, who pinned
+    /// his first key in an earlier call, is told loudly; until she accepts the new key she gives
+    /// him no key and plays nothing of his, so neither hears the other; once she does
+    /// (`parley ctl trust bob`), both do.
+    @Test func aChangedKeyIsShownAndRefusedUntilAccepted() async throws {
+        let conversation = try Conversation.standard.get()
+        let room = try await CallRoom(room: "changed", endToEnd: true)
+        defer { Task { await room.close() } }
+        let monologue = (0..<conversation.length).map { index in Conversation.talkers.reduce(Float(0)) { $0 + conversation.tracks[$1]![index] } }
+        let monologuePath = room.directory + "/monologue.wav"
+        try WAVAudio(sampleRate: 48_000, samples: monologue).write(to: monologuePath)
+        let adaPins = room.directory + "/ada-known-keys"
+
+        @Sendable func configuration(_ talker: String, seconds: Double, pins: String) throws -> CallConfiguration {
+            var configuration = room.configuration(for: talker, input: .wav(path: monologuePath), durationSeconds: seconds)
+            configuration.endToEnd = EndToEndIdentity(identity: room.identity(of: talker), pins: try IdentityPins.load(path: pins), pinsPath: pins, required: true)
+            return configuration
+        }
+
+        // The first meeting: each pins the other's key.
+        let first = try await CallSlots.shared.withSlot {
+            try await CallOutcome.run(["ada": try configuration("ada", seconds: 3, pins: adaPins),
+                                       "bob": try configuration("bob", seconds: 3, pins: room.directory + "/bob-known-keys")])
+        }
+        for (talker, result) in first.results { if case let .failure(error) = result { Issue.record("\(talker): \(error)") } }
+        #expect(try TextFile.read(path: adaPins, what: "pins", hint: "").contains("changed\tbob\t"), "ada pinned bob's first key")
+
+        // Bob on a new device: a new identity key.
+        room.identities.withLock { $0["bob"] = IdentityKey() }
+        let notices = Mutex<[String]>([])
+        let trustedAt = Mutex<UInt64?>(nil)
+        let sessions = Mutex<[String: CallSession]>([:])
+        let outcome = try await CallSlots.shared.withSlot {
+            try await CallOutcome.run(
+                ["ada": try configuration("ada", seconds: 10, pins: adaPins),
+                 "bob": try configuration("bob", seconds: 10, pins: room.directory + "/bob-new-known-keys")],
+                whileRunning: {
+                    try await Task.sleep(for: .seconds(5))
+                    guard let ada = sessions.withLock({ $0["ada"] }) else { return }
+                    let refusedBefore = ada.statistics().endToEnd?.members.first { $0.identity == "bob" }?.key
+                    #expect(refusedBefore == .changed, "ada's status shows bob's key as changed")
+                    trustedAt.withLock { $0 = MonotonicClock.now() }
+                    let reply = ada.perform(.trust(person: "bob"))
+                    #expect(reply.ok, "\(reply.error ?? "")")
+                },
+                notice: { talker, message in if talker == "ada" { notices.withLock { $0.append(message) } } },
+                onSessions: { made in sessions.withLock { $0 = made } })
+        }
+        #expect(notices.withLock { $0 }.contains { $0.contains("WARNING: bob's identity key is not the one you met") }, "\(notices.withLock { $0 })")
+        let trusted = try #require(trustedAt.withLock { $0 })
+        for (listener, talker) in [("ada", "bob"), ("bob", "ada")] {
+            let recording = try room.received(by: listener, from: talker)
+            let played = try #require(outcome.statistics[listener]?.playbackStartedAtNanoseconds)
+            let trustSample = Int(Int64(bitPattern: trusted &- played) * 48_000 / 1_000_000_000)
+            func level(_ range: Range<Int>) -> Float {
+                let part = recording[max(0, min(range.lowerBound, recording.count))..<max(0, min(range.upperBound, recording.count))]
+                return part.isEmpty ? 0 : (part.reduce(0) { $0 + $1 * $1 } / Float(part.count)).squareRoot()
+            }
+            let before = level(0..<trustSample)
+            let after = level((trustSample + 48_000)..<(trustSample + 4 * 48_000))
+            print(String(format: "%@ heard %@ at RMS %.4f before the key was accepted, %.4f after", listener, talker, before, after))
+            #expect(before < 0.001, "\(listener) heard \(talker) before the changed key was accepted")
+            #expect(after > 0.01, "\(listener) did not hear \(talker) once the key was accepted")
+        }
+    }
+}
