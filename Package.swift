@@ -105,7 +105,8 @@ let package = Package(
         .executableTarget(
             name: "parley-bench",
             dependencies: [
-                "ParleyWire", "ParleyBasics", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleyEvaluation", "CParleyNet",
+                "ParleyWire", "ParleyBasics", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleyE2EE", "ParleyEvaluation",
+                "CParleyNet",
                 argumentParser, nioCore, nioPosix, logging,
             ]
         ),

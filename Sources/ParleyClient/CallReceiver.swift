@@ -181,7 +181,17 @@ public final class CallReceiver {
                 return
             }
             speaker.receive(packet, now: now, seconds: secondsOnTimeline(now))
-            mediaReceived?(bytes, packet, now)
+            guard let mediaReceived else { return }
+            if let decryptor = speaker.decryptor {
+                // The diagnostics get the person's own audio as plain RTP, opened here.
+                guard let opened = decryptor.opened(packet, now: now) else { return }
+                opened.withUnsafeBytes { raw in
+                    guard let view = try? RTPPacketView(parsing: raw) else { return }
+                    mediaReceived(raw, view, now)
+                }
+            } else {
+                mediaReceived(bytes, packet, now)
+            }
         case .rtcp:
             guard let packets = try? RTCPCompoundPacket.parse(bytes) else {
                 droppedMedia += 1

@@ -56,6 +56,36 @@ final class StreamDecryptor {
         return .opened(UnsafeRawBufferPointer(rebasing: plaintext[0..<opened]))
     }
 
+    /// The packet with every frame that opens in place of its seal (copies that do not open
+    /// left out), for the diagnostics that need the person's own audio as plain RTP:
+    /// `--packet-trace` and `--copy-received-rtp`. Nil when its own frame does not open.
+    /// Allocates; only those diagnostics call it.
+    func opened(_ packet: RTPPacketView, now: UInt64) -> [UInt8]? {
+        var primary: [UInt8]?
+        var copies: [OwnedREDPayload.Block] = []
+        let outcome = IncomingFrames.forEach(
+            payloadType: packet.payloadType, payload: packet.payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
+            open: { open($0, timestamp: $1, now: now) }) { frame in
+                if frame.isRedundant {
+                    copies.append(.init(payloadType: RTPHeader.opusPayloadType, timestampOffset: UInt16(truncatingIfNeeded: packet.timestamp &- frame.timestamp),
+                                        data: Array(frame.payload)))
+                } else {
+                    primary = Array(frame.payload)
+                }
+            }
+        guard outcome == .accepted, let primary else { return nil }
+        let payload: [UInt8]
+        if packet.payloadType == RTPHeader.redPayloadType {
+            // Oldest first, as they came.
+            let red = OwnedREDPayload(redundant: copies, primary: .init(payloadType: RTPHeader.opusPayloadType, timestampOffset: 0, data: primary))
+            guard let bytes = try? red.serialized() else { return nil }
+            payload = bytes
+        } else {
+            payload = primary
+        }
+        return try? RTPHeader(packet).serialized(payload: payload)
+    }
+
     /// Keeps a packet until its key arrives (the oldest goes when the hold is full);
     /// `arrivedAt` and `seconds` are when it came from the network.
     func hold(_ packet: UnsafeRawBufferPointer, arrivedAt: UInt64, seconds: Double) {

@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
 import ParleyAudio
+import ParleyClient
+import ParleyE2EE
+import ParleyWire
 
 /// `parley-bench audio`: CPU per second of audio for each stage of the audio engine and for
 /// a full-duplex call (one outgoing stream with echo cancellation at 48 kHz, three incoming
@@ -94,6 +97,15 @@ struct AudioBenchmark: ParsableCommand {
         try measure("jitter buffer through a 300 ms spike every 5 s (its backlog shortened at speed)") {
             try Self.runJitterBuffers(count: 1, packets: packets, seconds: audioSeconds, mixer: nil, spikes: true)
         }
+        // End-to-end encryption: the sender's encode step with and without sealing each frame,
+        // and what a listener does for each speaker's frames before its jitter buffer.
+        try measure("sender's encode step (VoiceEncoder, 32 kb/s), plain room") { try Self.runVoiceEncoder(speech, sealing: false) }
+        try measure("sender's encode step, end-to-end encrypted (each frame sealed: SFrame AES-128-GCM)") {
+            try Self.runVoiceEncoder(speech, sealing: true)
+        }
+        let sealed = Self.seal(packets)
+        measure("listener: open one speaker's frames (SFrame header, keyring, AES-128-GCM)") { Self.open(sealed.frames, with: sealed.key) }
+
         try measure("full-duplex call: 1 outgoing (AEC auto + Opus) + 3 incoming (jitter buffers + mixer)") {
             try Self.runOutgoing(OutgoingProcessor(), mic: mic, far: far, encode: true)
             let mixer = Mixer<Int>()
@@ -116,6 +128,12 @@ struct AudioBenchmark: ParsableCommand {
         let call = rows.last!.1
         print("")
         print("full-duplex call: \(Self.format(call / 10, 2)) % of one core (target ≤ 10 %): \(call / 10 <= 10 ? "met" : "NOT MET")")
+        let plainSender = rows.first { $0.0.hasPrefix("sender's encode step (") }!.1
+        let sealingSender = rows.first { $0.0.hasPrefix("sender's encode step, end-to-end") }!.1
+        let opening = rows.first { $0.0.hasPrefix("listener: open") }!.1
+        print("end-to-end encryption adds \(Self.format(sealingSender - plainSender, 3)) ms of CPU per second of audio at the sender "
+              + "and \(Self.format(opening, 3)) ms per speaker at the listener (target ≤ 1 ms each): "
+              + "\(sealingSender - plainSender <= 1 && opening <= 1 ? "met" : "NOT MET")")
 
         try reportReadTimes(packets: packets, seconds: audioSeconds)
         try reportLatency()
@@ -238,6 +256,54 @@ struct AudioBenchmark: ParsableCommand {
             for index in delay..<far.count { echo[index] += far[index - delay] * gain }
         }
         return echo
+    }
+
+    /// The sender's encode step over `signal`, each frame sealed with a media key or not.
+    static func runVoiceEncoder(_ signal: [Float], sealing: Bool) throws {
+        let key = SendingKey(sealing ? .sealed(MediaKey.fresh(epoch: 0).frameKey()) : .plain)
+        let encoder = try VoiceEncoder(encoder: OpusEncoder(), setting: EncoderAdaptation().setting, sealer: sealing ? FrameSealer(source: key) : nil)
+        var payload = [UInt8](repeating: 0, count: VoiceEncoder.maximumPayloadSize)
+        try signal.withUnsafeBufferPointer { source in
+            for (index, start) in stride(from: 0, to: source.count - 959, by: 960).enumerated() {
+                _ = try payload.withUnsafeMutableBytes {
+                    try encoder.encode(UnsafeBufferPointer(rebasing: source[start..<start + 960]),
+                                       metadata: FrameMetadata(ssrc: 1, timestamp: UInt32(truncatingIfNeeded: index * 960)), into: $0)
+                }
+            }
+        }
+    }
+
+    /// `packets` sealed as one sender would, and the key a listener derives to open them.
+    static func seal(_ packets: [[UInt8]]) -> (frames: [(bytes: [UInt8], timestamp: UInt32)], key: MediaKey) {
+        let key = MediaKey.fresh(epoch: 0)
+        var sealer = FrameSealer(source: SendingKey(.sealed(key.frameKey())))
+        var output = [UInt8](repeating: 0, count: OpusEncoder.maximumPacketSize + FrameSealer.maximumOverhead)
+        var frames: [(bytes: [UInt8], timestamp: UInt32)] = []
+        for (index, packet) in packets.enumerated() {
+            let timestamp = UInt32(truncatingIfNeeded: index * 960)
+            let outcome = packet.withUnsafeBytes { plain in
+                output.withUnsafeMutableBytes { sealer.seal(plain, metadata: FrameMetadata(ssrc: 1, timestamp: timestamp), into: $0) }
+            }
+            if case let .sealed(count) = outcome { frames.append((Array(output[..<count]), timestamp)) }
+        }
+        return (frames, key)
+    }
+
+    /// What a listener does for each frame of one speaker: read its SFrame header, find the
+    /// key in the speaker's keyring, open it.
+    static func open(_ frames: [(bytes: [UInt8], timestamp: UInt32)], with key: MediaKey) {
+        var keyring = SenderKeyring()
+        keyring.install(key, now: 0)
+        var plaintext = [UInt8](repeating: 0, count: OpusEncoder.maximumPacketSize)
+        for frame in frames {
+            frame.bytes.withUnsafeBytes { sealed in
+                guard let header = try? SFrameHeader(parsing: sealed), let size = SFrameHeader.size(of: sealed),
+                      let frameKey = keyring.key(for: header.keyID, now: 0) else { return }
+                _ = FrameMetadata(ssrc: 1, timestamp: frame.timestamp).withBytes { metadata in
+                    plaintext.withUnsafeMutableBytes { frameKey.open(sealed, headerSize: size, counter: header.counter, metadata: metadata, into: $0) }
+                }
+            }
+        }
     }
 
     static func encode(_ signal: [Float]) throws -> [[UInt8]] {
