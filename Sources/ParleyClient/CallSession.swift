@@ -115,7 +115,8 @@ public final class CallSession: @unchecked Sendable {
             encoderConfiguration.dtx = true
             encoder = try VoiceEncoder(
                 encoder: OpusEncoder(encoderConfiguration), setting: adaptation.setting,
-                sealer: configuration.endToEnd == nil ? nil : FrameSealer(source: sendingKey))
+                sealer: configuration.endToEnd == nil ? nil : FrameSealer(source: sendingKey),
+                keepsPlaintext: configuration.packetTracePath != nil)
         } catch {
             throw .unexpected("the Opus encoder could not be set up: \(error)")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import ParleyWire
 
 /// The words people read about a call: the live status line and the summary on exit.
 public enum CallStatusLine {
@@ -23,6 +24,7 @@ public enum CallStatusLine {
             parts.append("no " + statistics.missingDevices.joined(separator: " or ") + ": waiting for it")
         }
         parts.append("\(statistics.members.count) in room")
+        if let endToEnd = statistics.endToEnd { parts += endToEndParts(endToEnd) }
         if statistics.isServerMuted { parts.append("MUTED BY THE ROOM'S MODERATOR") }
         parts.append(statistics.speaking.isEmpty ? "quiet" : "speaking: " + statistics.speaking.joined(separator: ", "))
         // What the others set for themselves; a deafened member is muted too, and said once.
@@ -39,6 +41,17 @@ public enum CallStatusLine {
         return parts.joined(separator: " · ")
     }
 
+    /// `end-to-end encrypted`, then what needs the person's attention: a member whose key
+    /// changed (refused until accepted), one whose keys describe another room.
+    static func endToEndParts(_ status: EndToEndStatus) -> [String] {
+        var parts = ["end-to-end encrypted"]
+        let changed = status.members.filter { $0.key == .changed }.map { $0.identity.logSafe(limit: 64) }
+        if !changed.isEmpty { parts.append("KEY CHANGED: " + changed.joined(separator: ", ") + " (parley ctl verify)") }
+        let elsewhere = status.members.filter { $0.seesAnotherRoom != nil }.map { $0.identity.logSafe(limit: 64) }
+        if !elsewhere.isEmpty { parts.append("ANOTHER ROOM: " + elsewhere.joined(separator: ", ") + " gave keys to members you cannot see") }
+        return parts
+    }
+
     /// Several lines: the call as a whole, then one line per speaker heard.
     public static func summary(_ statistics: CallStatistics) -> String {
         var lines: [String] = []
@@ -47,6 +60,11 @@ public enum CallStatusLine {
             + "\(statistics.redundantFrames) earlier frames repeated; "
             + "loss up \(percent(statistics.lossUpTotalPercent)); rtt \(statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"); "
             + "rejoins \(statistics.rejoins); xruns \(statistics.captureXruns) in, \(statistics.playbackXruns) out")
+        if let endToEnd = statistics.endToEnd {
+            let members = endToEnd.members.map { "\($0.identity.logSafe(limit: 64)) \($0.fingerprint ?? "no key")" }
+            lines.append("  end-to-end encrypted; your fingerprint \(endToEnd.ownFingerprint)"
+                + (members.isEmpty ? "" : "; " + members.joined(separator: ", ")))
+        }
         if statistics.speakers.isEmpty {
             lines.append("  heard nobody")
         }

@@ -207,7 +207,19 @@ final class CapturePipeline {
         if delivered, let trace {
             packet.withUnsafeBytes { bytes in
                 guard let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: bytes[0..<size])) else { return }
-                trace.record(.sent, view, nanoseconds: MonotonicClock.now(), frameStartSample: startSample)
+                if let plain = encoder.lastPlaintextPayload {
+                    // End-to-end encrypted: the trace keeps the person's own audio as it was
+                    // before sealing, so it can be replayed and decoded.
+                    var header = RTPHeader(view)
+                    header.payloadType = plain.payloadType
+                    guard let opened = try? header.serialized(payload: Array(plain.bytes)) else { return }
+                    opened.withUnsafeBytes { raw in
+                        guard let again = try? RTPPacketView(parsing: raw) else { return }
+                        trace.record(.sent, again, nanoseconds: MonotonicClock.now(), frameStartSample: startSample)
+                    }
+                } else {
+                    trace.record(.sent, view, nanoseconds: MonotonicClock.now(), frameStartSample: startSample)
+                }
             }
         }
         let state = RTCPReporter.SenderState(

@@ -61,12 +61,21 @@ public final class VoiceEncoder {
     private let sealed: UnsafeMutableRawBufferPointer?
     private var sealer: FrameSealer?
     private var blocks: [REDPayload.Block] = []
+    /// With `--packet-trace` in an end-to-end encrypted room: every payload again as it was
+    /// before sealing, for the person's own diagnostics (the trace must replay and decode).
+    private let mirror: PlaintextMirror?
+    /// The last payload ``encode(_:metadata:into:)`` made, before its frames were sealed, when
+    /// the encoder keeps a plaintext mirror and the frame was sealed; nil otherwise.
+    public private(set) var lastPlaintextPayload: (payloadType: UInt8, bytes: UnsafeRawBufferPointer)?
 
-    /// - Parameter sealer: seals every encoding in an end-to-end encrypted room (nil: never).
-    public init(encoder: OpusEncoder, setting: EncoderAdaptation.Setting, sealer: FrameSealer? = nil) throws(OpusError) {
+    /// - Parameters:
+    ///   - sealer: seals every encoding in an end-to-end encrypted room (nil: never).
+    ///   - keepsPlaintext: also keep each payload as it was before sealing (`lastPlaintextPayload`).
+    public init(encoder: OpusEncoder, setting: EncoderAdaptation.Setting, sealer: FrameSealer? = nil, keepsPlaintext: Bool = false) throws(OpusError) {
         self.encoder = encoder
         self.setting = setting
         self.sealer = sealer
+        mirror = sealer != nil && keepsPlaintext ? PlaintextMirror(slotCount: Self.slotCount, slotSize: Self.slotSize) : nil
         slots = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.slotCount * Self.slotSize, alignment: 1)
         // Room for the seal behind the largest packet: the primary is sealed in place.
         primary = UnsafeMutableRawBufferPointer.allocate(byteCount: OpusEncoder.maximumPacketSize + FrameSealer.maximumOverhead, alignment: 1)
@@ -80,6 +89,77 @@ public final class VoiceEncoder {
         slots.deallocate()
         primary.deallocate()
         sealed?.deallocate()
+    }
+
+    /// The encoder's frames before sealing, kept in slots beside the sealed ones, so the
+    /// payload a packet carried can be written again as it was before sealing. Used only with
+    /// `--packet-trace` in an end-to-end encrypted room; allocates once.
+    private final class PlaintextMirror {
+        private let slots: UnsafeMutableRawBufferPointer
+        private var lengths: [Int]
+        private let slotSize: Int
+        private let primary: UnsafeMutableRawBufferPointer
+        private var primaryCount = 0
+        private var redundant: UnsafeMutableRawBufferPointer
+        private var redundantCount = 0
+        private let payload: UnsafeMutableRawBufferPointer
+
+        init(slotCount: Int, slotSize: Int) {
+            self.slotSize = slotSize
+            slots = UnsafeMutableRawBufferPointer.allocate(byteCount: slotCount * slotSize, alignment: 1)
+            lengths = Array(repeating: 0, count: slotCount)
+            primary = UnsafeMutableRawBufferPointer.allocate(byteCount: OpusEncoder.maximumPacketSize, alignment: 1)
+            redundant = UnsafeMutableRawBufferPointer.allocate(byteCount: slotSize, alignment: 1)
+            payload = UnsafeMutableRawBufferPointer.allocate(byteCount: VoiceEncoder.maximumPayloadSize, alignment: 1)
+        }
+
+        deinit {
+            slots.deallocate()
+            primary.deallocate()
+            redundant.deallocate()
+            payload.deallocate()
+        }
+
+        private func slot(_ index: Int) -> UnsafeMutableRawBufferPointer {
+            let wrapped = index % lengths.count
+            return UnsafeMutableRawBufferPointer(rebasing: slots[wrapped * slotSize..<(wrapped + 1) * slotSize])
+        }
+
+        /// The frame's encodings before sealing.
+        func keep(primary frame: UnsafeRawBufferPointer, redundant second: UnsafeRawBufferPointer?) {
+            primaryCount = min(frame.count, primary.count)
+            UnsafeMutableRawBufferPointer(rebasing: primary[0..<primaryCount]).copyMemory(from: UnsafeRawBufferPointer(rebasing: frame[0..<primaryCount]))
+            redundantCount = min(second?.count ?? 0, redundant.count)
+            if let second { UnsafeMutableRawBufferPointer(rebasing: redundant[0..<redundantCount]).copyMemory(from: UnsafeRawBufferPointer(rebasing: second[0..<redundantCount])) }
+        }
+
+        /// The payload with the copies from `distances` (a bit per distance) before the primary.
+        func payload(newest: Int, distances: Int, frameSamples: Int) -> (payloadType: UInt8, bytes: UnsafeRawBufferPointer)? {
+            var writer = ByteWriter(payload)
+            let primaryBlock = REDPayload.Block(payloadType: RTPHeader.opusPayloadType, timestampOffset: 0,
+                                                data: UnsafeRawBufferPointer(rebasing: primary[0..<primaryCount]))
+            guard distances != 0 else {
+                guard (try? writer.write(primaryBlock.data)) != nil else { return nil }
+                return (RTPHeader.opusPayloadType, UnsafeRawBufferPointer(rebasing: payload[0..<writer.offset]))
+            }
+            var blocks: [REDPayload.Block] = []
+            for distance in (1...VoiceEncoder.maximumDistance).reversed() where distances & (1 << distance) != 0 {
+                let index = (newest - distance + 1 + lengths.count) % lengths.count
+                blocks.append(REDPayload.Block(payloadType: RTPHeader.opusPayloadType, timestampOffset: UInt16(distance * frameSamples),
+                                               data: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(slot(index))[0..<lengths[index]])))
+            }
+            guard (try? REDPayload.write(redundant: blocks, primary: primaryBlock, to: &writer)) != nil else { return nil }
+            return (RTPHeader.redPayloadType, UnsafeRawBufferPointer(rebasing: payload[0..<writer.offset]))
+        }
+
+        /// The frame just sent is the newest: its redundant form (second encoding, or the
+        /// primary) is what later packets copy.
+        func advance(to newest: Int, redundantKept: Bool) {
+            let (source, count) = redundantKept ? (redundant, redundantCount) : (primary, primaryCount)
+            let kept = min(count, slotSize)
+            slot(newest).copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<kept]))
+            lengths[newest % lengths.count] = kept
+        }
     }
 
     /// Samples per frame (per channel).
@@ -145,6 +225,9 @@ public final class VoiceEncoder {
             consecutive = 0
             return .silence
         }
+        lastPlaintextPayload = nil
+        mirror?.keep(primary: UnsafeRawBufferPointer(rebasing: primary[0..<primaryCount]),
+                     redundant: redundantCount.map { UnsafeRawBufferPointer(rebasing: slot(newest + 1)[0..<$0]) })
         if sealer != nil {
             // Each encoding sealed on its own, in its place: the primary, and the second
             // encoding in the slot it was made in.
@@ -159,6 +242,7 @@ public final class VoiceEncoder {
         }
 
         blocks.removeAll(keepingCapacity: true)
+        var distancesUsed = 0  // bit N: the copy from N frames back went in
         // Oldest first, as RFC 2198's example orders them.
         for distance in setting.redundancy.distances.reversed() where distance >= 1 && distance <= consecutive && blocks.count < Self.maximumRedundantBlocks {
             // A block can say at most 16,383 samples back (long frames reach it sooner).
@@ -169,6 +253,10 @@ public final class VoiceEncoder {
             blocks.append(REDPayload.Block(
                 payloadType: RTPHeader.opusPayloadType, timestampOffset: UInt16(distance * encoder.frameSamples),
                 data: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(slot(index))[0..<length])))
+            distancesUsed |= 1 << distance
+        }
+        if let mirror, sealer != nil {
+            lastPlaintextPayload = mirror.payload(newest: newest, distances: distancesUsed, frameSamples: encoder.frameSamples)
         }
 
         let bytes = UnsafeRawBufferPointer(rebasing: primary[0..<primaryCount])
@@ -189,6 +277,7 @@ public final class VoiceEncoder {
         }
         // Remember this frame's redundant form for the packets after it.
         newest = (newest + 1) % Self.slotCount
+        mirror?.advance(to: newest, redundantKept: redundantCount != nil)
         if let redundantCount {
             lengths[newest] = redundantCount
         } else if primaryCount <= Self.slotSize {
