@@ -296,33 +296,3 @@ extension EndToEndCallTests {
         }
     }
 }
-
-extension EndToEndCallTests {
-    /// Acceptance 4: an end-to-end encrypted room spread over three relays (a mesh of trunks),
-    /// each talker on its own relay: the sealed keys cross the trunks as the voices do, and
-    /// everyone hears both others as in a call through one relay.
-    @Test func aRoomOverThreeRelaysIsEndToEndEncryptedAndHeardAsThroughOne() async throws {
-        let conversation = try Conversation.standard.get()
-        let (receptions, outcome) = try await CallSlots.shared.withSlot {
-            let room = try await CascadedRoom(room: "sealed-cascade", relayCount: 3, placement: ["ada": 0, "bob": 1, "cy": 2],
-                                              trunks: [(0, 1), (0, 2), (2, 1)], endToEnd: true)
-            #expect(room.openTrunkEnds == 6, "three trunks, open at both ends")
-            let outcome = try await room.run(conversation)
-            let receptions = try await Reception.all(recordings: room.recordings, outcome: outcome, conversation: conversation)
-            await room.close()
-            return (receptions, outcome)
-        }
-        for (talker, result) in outcome.results {
-            if case let .failure(error) = result { Issue.record("\(talker)'s call failed: \(error)") }
-        }
-        for reception in receptions {
-            print("three relays, end-to-end encrypted: \(reception)")
-            #expect(reception.comparison.envelopeCorrelation >= 0.85, "\(reception)")
-            #expect(reception.comparison.dropouts == 0, "\(reception)")
-        }
-        for (talker, statistics) in outcome.statistics {
-            let members = statistics.endToEnd?.members ?? []
-            print("\(talker) held the keys of \(members.filter(\.weHoldTheirs).map(\.identity)) (end-to-end status of \(members.count) members)")
-        }
-    }
-}
