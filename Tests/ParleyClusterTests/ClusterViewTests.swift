@@ -1,4 +1,5 @@
 @testable import ParleyRelay
+import ParleySecurity
 import Testing
 
 /// Placement as a relay decides it from its view of the cluster: plain values, no store.
@@ -88,6 +89,21 @@ struct ClusterViewTests {
         #expect(view.route(room: "junk") == .unplaced)
         #expect(view.relays.count == 3)
         #expect(view.placements.isEmpty)
+    }
+
+    /// A record must read as a relay a client can be sent to: an address a `joined` can carry
+    /// (HOST:PORT, at most 255 bytes) and a key that is a key, else it is not a relay at all.
+    @Test func relayRecordsWhoseAddressOrKeyCannotServeAClientAreIgnored() {
+        var view = view
+        let key = RelayKey().publicKeyText
+        let long = String(repeating: "a", count: 290) + ".example:7800"
+        view.apply(.put(Self.relay(long, key: key)))
+        view.apply(.put(Self.relay("10.0.0.7", key: key)))
+        view.apply(.put(Self.relay("10.0.0.8:7800", key: "not-a-key")))
+        view.apply(.put(Self.relay("10.0.0.9:7800", key: String(key.dropLast(2)))))
+        #expect(view.relays.count == 3, "only the three sound relays: \(view.relays.keys.sorted())")
+        view.apply(.put(Self.relay("10.0.0.6:7800", key: key)))
+        #expect(view.relays.count == 4, "a sound record is taken")
     }
 
     @Test func fallbacksAreTheOtherRelaysLeastLoadedFirst() {
