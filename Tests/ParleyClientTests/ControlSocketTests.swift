@@ -131,7 +131,7 @@ struct ControlSocketTests {
         let first = try Self.server(at: folder.paths.socket(forCall: "standup"))
         let second = try Self.server(at: folder.paths.socket(forCall: "retro"))
         defer { first.close(); second.close() }
-        #expect(throws: ControlSocketError.noCall("2 calls are running: retro, standup; say which with --call NAME")) {
+        #expect(throws: ControlSocketError.whichCall("2 calls are running: retro, standup; say which with --call NAME")) {
             try folder.paths.resolve(call: nil)
         }
         #expect(try folder.paths.resolve(call: "retro") == folder.paths.socket(forCall: "retro"))
