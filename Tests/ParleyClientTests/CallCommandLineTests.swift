@@ -63,7 +63,7 @@ struct CallCommandLineTests {
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
         #expect(ctl.contains("ptt press, ptt release") && ctl.contains("parley ctl status"), "\(ctl)")
-        #expect(ctl.contains("say TEXT") && ctl.contains("at most 500 bytes, at most 5 every 5 seconds"), "\(ctl)")
+        #expect(ctl.contains("say TEXT") && ctl.contains("line of at most 500 bytes, at most 5 every 5 s"), "\(ctl)")
         let words = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")  // as wrapped for the terminal
         #expect(words.contains("/ types a text message to the room") && help.output.contains("parley ctl say back in five minutes"))
     }
