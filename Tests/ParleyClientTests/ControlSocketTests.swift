@@ -134,20 +134,8 @@ struct ControlSocketTests {
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
         let paths = ControlSocketPath(directory: runtime + "/parley")
         try paths.prepare()
-        let parley = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("parley").path
-        try #require(FileManager.default.isExecutableFile(atPath: parley), "build it first: swift build --build-tests")
         func ctl(_ arguments: [String]) throws -> (Int32, String) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: parley)
-            process.arguments = ["ctl"] + arguments
-            process.environment = ["XDG_RUNTIME_DIR": runtime, "PATH": "/usr/bin:/bin"]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            try process.run()
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return (process.terminationStatus, output)
+            try CallCommandLineTests.run(["ctl"] + arguments, environment: ["XDG_RUNTIME_DIR": runtime, "PATH": "/usr/bin:/bin"])
         }
         let first = try Self.server(at: paths.socket(forCall: "standup"))
         let second = try Self.server(at: paths.socket(forCall: "retro"))

@@ -117,8 +117,11 @@ struct ClusterViewTests {
         EtcdEntry(key: "/parley/present/\(room)/\(relay)", value: RoomPlacementRecord(relay: relay).encoded)
     }
 
+    /// A relay's key as records carry it (a record whose key is not one is not read).
+    static let key = RelayKey().publicKeyText
+
     /// Relays eu-1 (this one), eu-2, us-1 and ap-1; "world" lives on us-1.
-    static func regional(selfID: String = "10.0.1.1:7800", selfRegion: String? = "eu", key: String = "k") -> ClusterView {
+    static func regional(selfID: String = "10.0.1.1:7800", selfRegion: String? = "eu", key: String = ClusterViewTests.key) -> ClusterView {
         var view = ClusterView(selfID: selfID, selfRegion: selfRegion)
         view.reset(to: [
             relay("10.0.1.1:7800", load: 3, region: "eu", key: key), relay("10.0.1.2:7800", load: 0, region: "eu", key: key),
