@@ -31,6 +31,9 @@ let package = Package(
         .library(name: "ParleyWire", targets: ["ParleyWire"]),
         .library(name: "ParleySecurity", targets: ["ParleySecurity"]),
         .library(name: "ParleyClient", targets: ["ParleyClient"]),
+        // The client fuzzer's driver (the receive path joined to an in-process relay), which
+        // the property tests share.
+        .library(name: "ParleyClientTestSupport", targets: ["ParleyClientTestSupport"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -105,20 +108,40 @@ let package = Package(
             ]
         ),
 
+        // MARK: Helpers the tests share, each a target of its own (no file is linked into two
+        // targets): clients over real UDP for the relay and call tests, and the client's receive
+        // path driven by scripts for its property test and Fuzz/.
+        .target(
+            name: "ParleyRelayTestSupport",
+            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyClient", "ParleyWire", "ParleySecurity", crypto, nioCore, logging],
+            path: "Tests/ParleyRelayTestSupport"
+        ),
+        .target(
+            name: "ParleyClientTestSupport",
+            dependencies: ["ParleyClient", "ParleySecurity", "ParleyWire"],
+            path: "Tests/ParleyClientTestSupport"
+        ),
+
         // MARK: Tests, one target per module.
         .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire", "ParleyBasics"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
         .testTarget(name: "ParleySecurityTests", dependencies: ["ParleyBasics", "ParleySecurity", "ParleyWire"]),
-        .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyBasics", "ParleyRelay", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]),
+        .testTarget(
+            name: "ParleyRelayTests",
+            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyRelayTestSupport", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]
+        ),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyBasics", "ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyBasics", "ParleyAudio", "ParleyWire"]),
-        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleyWire", "ParleySecurity", "ParleyAudio"]),
+        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleyClientTestSupport", "ParleyWire", "ParleySecurity", "ParleyAudio"]),
         .testTarget(name: "ParleyEvaluationTests", dependencies: ["ParleyEvaluation", "ParleyAudio", "ParleyBasics"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyBasics", "ParleyDevices", "ParleyAudio", "CALSA"]),
         // End to end: relay, impairment proxy and calls in one process, over real UDP on 127.0.0.1.
         .testTarget(
             name: "ParleyCallTests",
-            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyEvaluation", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
+            dependencies: [
+                "ParleyClient", "ParleyRelay", "ParleyRelayTestSupport", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyEvaluation", "ParleyWire",
+                "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging,
+            ]
         ),
         // The cluster: a real etcd, relays on 127.0.0.1–3, clients sent where their room lives.
         .testTarget(

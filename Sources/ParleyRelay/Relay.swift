@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import ParleyBasics
 import ParleySecurity
 import Synchronization
 
@@ -182,9 +183,7 @@ public final class Relay: Sendable {
 
     /// "127.0.0.1:7800" or "[::1]:7800", for people.
     static func describe(_ address: SocketAddress) -> String {
-        let host = address.ipAddress ?? "?"
-        let port = address.port.map(String.init) ?? "?"
-        return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        HostPortText.format(host: address.ipAddress ?? "?", port: address.port)
     }
 
     /// Every loop adds its counts (a moment's work on each), then the exposition is built on

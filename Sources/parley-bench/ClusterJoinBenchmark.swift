@@ -192,11 +192,11 @@ final class BenchLinkClient {
     private func take(_ output: RelayLink.Output) {
         if output.events.contains(where: { if case .redirected = $0 { true } else { false } }) { redirected = true }
         let text = link.relayAddress
-        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else { return }
+        guard let parts = try? HostPortText(parsing: text), let port = parts.port else { return }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr(String(text[..<colon]))
-        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr(String(parts.host))
+        address.sin_port = UInt16(port).bigEndian
         for datagram in output.datagrams {
             _ = datagram.withUnsafeBytes { raw in
                 withUnsafePointer(to: &address) {

@@ -1,3 +1,4 @@
+import ParleyBasics
 import ParleyWire
 import Testing
 
@@ -217,7 +218,7 @@ struct InstallLifecycleTests {
         var sentAt: [UInt64] = []
         let start = monotonicSeconds()
         for index in 0..<frames {
-            sentAt.append(monotonicNanoseconds())
+            sentAt.append(MonotonicClock.now())
             a.send(opusFrame: aClip.frames[index])
             b.send(opusFrame: bClip.frames[index])
             let next = start + Double(index + 1) * 0.02

@@ -3,6 +3,7 @@ import ParleyAudio
 import ParleyBasics
 import ParleyClient
 import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Synchronization
 import Testing

@@ -265,8 +265,8 @@ struct ClusterCall: Sendable {
         let notices = Mutex<[String: [String]]>([:])
         var sessions: [String: CallSession] = [:]
         for (name, relay) in members {
-            let host = String(relay.address.split(separator: ":")[0]), port = Int(relay.address.split(separator: ":")[1])!
-            var configuration = CallConfiguration(relayHost: host, relayPort: port, room: room, token: cluster.token(name, room: room, region: regions[name]),
+            let address = try HostAndPort(parsing: relay.address)
+            var configuration = CallConfiguration(relayHost: address.host, relayPort: address.port, room: room, token: cluster.token(name, room: room, region: regions[name]),
                                                   security: .secure(relayKey: relay.key.publicKey))
             configuration.name = name
             configuration.input = .wav(path: tonePath(tones[name] ?? 440))

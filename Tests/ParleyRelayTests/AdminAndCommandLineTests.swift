@@ -1,5 +1,6 @@
 import ParleyBasics
 import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Testing
 
