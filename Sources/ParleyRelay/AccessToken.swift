@@ -128,7 +128,7 @@ public struct AccessToken: Sendable, Hashable {
         }
         return AccessToken(identity: claims.sub, room: claims.room, issuedAt: issued, expiresAt: expires,
                            notBefore: notBefore, canPublish: claims.pub ?? true, isModerator: claims.mod ?? false,
-                           region: claims.region.flatMap { ClusterSettings.problem(withRegion: $0) == nil ? $0 : nil })
+                           region: claims.region.flatMap { ParleyNames.problem(withRegion: $0) == nil ? $0 : nil })
     }
 
     /// JWT NumericDate: seconds, possibly fractional; refuses NaN and values no clock reaches.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ParleyAdmin
 import ParleyBasics
 import ParleyRelay
 import ParleyWire

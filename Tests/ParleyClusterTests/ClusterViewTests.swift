@@ -1,4 +1,5 @@
-@testable import ParleyRelay
+@testable import ParleyCluster
+import ParleyRelay
 import Testing
 
 /// Placement as a relay decides it from its view of the cluster: plain values, no store.

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import ParleyAdmin
 import ParleyBasics
 import ParleyRelay
 import ParleySecurity
@@ -229,6 +230,8 @@ package struct RelayFixture {
     package let secret: TokenSecret
     /// The relay's key pair when it runs encrypted.
     package var relayKey: RelayKey?
+    /// Its admin port (/metrics, /healthz, the admin API), when the test asked for one.
+    package var admin: AdminServer?
 
     /// An encrypted relay, as `parley-relay serve` runs by default.
     package static func startSecure(threads: Int = 1, logger: Logger? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
@@ -241,12 +244,12 @@ package struct RelayFixture {
         return fixture
     }
 
-    /// `logger`: where the relay's log goes (by default, warnings and worse to the console).
-    package static func start(threads: Int = 1, relayKey: RelayKey? = nil, secret: TokenSecret? = nil, logger: Logger? = nil,
+    /// `logger`: where the relay's log goes (by default, warnings and worse to the console);
+    /// `admin`: serve its admin port too, on a free port (``adminPort``), and stop it with ``stop()``.
+    package static func start(threads: Int = 1, relayKey: RelayKey? = nil, secret: TokenSecret? = nil, logger: Logger? = nil, admin: Bool = false,
                       configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
-        configuration.admin = HostAndPort(host: "127.0.0.1", port: 0)
         configuration.threads = threads
         configuration.socketBufferBytes = 4 << 20
         // Test clients that stop reading never ack goodbye; don't wait a full second for them.
@@ -258,10 +261,24 @@ package struct RelayFixture {
         let secret = secret ?? TokenSecret.random()
         var log = Logger(label: "parley-relay-test")
         log.logLevel = .warning
-        return RelayFixture(relay: try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger ?? log), secret: secret)
+        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger ?? log)
+        var fixture = RelayFixture(relay: relay, secret: secret)
+        if admin {
+            fixture.admin = try AdminServer.start(serving: relay, at: HostAndPort(host: "127.0.0.1", port: 0), token: nil, logger: logger ?? log)
+        }
+        return fixture
     }
 
     package var port: Int { relay.localAddress.port! }
+
+    /// The admin port's, when it runs.
+    package var adminPort: Int? { admin?.localAddress?.port }
+
+    /// Shuts the relay down, then closes its admin port, as `parley-relay serve` does.
+    package func stop() {
+        relay.shutdown()
+        admin?.close()
+    }
 
     package func token(room: String, identity: String, canPublish: Bool = true, isModerator: Bool = false, lifetime: Int64 = 3600) -> String {
         let now = unixNow()

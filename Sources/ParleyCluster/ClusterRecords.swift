@@ -1,3 +1,7 @@
+import ParleyBasics
+import ParleyRelay
+import ParleyWire
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -60,6 +64,25 @@ public struct ClusterRelayRecord: Sendable, Equatable, Codable {
 
     var encoded: [UInt8] { ClusterCoding.encode(self) }
     static func decode(_ bytes: [UInt8]) -> ClusterRelayRecord? { ClusterCoding.decode(Self.self, bytes) }
+}
+
+extension ClusterRelayRecord {
+    /// The record as a client needs it (a redirect, a fallback); nil when its key is unreadable.
+    var clientRelay: ControlMessage.ClusterRelay? {
+        if key.isEmpty { return ControlMessage.ClusterRelay(address: address, publicKey: []) }
+        guard let bytes = Base64URL.decode(key), bytes.count == ControlMessage.ClusterRelay.keySize else { return nil }
+        return ControlMessage.ClusterRelay(address: address, publicKey: bytes)
+    }
+}
+
+extension RelayPeer {
+    /// The relay a cluster record names, as trunks know it; nil for a relay started
+    /// `--insecure` (it has no key to prove) or a record whose address is not HOST:PORT.
+    init?(_ record: ClusterRelayRecord) {
+        guard !record.key.isEmpty, let address = try? HostAndPort(parsing: record.address),
+              let peer = try? RelayPeer(address: address, publicKeyText: record.key) else { return nil }
+        self = peer
+    }
 }
 
 /// A room's placement: the relay that hosts it.
