@@ -10,7 +10,7 @@ extension ClusterMember {
     /// turn while the store is away (the last view still says which trunks to keep). Called
     /// from the watch's or the member's threads; the relay gets one plan at a time, never an
     /// older plan after a newer one.
-    func updateCascade() {
+    func updateTrunkPlan() {
         guard let relay = relay.withLock({ $0 }) else { return }
         let hosted = relay.hostedRooms()
         let (plan, version) = state.withLock { state in
@@ -18,10 +18,10 @@ extension ClusterMember {
             // yet counted: its trunks open now, not at the next reconcile. Once the reconcile
             // has seen the room empty here, only members count.
             let arriving = Set(state.view.roomsPresentHere.filter { state.absentSince[$0] == nil })
-            state.cascadeVersion &+= 1
-            return (state.view.plan(hosted: hosted, arriving: arriving), state.cascadeVersion)
+            state.planVersion &+= 1
+            return (state.view.plan(hosted: hosted, arriving: arriving), state.planVersion)
         }
-        appliedCascade.withLock { applied in
+        appliedPlan.withLock { applied in
             guard version > applied else { return }  // a newer plan was applied meanwhile
             applied = version
             relay.follow(plan)
@@ -44,7 +44,7 @@ extension ClusterMember {
                 state.presenceInFlight.remove(room)
                 if written { state.view.apply(.put(EtcdEntry(key: key, value: value, lease: lease))) }
             }
-            if written { updateCascade() }
+            if written { updateTrunkPlan() }
         }
     }
 
@@ -54,7 +54,7 @@ extension ClusterMember {
     /// wherever it is placed); rooms placed here, or present here, that stayed empty are
     /// released; the load is reported when it changed; the relay is handed its trunk plan.
     func reconcile() async {
-        defer { updateCascade() }
+        defer { updateTrunkPlan() }
         guard let lease = state.withLock({ $0.lease }) else { return }
         let hosted = hostedRooms()
         let now = MonotonicClock.now()

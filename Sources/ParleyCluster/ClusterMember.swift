@@ -45,7 +45,7 @@ public final class ClusterMember: RoomPlacement, Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let task = Mutex<Task<Void, Never>?>(nil)
     /// The newest trunk plan handed to the relay; plans are applied one at a time under it.
-    let appliedCascade = Mutex<UInt64>(0)
+    let appliedPlan = Mutex<UInt64>(0)
 
     struct State {
         var view: ClusterView
@@ -62,7 +62,7 @@ public final class ClusterMember: RoomPlacement, Sendable {
         /// Presence records being written, so a burst of joins writes one.
         var presenceInFlight: Set<String> = []
         /// Plans are numbered as made, so one made earlier is never applied after a later one.
-        var cascadeVersion: UInt64 = 0
+        var planVersion: UInt64 = 0
         var lastReportedLoad = -1
         /// The watch runs (it is restarted, after a fresh read, when it ends).
         var watching = false
@@ -225,7 +225,7 @@ public final class ClusterMember: RoomPlacement, Sendable {
     /// ``stop()``, handing it a trunk plan whenever the plan may have changed.
     public func start(_ relay: PlacedRelay) {
         self.relay.withLock { $0 = relay }
-        updateCascade()
+        updateTrunkPlan()
         task.withLock { $0 = Task { await self.run() } }
     }
 
@@ -302,7 +302,7 @@ public final class ClusterMember: RoomPlacement, Sendable {
                 }
                 failures += 1
                 // Trunks ended meanwhile are opened again from the last view.
-                updateCascade()
+                updateTrunkPlan()
                 state.withLock { $0.storeReachable = false }
                 metrics.registered.record(0)
                 if failures == 1 || failures % 20 == 0 {
@@ -407,7 +407,7 @@ public final class ClusterMember: RoomPlacement, Sendable {
                     state.lastWatchNews = MonotonicClock.now()
                     state.canaryWritten = nil
                 }
-                self?.updateCascade()
+                self?.updateTrunkPlan()
             },
             onEnd: { [weak self] error in
                 guard let self else { return }
