@@ -120,10 +120,10 @@ public final class ClusterMember: RoomPlacement, Sendable {
             case let .elsewhere(relay): return .answer(Self.redirect(to: relay))
             case .unplaced:
                 guard state.storeReachable else {
-                    return .answer(.unavailable("the relay cannot reach its cluster's store to place a new room; try again in a few seconds"))
+                    return .answer(.unavailable("the relay cannot reach its cluster's store to place a new room"))
                 }
                 guard state.parkedCount < Self.maximumParkedJoins, state.parked[room, default: []].count < Self.maximumParkedPerRoom else {
-                    return .answer(.unavailable("the relay is placing many rooms at once; try again in a second"))
+                    return .answer(.unavailable("the relay is placing many rooms at once"))
                 }
                 let first = state.parked[room] == nil
                 state.parked[room, default: []].append(whenDecided)
@@ -151,7 +151,7 @@ public final class ClusterMember: RoomPlacement, Sendable {
     /// A join sent to `relay`, or refused if its record cannot say where a client should go.
     static func redirect(to relay: ClusterRelayRecord) -> PlacementRoute {
         guard let client = relay.clientRelay else {
-            return .unavailable("the room is on a relay this one cannot send you to (its key is unreadable); tell the cluster's operator")
+            return .unavailable("the room is on a relay this one cannot send you to (its key is unreadable)")
         }
         return .elsewhere(client)
     }
@@ -205,7 +205,7 @@ public final class ClusterMember: RoomPlacement, Sendable {
                     switch state.view.route(room: room, region: region) {
                     case .here: return .here
                     case let .elsewhere(relay): return Self.redirect(to: relay)
-                    case .unplaced: return .unavailable("the room's relay is leaving the cluster; try again in a few seconds")
+                    case .unplaced: return .unavailable("the room's relay is leaving the cluster")
                     }
                 }
             } catch EtcdError.leaseNotFound {
@@ -213,10 +213,10 @@ public final class ClusterMember: RoomPlacement, Sendable {
                 state.withLock { $0.view.forgetRelay(candidate.id) }
             } catch {
                 logger.warning("cannot place a room: the cluster's store did not answer", metadata: ["room": "\(room)", "error": "\(error)"])
-                return .unavailable("the relay cannot reach its cluster's store to place a new room; try again in a few seconds")
+                return .unavailable("the relay cannot reach its cluster's store to place a new room")
             }
         }
-        return .unavailable("no relay of the cluster is available to host the room; try again in a few seconds")
+        return .unavailable("no relay of the cluster is available to host the room")
     }
 
     // MARK: Running

@@ -1,5 +1,6 @@
 import ParleyBasics
 import ParleyRelay
+import ParleySecurity
 import ParleyWire
 
 #if canImport(FoundationEssentials)
@@ -63,12 +64,34 @@ public struct ClusterRelayRecord: Sendable, Equatable, Codable {
     var leaseID: Int64? { Int64(lease) }
 
     var encoded: [UInt8] { ClusterCoding.encode(self) }
-    static func decode(_ bytes: [UInt8]) -> ClusterRelayRecord? { ClusterCoding.decode(Self.self, bytes) }
+
+    /// The record, when it is one a relay can act on: anyone who can write to the store can
+    /// put any bytes under a relay's key, and one record a `joined` cannot carry (an address
+    /// over 255 bytes) made every join in the cluster fail. So a record is read only with an
+    /// address of HOST:PORT that fits a one-byte length, a key that is a relay key (or none,
+    /// for an `--insecure` relay), a region a relay could be started with, and a lease.
+    static func decode(_ bytes: [UInt8]) -> ClusterRelayRecord? {
+        guard let record = ClusterCoding.decode(Self.self, bytes), record.problem == nil else { return nil }
+        return record
+    }
+
+    /// Why this record names no relay a client can be sent to; nil when it does.
+    var problem: String? {
+        guard address.utf8.count <= ControlMessage.maximumShortTextBytes, (try? HostAndPort(parsing: address)) != nil else {
+            return "its address is not HOST:PORT of at most \(ControlMessage.maximumShortTextBytes) bytes"
+        }
+        if !key.isEmpty, (try? RelayKey.publicKey(fromText: key)) == nil { return "its key is not a relay's public key" }
+        if let region, ParleyNames.problem(withRegion: region) != nil { return "its region is not a region's name" }
+        guard load >= 0, leaseID != nil else { return "its load or lease is not a number a relay writes" }
+        return nil
+    }
 }
 
 extension ClusterRelayRecord {
-    /// The record as a client needs it (a redirect, a fallback); nil when its key is unreadable.
+    /// The record as a client needs it (a redirect, a fallback); nil when its key is
+    /// unreadable or its address does not fit a control message.
     var clientRelay: ControlMessage.ClusterRelay? {
+        guard address.utf8.count <= ControlMessage.maximumShortTextBytes else { return nil }
         if key.isEmpty { return ControlMessage.ClusterRelay(address: address, publicKey: []) }
         guard let bytes = Base64URL.decode(key), bytes.count == ControlMessage.ClusterRelay.keySize else { return nil }
         return ControlMessage.ClusterRelay(address: address, publicKey: bytes)

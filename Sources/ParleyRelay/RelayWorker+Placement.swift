@@ -30,7 +30,7 @@ extension RelayWorker {
             return .refuse(text)
         case let .elsewhere(relay):
             guard relay.publicKey.isEmpty == !joins.encrypted else {
-                return .refuse("the room is on a relay this one cannot send you to (\(joins.encrypted ? "it runs without encryption" : "it runs with encryption, this one without")); tell the cluster's operator")
+                return .refuse("the room is on a relay this one cannot send you to (\(joins.encrypted ? "it runs without encryption" : "it runs with encryption, this one without"))")
             }
             metrics.clusterRedirects.increment()
             let others = placement.fallbacks(limit: 4).filter { $0.address != relay.address }

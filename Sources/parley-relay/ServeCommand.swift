@@ -28,17 +28,18 @@ struct ServeCommand: ParsableCommand {
           secret-file = /etc/parley/relay.secret
           idle-timeout = 30s
 
-        A cluster: every relay shares the token secret (the token-secret line of one secret file)
-        but has its own key, and names the same etcd and its own public address; etcd over TLS,
-        with its CA, a client certificate and an etcd user (docs/CLUSTER.md):
+        A cluster: every relay shares the token secret (the token-secret line of one secret file) but has its own key, and names the same etcd and its own public address; etcd reached over TLS with its CA, a client certificate and an etcd user (docs/CLUSTER.md):
 
-          parley-relay serve --cluster https://10.0.0.2:2379 --public-address 198.51.100.7:7800 \\
-              --cluster-ca /etc/parley/etcd-ca.pem --cluster-cert /etc/parley/etcd-client.pem \\
-              --cluster-key /etc/parley/etcd-client.key --cluster-user parley \\
+          parley-relay serve --cluster https://10.0.0.2:2379 \\
+              --public-address 198.51.100.7:7800 \\
+              --cluster-ca /etc/parley/etcd-ca.pem \\
+              --cluster-cert /etc/parley/etcd-client.pem \\
+              --cluster-key /etc/parley/etcd-client.key \\
+              --cluster-user parley \\
               --cluster-password-file /etc/parley/etcd-password
 
         SIGTERM or SIGINT: members are told goodbye, then the relay exits 0 within 2 s.
-        """
+        """ + "\n\n" + ServeExitStatus.helpText
     )
 
     @Option(help: ArgumentHelp("Config file of `key = value` lines.", valueName: "file"))
@@ -89,7 +90,6 @@ struct ServeCommand: ParsableCommand {
     var insecure = false
 
     func run() throws {
-        let environment = Self.environment()
         let flags: [String: String?] = [
             "listen": listen, "admin": admin, "secret-file": secretFile, "threads": threads, "log-level": logLevel,
             "socket-buffer": socketBuffer, "max-rooms": maxRooms, "max-members-per-room": maxMembersPerRoom,
@@ -100,17 +100,8 @@ struct ServeCommand: ParsableCommand {
             "cluster-user": clusterUser, "cluster-password-file": clusterPasswordFile,
             "insecure": insecure ? "true" : nil,
         ]
-        var file: KeyValueFile?
-        let configPath = config ?? environment["PARLEY_RELAY_CONFIG"]
-        if let configPath {
-            file = try KeyValueFile(parsing: FileText.read(path: configPath, what: "config file", hint: Self.configHint), source: configPath)
-        } else if access(RelayConfiguration.defaultConfigFile, F_OK) == 0 {
-            let path = RelayConfiguration.defaultConfigFile
-            file = try KeyValueFile(parsing: FileText.read(path: path, what: "config file", hint: Self.configHint), source: path)
-        }
-        // Each part reads its own settings from the same layers; a key none of them has is a typo.
-        let layers = ConfigurationLayers(flags: flags.compactMapValues { $0 }, environment: environment, file: file)
-        try layers.checkKeys(known: RelayConfiguration.keys + AdminSettings.keys + ClusterSettings.keys)
+        // Each part reads its own settings from the same layers.
+        let layers = try Self.layers(flags: flags.compactMapValues { $0 }, config: config)
         let configuration = try RelayConfiguration.resolve(layers)
         let adminSettings = try AdminSettings.resolve(layers)
         let clusterSettings = try ClusterSettings.resolve(layers)
@@ -149,7 +140,7 @@ struct ServeCommand: ParsableCommand {
             throw error
         } catch {
             logger.critical("cannot start the relay: \(error); is another process using the port?")
-            throw ExitCode.failure
+            throw ExitCode(ServeExitStatus.cannotStart.rawValue)
         }
         if let clusterSettings {
             logger.info("member of a cluster", metadata: [
@@ -171,6 +162,24 @@ struct ServeCommand: ParsableCommand {
     }
 
     static let configHint = "check the path given with --config or PARLEY_RELAY_CONFIG"
+
+    /// Where every command reads the relay's settings: `flags`, then PARLEY_RELAY_* variables,
+    /// then the config file (`config`, PARLEY_RELAY_CONFIG, or /etc/parley/relay.conf if it
+    /// exists), then the defaults. Each part of the relay (``RelayConfiguration``, the admin
+    /// port's ``AdminSettings``, the cluster's ``ClusterSettings``) reads its own keys from
+    /// them; a key none of them has is a typo, refused here.
+    static func layers(flags: [String: String], config: String?, environment: [String: String] = Self.environment()) throws -> ConfigurationLayers {
+        var file: KeyValueFile?
+        if let configPath = config ?? environment[ConfigurationLayers.configVariable] {
+            file = try KeyValueFile(parsing: FileText.read(path: configPath, what: "config file", hint: Self.configHint), source: configPath)
+        } else if access(RelayConfiguration.defaultConfigFile, F_OK) == 0 {
+            let path = RelayConfiguration.defaultConfigFile
+            file = try KeyValueFile(parsing: FileText.read(path: path, what: "config file", hint: Self.configHint), source: path)
+        }
+        let layers = ConfigurationLayers(flags: flags, environment: environment, file: file)
+        try layers.checkKeys(known: RelayConfiguration.keys + AdminSettings.keys + ClusterSettings.keys)
+        return layers
+    }
 
     static func environment() -> [String: String] {
         var result: [String: String] = [:]

@@ -1,7 +1,13 @@
+import Foundation
 import Logging
 import ParleyAdmin
 import ParleyRelay
+import ParleyRelayTestSupport
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The admin API on a running relay's admin port, over real HTTP: who gets in, what a
 /// stranger's oversized body costs, and a relay whose secret file predates the API.
@@ -53,5 +59,37 @@ struct AdminAPIOverHTTPTests {
         relay.shutdown()
         #expect(try AdminClient.send(method: "GET", path: "/healthz", token: nil, to: address).status == 503)
         #expect(try AdminClient.send(method: "GET", path: "/metrics", token: nil, to: address).status == 200)
+    }
+
+    /// Idle and slow connections cost the relay a descriptor each until it closes them: it
+    /// keeps a bounded number, closes one that has not sent a whole request in time, and a
+    /// scrape made during such a flood is still answered.
+    @Test func idleAndSlowConnectionsAreBoundedAndTimedOutWhileScrapesAreStillAnswered() async throws {
+        let (_, address, stop) = try Self.relay(adminToken: nil)
+        defer { stop() }
+        // In tens, each given the time to be accepted (the kernel's accept queue is not the relay's).
+        var idle: [LoopbackTCP] = []
+        for _ in 0..<30 {
+            idle += (0..<10).compactMap { _ in LoopbackTCP(port: address.port) }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(idle.count == 300)
+        try await Task.sleep(for: .milliseconds(300))
+        let healthz = try AdminClient.send(method: "GET", path: "/healthz", token: nil, to: address)
+        #expect(healthz.status == 200, "a scrape during the flood is answered")
+        let kept = idle.filter { !$0.closedByRelay }.count
+        print("of 300 idle connections the admin port keeps \(kept)")
+        #expect(kept <= 64, "the admin port holds a bounded number of connections")
+
+        let slow = (0..<5).compactMap { _ in LoopbackTCP(port: address.port) }
+        for connection in slow { connection.send("GET /metrics HTTP/1.1\r\nHost: relay\r\n") }
+        let start = Date()
+        while Date().timeIntervalSince(start) < 12, !(slow + idle).allSatisfy { $0.closedByRelay } {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let waited = Date().timeIntervalSince(start)
+        print("connections without a whole request were closed after \(String(format: "%.1f", waited)) s")
+        #expect((slow + idle).allSatisfy { $0.closedByRelay }, "a connection that sends no whole request is closed")
+        #expect(waited < 8)
     }
 }
