@@ -131,8 +131,8 @@ extension RelayCore {
 }
 
 /// Whether a moderation request can be carried out as written, before any lock is taken.
-enum ModerationCheck {
-    static func problem(with request: ControlMessage.ModerationRequest) -> String? {
+public enum ModerationCheck {
+    public static func problem(with request: ControlMessage.ModerationRequest) -> String? {
         switch request.action {
         case .serverMute, .serverUnmute, .kick:
             if request.target.isEmpty { return "name the member to \(request.action == .kick ? "kick" : "mute")" }

@@ -12,7 +12,7 @@ import ParleyWire
 extension RelayWorker {
     /// A plaintext join (relays started `--insecure`).
     func receiveJoin(_ message: ControlMessage, size: Int, from address: DatagramAddress, peer: PeerAddress, existing: Session?, now: UInt64,
-                     decided: ClusterMember.Route? = nil) {
+                     decided: PlacementRoute? = nil) {
         guard case let .join(join) = message.body else { return }
         // Joins are padded so the answer is never larger than the question; a short one is
         // not from a Parley client and gets no answer at all.
@@ -212,7 +212,7 @@ extension RelayWorker {
     /// The join inside an accepted handshake: the same checks as a plaintext join; the answer
     /// (joined, or the refusal) goes back inside the handshake response, so it is authenticated.
     func receiveSecureJoin(_ accepted: AcceptedHandshake, size: Int, from address: DatagramAddress, peer: PeerAddress, existing: Session?, now: UInt64,
-                           decided: ClusterMember.Route? = nil) {
+                           decided: PlacementRoute? = nil) {
         guard let message = try? ControlMessage(parsing: accepted.payload), case let .join(join) = message.body else {
             return drop(.malformed)
         }

@@ -40,6 +40,8 @@ final class RelayWorker: @unchecked Sendable {
     let loop: RelayLoop
     let rooms: any RoomMembership
     let joins: JoinVerifier
+    /// Where rooms live, in a cluster (`RelayWorker+Placement.swift`); nil on a relay on its own.
+    let placement: (any RoomPlacement)?
     /// The SSRC of the relay's own receiver reports.
     let relaySSRC: UInt32
     let limits: RelayLimits
@@ -103,13 +105,14 @@ final class RelayWorker: @unchecked Sendable {
     /// Read bursts per wake-up before the loop looks at its tasks and timer again.
     static let maximumReadsPerWakeup = 8
 
-    init(index: Int, loop: RelayLoop, rooms: any RoomMembership, joins: JoinVerifier, relaySSRC: UInt32,
+    init(index: Int, loop: RelayLoop, rooms: any RoomMembership, joins: JoinVerifier, placement: (any RoomPlacement)? = nil, relaySSRC: UInt32,
          configuration: RelayConfiguration, metrics: RelayMetrics, logger: Logger, trunkDirectory: TrunkDirectory? = nil) {
         self.index = index
         self.trunkDirectory = trunkDirectory
         self.loop = loop
         self.rooms = rooms
         self.joins = joins
+        self.placement = placement
         self.relaySSRC = relaySSRC
         self.limits = configuration.limits
         self.metrics = metrics

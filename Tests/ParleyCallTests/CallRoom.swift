@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import ParleyAdmin
 import ParleyAudio
 import ParleyClient
 import ParleyE2EE
@@ -24,11 +25,13 @@ final class CallRoom: @unchecked Sendable {
     let relayKey = RelayKey()
     let room: String
     private(set) var relay: Relay
+    /// The relay's admin port, when the room has an admin token.
+    private(set) var admin: AdminServer?
     let relayPort: Int
     private var proxyGroup: MultiThreadedEventLoopGroup?
     private(set) var proxy: ImpairmentProxy?
     let directory: String
-    /// With one, the relay serves the admin API on a port of its own (``Relay/adminAddress``).
+    /// With one, the relay serves the admin API on a port of its own (``admin``).
     let adminToken: AdminToken?
     /// The relay and the clients talk without hop encryption, so a tap sees what the relay sees.
     let insecure: Bool
@@ -48,8 +51,9 @@ final class CallRoom: @unchecked Sendable {
         self.endToEnd = endToEnd
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-call-\(room)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        relay = try Self.startRelay(port: 0, secret: secret, relayKey: insecure ? nil : relayKey, adminToken: adminToken)
+        relay = try Self.startRelay(port: 0, secret: secret, relayKey: insecure ? nil : relayKey)
         relayPort = relay.localAddress.port!
+        admin = try startAdmin()
         if tap { self.tap = SpoofingFront(relayPort: relayPort, capture: true) }
         if let scenario {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -63,11 +67,10 @@ final class CallRoom: @unchecked Sendable {
         }
     }
 
-    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey?, adminToken: AdminToken? = nil, host: String = "127.0.0.1") throws -> Relay {
+    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey?, host: String = "127.0.0.1") throws -> Relay {
         var configuration = RelayConfiguration()
         configuration.insecure = relayKey == nil
         configuration.listen = HostAndPort(host: host, port: port)
-        configuration.admin = adminToken == nil ? nil : HostAndPort(host: "127.0.0.1", port: 0)
         configuration.threads = 1
         configuration.shutdownGraceMilliseconds = 500
         var logger = Logger(label: "parley-call-test-relay")
@@ -77,11 +80,17 @@ final class CallRoom: @unchecked Sendable {
         // same (Relay.start creates one thread per loop, named relay-loop-N). Without the
         // privilege nothing changes.
         let before = threadNames()
-        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, adminToken: adminToken, logger: logger)
+        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger)
         for (thread, name) in threadNames() where before[thread] == nil && name.hasPrefix("relay-loop") {
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(thread), -11)
         }
         return relay
+    }
+
+    /// The relay's admin port on a free port, when the room has an admin token.
+    private func startAdmin() throws -> AdminServer? {
+        guard let adminToken else { return nil }
+        return try AdminServer.start(serving: relay, at: HostAndPort(host: "127.0.0.1", port: 0), token: adminToken, logger: Logger(label: "parley-call-test-admin"))
     }
 
     /// This process's threads and their names, from /proc.
@@ -138,8 +147,10 @@ final class CallRoom: @unchecked Sendable {
     /// Shuts the relay down (members are told goodbye) and starts a new one on the same port.
     func restartRelay(downFor seconds: Double) throws {
         relay.shutdown()
+        admin?.close()
         Thread.sleep(forTimeInterval: seconds)
-        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: insecure ? nil : relayKey, adminToken: adminToken)
+        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: insecure ? nil : relayKey)
+        admin = try startAdmin()
     }
 
     func close() async {
@@ -147,6 +158,7 @@ final class CallRoom: @unchecked Sendable {
         if let proxy { _ = try? await proxy.stop().get() }
         try? await proxyGroup?.shutdownGracefully()
         relay.shutdown()
+        admin?.close()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

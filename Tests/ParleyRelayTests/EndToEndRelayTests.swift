@@ -1,4 +1,5 @@
 @testable import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Testing
 

@@ -1,3 +1,5 @@
+import ParleyRelay
+
 /// One relay's picture of the cluster: the live relays, where each room lives, and which relays
 /// have members of it, as the store's watch last told it. Plain Swift, no clock and no socket:
 /// the join path reads it under a lock (``ClusterMember``) and never waits on the store.
@@ -79,6 +81,17 @@ struct ClusterView: Sendable {
             }
         }
         return trunks.sorted { ($0.room, $0.relay.id) < ($1.room, $1.relay.id) }
+    }
+
+    /// What the relay should do about trunks: trust the live relays that have keys, and open
+    /// ``trunks(hosted:)``. `arriving` are rooms this relay just recorded its presence in for a
+    /// member still joining: they count as hosted, so their trunks open with the join.
+    func plan(hosted: [String: Int], arriving: Set<String> = []) -> TrunkPlan {
+        var hosted = hosted
+        for room in arriving where hosted[room, default: 0] == 0 { hosted[room] = 1 }
+        return TrunkPlan(
+            trusted: relays.values.sorted { $0.id < $1.id }.compactMap(RelayPeer.init),
+            trunks: trunks(hosted: hosted).compactMap { trunk in RelayPeer(trunk.relay).map { TrunkPlan.Trunk(room: trunk.room, peer: $0) } })
     }
 
     /// Whether this relay's presence in `room` is recorded.

@@ -5,16 +5,16 @@ import ParleyWire
 
 /// A member that speaks the encrypted protocol: the client's own `RelayLink` (handshake,
 /// sealing, acknowledgements) driven over a real UDP socket, as `parley call` drives it.
-final class SecureMember {
-    let socket: TestClient
-    var link: RelayLink
-    var events: [LinkEvent] = []
+package final class SecureMember {
+    package let socket: TestClient
+    package var link: RelayLink
+    package var events: [LinkEvent] = []
     /// RTP and RTCP received, already opened.
-    var media: [[UInt8]] = []
-    let ssrc: UInt32
+    package var media: [[UInt8]] = []
+    package let ssrc: UInt32
     private var sequence: UInt16 = 0
 
-    init(relayPort: Int, relayHost: String = "127.0.0.1", room: String, token: String, relayKey: Curve25519.KeyAgreement.PublicKey?,
+    package init(relayPort: Int, relayHost: String = "127.0.0.1", room: String, token: String, relayKey: Curve25519.KeyAgreement.PublicKey?,
          ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)) {
         socket = TestClient(relayPort: relayPort, relayHost: relayHost)
         self.ssrc = ssrc
@@ -27,16 +27,16 @@ final class SecureMember {
         take(link.start(now: clock()))
     }
 
-    func clock() -> UInt64 { UInt64(now() * 1e9) }
+    package func clock() -> UInt64 { UInt64(now() * 1e9) }
 
-    func take(_ output: RelayLink.Output) {
+    package func take(_ output: RelayLink.Output) {
         events += output.events
         for datagram in output.datagrams { socket.send(datagram) }
     }
 
     /// Runs the link until `condition` holds or `timeout` seconds pass.
     @discardableResult
-    func pump(timeout: Double, until condition: (SecureMember) -> Bool = { _ in false }) -> Bool {
+    package func pump(timeout: Double, until condition: (SecureMember) -> Bool = { _ in false }) -> Bool {
         let deadline = now() + timeout
         while !condition(self) {
             let left = deadline - now()
@@ -53,20 +53,20 @@ final class SecureMember {
         return true
     }
 
-    var isActive: Bool { link.phase == .active }
+    package var isActive: Bool { link.phase == .active }
 
     /// Sends a text message, as `parley ctl say` does.
-    func say(_ text: String) throws { take(try link.say(text, now: clock())) }
+    package func say(_ text: String) throws { take(try link.say(text, now: clock())) }
 
     /// The texts received so far, as (sender, text).
-    var texts: [String] {
+    package var texts: [String] {
         events.compactMap { if case let .text(sender, text) = $0 { return "\(sender): \(text)" }; return nil }
     }
 
     /// Says goodbye to the relay, as `parley ctl leave` does.
-    func leave() { take(link.leave(now: clock())) }
+    package func leave() { take(link.leave(now: clock())) }
 
-    func joinedOrFailed() -> Bool {
+    package func joinedOrFailed() -> Bool {
         switch link.phase {
         case .active, .failed: return true
         default: return false
@@ -74,13 +74,13 @@ final class SecureMember {
     }
 
     /// An RTP packet whose payload names the sender and its sequence number, sealed for the relay.
-    func sendMedia(payload extra: [UInt8] = []) {
+    package func sendMedia(payload extra: [UInt8] = []) {
         sequence &+= 1
         send(plainMedia(payload: extra))
     }
 
     /// From the SSRC the link joined with (a new one if another member held ours).
-    func plainMedia(payload extra: [UInt8] = []) -> [UInt8] {
+    package func plainMedia(payload extra: [UInt8] = []) -> [UInt8] {
         let source = link.ssrc
         let marker = withUnsafeBytes(of: source.bigEndian, Array.init) + withUnsafeBytes(of: sequence.bigEndian, Array.init)
         return try! RTPHeader(payloadType: 111, sequenceNumber: sequence, timestamp: UInt32(sequence) &* 960, ssrc: source)
@@ -88,17 +88,17 @@ final class SecureMember {
     }
 
     /// Seals `plaintext` with the link's current session and sends it.
-    func send(_ plaintext: [UInt8]) {
+    package func send(_ plaintext: [UInt8]) {
         guard let sealed = seal(plaintext) else { return }
         socket.send(sealed)
     }
 
-    func seal(_ plaintext: [UInt8]) -> [UInt8]? {
+    package func seal(_ plaintext: [UInt8]) -> [UInt8]? {
         plaintext.withUnsafeBytes { link.protector.protect($0, nowNanoseconds: clock()) }
     }
 
     /// Media received from `ssrc` (by the marker at the start of the payload).
-    func received(from sender: UInt32) -> [UInt16] {
+    package func received(from sender: UInt32) -> [UInt16] {
         media.compactMap(origin(ofMedia:)).filter { $0.ssrc == sender }.map(\.sequence)
     }
 }

@@ -9,6 +9,17 @@ import Foundation
 /// leaves out every field at its default (false, 0, empty), so each is optional here; keys
 /// and values travel in base64.
 enum EtcdMessages {
+    static func encode(_ text: String) -> String { encode(Array(text.utf8)) }
+    static func encode(_ bytes: [UInt8]) -> String { Data(bytes).base64EncodedString() }
+
+    /// The end of the range holding every key that starts with `prefix`: the prefix with
+    /// its last byte increased (Parley's prefixes end in '/', so it never overflows).
+    static func prefixEnd(_ prefix: String) -> String {
+        var bytes = Array(prefix.utf8)
+        bytes[bytes.count - 1] &+= 1
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     struct Header: Decodable {
         var revision: String?
     }
@@ -118,6 +129,17 @@ enum EtcdMessages {
         var compact_revision: String?
         var cancel_reason: String?
         var events: [WatchEvent]?
+    }
+
+    /// `/v3/auth/authenticate`: a user's name and password for a token, which later requests
+    /// carry in their `Authorization` header.
+    struct AuthenticateRequest: Encodable {
+        var name: String
+        var password: String
+    }
+
+    struct AuthenticateResponse: Decodable {
+        var token: String?
     }
 
     /// What the gateway answers instead when a request fails (`code` is the gRPC status).

@@ -7,25 +7,25 @@ import ParleyWire
 /// relay's real handshake and keys, so anything can reach it as a joined peer's datagrams
 /// would: raw, or sealed with the session's keys. No socket, no clock: time is ours.
 ///
-/// Shared, through a link in `Fuzz/`, by the property test in `swift test` and the libFuzzer
-/// target, which both feed it ``run(script:)``.
-final class JoinedPeer {
-    let receiver: CallReceiver
-    let mix: PlaybackMix
+/// Shared by the property test in `swift test` and the libFuzzer target in `Fuzz/`, which
+/// both feed it ``run(script:)``.
+public final class JoinedPeer {
+    public let receiver: CallReceiver
+    public let mix: PlaybackMix
     /// Our SSRC, and the other member the roster names.
-    static let ownSSRC: UInt32 = 0x0A0A_0A0A
-    static let peerSSRC: UInt32 = 0x0B0B_0B0B
+    public static let ownSSRC: UInt32 = 0x0A0A_0A0A
+    public static let peerSSRC: UInt32 = 0x0B0B_0B0B
     private let relaySession: SecureSession
     private var relaySequence: UInt32 = 100
-    private(set) var now: UInt64
+    public private(set) var now: UInt64
     private var played: UInt64 = 0
     private var period = [Float](repeating: 0, count: 480)
     /// The sum of squares of everything the playback mix has played: what a listener heard.
-    private(set) var heardEnergy = 0.0
+    public private(set) var heardEnergy = 0.0
 
-    enum SetupError: Error { case step(String) }
+    public enum SetupError: Error { case step(String) }
 
-    init() throws {
+    public init() throws {
         let key = RelayKey()
         let relay = RelayHandshake(key: key)
         let address = Array("127.0.0.1:40000".utf8)
@@ -60,18 +60,18 @@ final class JoinedPeer {
 
     // MARK: Inputs
 
-    func deliver(raw bytes: UnsafeRawBufferPointer) {
+    public func deliver(raw bytes: UnsafeRawBufferPointer) {
         _ = receiver.receive(bytes, now: now)
     }
 
     /// `plaintext` sealed by the relay with the session's keys, as the relay forwards it.
-    func deliver(sealed plaintext: UnsafeRawBufferPointer) {
+    public func deliver(sealed plaintext: UnsafeRawBufferPointer) {
         var sealed = [UInt8](repeating: 0, count: SecureSession.sealedSize(plaintextCount: plaintext.count))
         guard let count = try? sealed.withUnsafeMutableBytes({ try relaySession.seal(plaintext, into: $0, nowNanoseconds: now) }) else { return }
         sealed.withUnsafeBytes { deliver(raw: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
     }
 
-    func deliver(control body: ControlMessage.Body, reliable: Bool = false) {
+    public func deliver(control body: ControlMessage.Body, reliable: Bool = false) {
         relaySequence &+= 1
         guard let bytes = try? ControlMessage(sequence: relaySequence, isReliable: reliable, body: body).serialized() else { return }
         bytes.withUnsafeBytes { deliver(sealed: $0) }
@@ -79,7 +79,7 @@ final class JoinedPeer {
 
     /// Time passes: the receiver's timers run and the playback thread pulls what is due, as
     /// it would, 10 ms at a time.
-    func advance(milliseconds: Int) {
+    public func advance(milliseconds: Int) {
         let target = now &+ UInt64(milliseconds) * 1_000_000
         while now < target {
             now = min(target, now + 10_000_000)
@@ -104,7 +104,7 @@ final class JoinedPeer {
     /// 3 ssrc8 seq16 ts32 len8 bytes   an RTP packet (payload type 111) from a chosen SSRC,
     ///                        its sequence and timestamp *added* to that SSRC's last ones
     /// ```
-    func run(script: UnsafeRawBufferPointer) {
+    public func run(script: UnsafeRawBufferPointer) {
         var reader = ScriptReader(script)
         var sequences: [UInt32: UInt16] = [:]
         var timestamps: [UInt32: UInt32] = [:]
@@ -136,23 +136,23 @@ final class JoinedPeer {
 }
 
 /// Reads a script's operands; past the end it gives zeros and empty byte strings.
-struct ScriptReader {
+public struct ScriptReader {
     private let bytes: UnsafeRawBufferPointer
     private var offset = 0
 
-    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+    public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-    mutating func byte() -> UInt8? {
+    public mutating func byte() -> UInt8? {
         guard offset < bytes.count else { return nil }
         defer { offset += 1 }
         return bytes[offset]
     }
 
-    mutating func uint16() -> UInt16 { UInt16(byte() ?? 0) << 8 | UInt16(byte() ?? 0) }
+    public mutating func uint16() -> UInt16 { UInt16(byte() ?? 0) << 8 | UInt16(byte() ?? 0) }
 
-    mutating func uint32() -> UInt32 { UInt32(uint16()) << 16 | UInt32(uint16()) }
+    public mutating func uint32() -> UInt32 { UInt32(uint16()) << 16 | UInt32(uint16()) }
 
-    mutating func bytes(_ count: Int) -> [UInt8] {
+    public mutating func bytes(_ count: Int) -> [UInt8] {
         let end = min(bytes.count, offset + count)
         defer { offset = end }
         return Array(bytes[offset..<end])

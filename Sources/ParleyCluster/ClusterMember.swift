@@ -3,10 +3,19 @@ import Logging
 import NIOCore
 import NIOPosix
 import ParleyBasics
+import ParleyRelay
+import ParleyWire
 import Synchronization
 
 /// This relay as a member of a cluster: its registration under a lease, the watch that keeps
-/// its ``ClusterView`` current, and the claims that place rooms.
+/// its ``ClusterView`` current, and the claims that place rooms. It is the relay's
+/// ``RoomPlacement``: the relay asks it where joins go, and follows the trunk plans it hands over.
+///
+/// ```swift
+/// let metrics = RelayMetrics()
+/// let member = try ClusterMember(settings: settings, metrics: ClusterMetrics(registry: metrics.registry), logger: logger)
+/// let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: key, placement: member, logger: logger, metrics: metrics)
+/// ```
 ///
 /// Nothing here is on the packet path, and the join path only reads the view under a lock:
 /// a join for a room the view does not place starts a claim and is parked
@@ -23,21 +32,20 @@ import Synchronization
 /// A room spans relays when its members are in different regions (``ClusterView``): each
 /// relay with members of a room records its presence there, and the relays present in a room
 /// trunk to each other. The member works out which trunks this relay opens and whom it
-/// trusts, and hands both to the relay (``setCascadeHandler(_:)``) whenever they may change.
-public final class ClusterMember: Sendable {
+/// trusts, and hands both to the relay (``ParleyRelay/TrunkPlan``) whenever they may change.
+public final class ClusterMember: RoomPlacement, Sendable {
     public let settings: ClusterSettings
     public let selfRecordID: String
     let etcd: EtcdClient
-    let publicKey: String
-    let metrics: RelayMetrics
+    let metrics: ClusterMetrics
     let logger: Logger
-    /// Rooms with active members here (room → count); the relay's core answers.
-    let hostedRooms: @Sendable () -> [String: Int]
+    /// The relay this member places rooms for, once it started (``start(_:)``).
+    let relay = Mutex<PlacedRelay?>(nil)
     let state: Mutex<State>
     private let group: MultiThreadedEventLoopGroup
     private let task = Mutex<Task<Void, Never>?>(nil)
     /// The newest trunk plan handed to the relay; plans are applied one at a time under it.
-    let appliedCascade = Mutex<UInt64>(0)
+    let appliedPlan = Mutex<UInt64>(0)
 
     struct State {
         var view: ClusterView
@@ -45,7 +53,7 @@ public final class ClusterMember: Sendable {
         var storeReachable = false
         var lease: Int64?
         /// Joins waiting for a room's claim, by room.
-        var parked: [String: [@Sendable (Route) -> Void]] = [:]
+        var parked: [String: [@Sendable (PlacementRoute) -> Void]] = [:]
         var parkedCount = 0
         /// When a room placed here was first seen without members.
         var emptySince: [String: UInt64] = [:]
@@ -53,9 +61,8 @@ public final class ClusterMember: Sendable {
         var absentSince: [String: UInt64] = [:]
         /// Presence records being written, so a burst of joins writes one.
         var presenceInFlight: Set<String> = []
-        var cascade: (@Sendable (Cascade) -> Void)?
         /// Plans are numbered as made, so one made earlier is never applied after a later one.
-        var cascadeVersion: UInt64 = 0
+        var planVersion: UInt64 = 0
         var lastReportedLoad = -1
         /// The watch runs (it is restarted, after a fresh read, when it ends).
         var watching = false
@@ -66,45 +73,51 @@ public final class ClusterMember: Sendable {
         var stopped = false
     }
 
-    /// Where a join goes.
-    public enum Route: Sendable, Equatable {
-        case here
-        case elsewhere(ClusterRelayRecord)
-        /// Asked the store; the join resumes when it answers.
-        case pending
-        /// The room cannot be placed now; the text says why, for the person joining.
-        case unavailable(String)
-    }
-
     /// Joins parked at once, all rooms together; more are refused with "try again".
     static let maximumParkedJoins = 1024
     static let maximumParkedPerRoom = 64
 
-    public init(settings: ClusterSettings, publicKey: String, metrics: RelayMetrics, logger: Logger, hostedRooms: @escaping @Sendable () -> [String: Int]) {
+    /// Reads the store's credentials (the error says which file and why); nothing is asked
+    /// of the store before the relay starts it.
+    public init(settings: ClusterSettings, metrics: ClusterMetrics, logger: Logger) throws(ConfigurationError) {
+        try settings.validate()
         self.settings = settings
-        self.publicKey = publicKey
         self.metrics = metrics
         self.logger = logger
-        self.hostedRooms = hostedRooms
         selfRecordID = settings.publicAddress.description
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        etcd = EtcdClient(endpoint: settings.endpoint, group: group, requestTimeout: .milliseconds(Int64(settings.requestTimeoutMilliseconds))) { nanoseconds, succeeded in
-            metrics.storeRequestLatency.recordNanoseconds(Int64(clamping: nanoseconds))
-            if !succeeded { metrics.storeErrors.increment() }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            etcd = try EtcdClient(
+                endpoint: settings.endpoint, credentials: settings.credentials, group: group,
+                requestTimeout: .milliseconds(Int64(settings.requestTimeoutMilliseconds))
+            ) { nanoseconds, succeeded in
+                metrics.storeRequestLatency.recordNanoseconds(Int64(clamping: nanoseconds))
+                if !succeeded { metrics.storeErrors.increment() }
+            }
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw error
         }
+        self.group = group
         state = Mutex(State(view: ClusterView(selfID: settings.publicAddress.description, selfRegion: settings.region)))
     }
+
+    /// The relay's key as registered; empty before it starts, and for a relay run `--insecure`.
+    var publicKey: String { relay.withLock { $0?.publicKeyText ?? "" } }
+
+    /// Rooms with active members here (room → count), as the relay reports them.
+    func hostedRooms() -> [String: Int] { relay.withLock { $0 }?.hostedRooms() ?? [:] }
 
     // MARK: The join path
 
     /// Where `room` lives. `.pending` means a claim was started or joined; `whenDecided` is then
     /// called once with the answer, on the member's own thread.
-    public func route(room: String, region: String?, whenDecided: @escaping @Sendable (Route) -> Void) -> Route {
-        enum Next { case answer(Route), resolve }
+    public func route(room: String, region: String?, whenDecided: @escaping @Sendable (PlacementRoute) -> Void) -> PlacementRoute {
+        enum Next { case answer(PlacementRoute), resolve }
         let next: Next = state.withLock { state in
             switch state.view.route(room: room, region: region) {
             case .here: return .answer(.here)
-            case let .elsewhere(relay): return .answer(.elsewhere(relay))
+            case let .elsewhere(relay): return .answer(Self.redirect(to: relay))
             case .unplaced:
                 guard state.storeReachable else {
                     return .answer(.unavailable("the relay cannot reach its cluster's store to place a new room"))
@@ -131,8 +144,16 @@ public final class ClusterMember: Sendable {
     }
 
     /// Other live relays, for a client to fall back to if this one goes away.
-    public func fallbacks(limit: Int) -> [ClusterRelayRecord] {
-        state.withLock { $0.view.others(limit: limit) }
+    public func fallbacks(limit: Int) -> [ControlMessage.ClusterRelay] {
+        state.withLock { $0.view.others(limit: limit) }.compactMap(\.clientRelay)
+    }
+
+    /// A join sent to `relay`, or refused if its record cannot say where a client should go.
+    static func redirect(to relay: ClusterRelayRecord) -> PlacementRoute {
+        guard let client = relay.clientRelay else {
+            return .unavailable("the room is on a relay this one cannot send you to (its key is unreadable)")
+        }
+        return .elsewhere(client)
     }
 
     /// Every live relay of the cluster as registered (this one included): their addresses
@@ -155,7 +176,7 @@ public final class ClusterMember: Sendable {
     /// Claims `room` for the best live relay and answers every join parked on it.
     private func place(room: String, region: String?) async {
         let route = await claim(room: room, region: region)
-        let waiting = state.withLock { state -> [@Sendable (Route) -> Void] in
+        let waiting = state.withLock { state -> [@Sendable (PlacementRoute) -> Void] in
             let waiting = state.parked.removeValue(forKey: room) ?? []
             state.parkedCount -= waiting.count
             return waiting
@@ -164,7 +185,7 @@ public final class ClusterMember: Sendable {
         for resume in waiting { resume(route) }
     }
 
-    func claim(room: String, region: String?) async -> Route {
+    func claim(room: String, region: String?) async -> PlacementRoute {
         let candidates = state.withLock { $0.view.candidates(for: room, region: region) }
         for candidate in candidates.prefix(3) {
             guard let lease = candidate.leaseID else { continue }
@@ -179,11 +200,11 @@ public final class ClusterMember: Sendable {
                 case let .exists(existing):
                     entry = existing
                 }
-                return state.withLock { state -> Route in
+                return state.withLock { state -> PlacementRoute in
                     state.view.apply(.put(entry))
                     switch state.view.route(room: room, region: region) {
                     case .here: return .here
-                    case let .elsewhere(relay): return .elsewhere(relay)
+                    case let .elsewhere(relay): return Self.redirect(to: relay)
                     case .unplaced: return .unavailable("the room's relay is leaving the cluster")
                     }
                 }
@@ -200,8 +221,11 @@ public final class ClusterMember: Sendable {
 
     // MARK: Running
 
-    /// Registers and keeps the registration, the view and the claims current until ``stop()``.
-    public func start() {
+    /// Registers `relay` and keeps the registration, the view and the claims current until
+    /// ``stop()``, handing it a trunk plan whenever the plan may have changed.
+    public func start(_ relay: PlacedRelay) {
+        self.relay.withLock { $0 = relay }
+        updateTrunkPlan()
         task.withLock { $0 = Task { await self.run() } }
     }
 
@@ -230,8 +254,18 @@ public final class ClusterMember: Sendable {
             }
             _ = done.wait(timeout: .now() + .milliseconds(settings.requestTimeoutMilliseconds))
         }
-        etcd.close()
-        metrics.clusterRegistered.record(0)
+        metrics.registered.record(0)
+        // The store's connections close on this member's event loop: it may stop only once
+        // they have (it takes a moment; a loop shut down under them would strand their work).
+        let closed = DispatchSemaphore(value: 0)
+        Task {
+            await etcd.shutdown()
+            closed.signal()
+        }
+        guard closed.wait(timeout: .now() + .seconds(5)) == .success else {
+            logger.warning("the connections to the cluster's store did not close within 5 s; leaving their thread to end with the process")
+            return
+        }
         try? group.syncShutdownGracefully()
     }
 
@@ -254,7 +288,7 @@ public final class ClusterMember: Sendable {
                 await checkWatchIsAlive()
                 if failures > 0 { logger.notice("the cluster's store answers again", metadata: ["store": "\(settings.endpoint)"]) }
                 failures = 0
-                metrics.clusterRegistered.record(1)
+                metrics.registered.record(1)
                 try await Task.sleep(nanoseconds: UInt64(settings.keepaliveMilliseconds) * 1_000_000)
                 guard let lease = state.withLock({ $0.lease }) else { continue }
                 try await etcd.keepAlive(lease: lease)
@@ -268,9 +302,9 @@ public final class ClusterMember: Sendable {
                 }
                 failures += 1
                 // Trunks ended meanwhile are opened again from the last view.
-                updateCascade()
+                updateTrunkPlan()
                 state.withLock { $0.storeReachable = false }
-                metrics.clusterRegistered.record(0)
+                metrics.registered.record(0)
                 if failures == 1 || failures % 20 == 0 {
                     logger.warning("the cluster's store does not answer; calls go on, new rooms are refused until it does", metadata: [
                         "store": "\(settings.endpoint)", "error": "\(error)", "attempts": "\(failures)",
@@ -365,15 +399,15 @@ public final class ClusterMember: Sendable {
     }
 
     private func openWatch(from revision: Int64, logger: Logger) async throws -> EtcdWatch {
-        try await EtcdWatch.start(
-            endpoint: settings.endpoint, prefix: ClusterKeys.prefix, fromRevision: revision, on: group.next(),
+        try await etcd.watch(
+            prefix: ClusterKeys.prefix, fromRevision: revision,
             onChanges: { [weak self] changes, _ in
                 self?.state.withLock { state in
                     for change in changes { state.view.apply(change) }
                     state.lastWatchNews = MonotonicClock.now()
                     state.canaryWritten = nil
                 }
-                self?.updateCascade()
+                self?.updateTrunkPlan()
             },
             onEnd: { [weak self] error in
                 guard let self else { return }
@@ -383,6 +417,6 @@ public final class ClusterMember: Sendable {
                 }
                 guard !self.stopped else { return }
                 logger.notice("the cluster watch ended; reading the cluster again", metadata: ["reason": "\(error)"])
-            }).get()
+            })
     }
 }

@@ -3,13 +3,17 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import ParleyBasics
+import ParleyRelay
 import Synchronization
 
 /// The admin HTTP port: `GET /metrics` (Prometheus text format), `GET /healthz`, and the
 /// admin API under `/admin/` (``AdminAPI``: rooms, kick, mute, close; bearer token).
 /// Bind it to localhost or a private interface; it tells who is in which room.
-final class AdminServer: Sendable {
+/// `AdminServer.start(serving:at:token:logger:)` (`AdminServer+Relay.swift`) serves a relay.
+public final class AdminServer: Sendable {
     let channel: Channel
+    /// The event loop the server made for itself, shut down with it.
+    private let ownGroup: MultiThreadedEventLoopGroup?
 
     /// Binds; `metrics` is called for each scrape and returns the exposition once the
     /// loops have added their latest counts; `healthy` says whether /healthz is 200; `admin`
@@ -42,14 +46,17 @@ final class AdminServer: Sendable {
         return AdminServer(channel: channel)
     }
 
-    private init(channel: Channel) {
+    init(channel: Channel, ownGroup: MultiThreadedEventLoopGroup? = nil) {
         self.channel = channel
+        self.ownGroup = ownGroup
     }
 
-    var localAddress: SocketAddress? { channel.localAddress }
+    public var localAddress: SocketAddress? { channel.localAddress }
 
-    func close() {
+    /// Stops listening and closes the connections; the server's own event loop stops too.
+    public func close() {
         try? channel.close().wait()
+        try? ownGroup?.syncShutdownGracefully()
     }
 }
 

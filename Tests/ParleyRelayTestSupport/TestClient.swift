@@ -1,9 +1,10 @@
 import Logging
 import NIOCore
+import ParleyAdmin
+import ParleyBasics
 import ParleyRelay
 import ParleySecurity
 import ParleyWire
-import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -11,24 +12,24 @@ import Glibc
 
 /// A real UDP socket on 127.0.0.1 speaking Parley's control protocol by hand, as a client
 /// would: the relay under test sees nothing but datagrams.
-final class TestClient {
-    let descriptor: Int32
-    let port: UInt16
-    let relayPort: UInt16
+package final class TestClient {
+    package let descriptor: Int32
+    package let port: UInt16
+    package let relayPort: UInt16
     /// The relay's IPv4 address: 127.0.0.1, or another loopback address for a second relay.
-    let relayHost: String
+    package let relayHost: String
     /// The address this client sends from.
-    let localHost: String
+    package let localHost: String
     /// Control messages received while waiting for something else, in arrival order.
-    var controlInbox: [ControlMessage] = []
-    var mediaInbox: [[UInt8]] = []
-    var rtcpInbox: [[UInt8]] = []
-    var joined: ControlMessage.Joined?
-    var ssrc: UInt32 = 0
+    package var controlInbox: [ControlMessage] = []
+    package var mediaInbox: [[UInt8]] = []
+    package var rtcpInbox: [[UInt8]] = []
+    package var joined: ControlMessage.Joined?
+    package var ssrc: UInt32 = 0
     private var nextSequence: UInt32 = 1
 
     /// `localHost`: the loopback address this client sends from (another host, as far as the relay can tell).
-    init(relayPort: Int, relayHost: String = "127.0.0.1", localHost: String = "127.0.0.1", receiveBuffer: Int = 4 << 20) {
+    package init(relayPort: Int, relayHost: String = "127.0.0.1", localHost: String = "127.0.0.1", receiveBuffer: Int = 4 << 20) {
         let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         self.descriptor = descriptor
         precondition(descriptor >= 0, "socket() failed: \(errno)")
@@ -55,18 +56,18 @@ final class TestClient {
 
     deinit { close(descriptor) }
 
-    var address: SocketAddress { try! SocketAddress(ipAddress: localHost, port: Int(port)) }
+    package var address: SocketAddress { try! SocketAddress(ipAddress: localHost, port: Int(port)) }
 
-    func send(_ bytes: [UInt8]) {
+    package func send(_ bytes: [UInt8]) {
         sendLoopback(bytes, from: descriptor, toPort: relayPort, host: relayHost)
     }
 
-    func send(_ message: ControlMessage) {
+    package func send(_ message: ControlMessage) {
         send(try! message.serialized())
     }
 
     /// One datagram, or nil after `timeout` seconds.
-    func receiveRaw(timeout: Double) -> [UInt8]? {
+    package func receiveRaw(timeout: Double) -> [UInt8]? {
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         guard poll(&poller, 1, Int32(timeout * 1000)) > 0 else { return nil }
         var buffer = [UInt8](repeating: 0, count: 2048)
@@ -78,7 +79,7 @@ final class TestClient {
     /// Reads datagrams into the inboxes until `condition` holds or `timeout` passes; acks
     /// every reliable control message as a client must.
     @discardableResult
-    func pump(timeout: Double, until condition: (TestClient) -> Bool = { _ in false }) -> Bool {
+    package func pump(timeout: Double, until condition: (TestClient) -> Bool = { _ in false }) -> Bool {
         let deadline = now() + timeout
         while !condition(self) {
             let left = deadline - now()
@@ -89,7 +90,7 @@ final class TestClient {
     }
 
     /// Whatever is waiting right now.
-    func drain(quiet: Double = 0.05) {
+    package func drain(quiet: Double = 0.05) {
         while let datagram = receiveRaw(timeout: quiet) { file(datagram) }
     }
 
@@ -105,9 +106,9 @@ final class TestClient {
         }
     }
 
-    var autoAck = true
+    package var autoAck = true
 
-    func takeSequence() -> UInt32 {
+    package func takeSequence() -> UInt32 {
         defer { nextSequence += 1 }
         return nextSequence
     }
@@ -115,8 +116,8 @@ final class TestClient {
     // MARK: The join exchange
 
     /// Sends join (retransmitting) until joined or error arrives; returns the answer.
-    func join(room: String, token: String, ssrc: UInt32, capabilities: ControlMessage.Capabilities = [], identityKey: [UInt8] = [],
-              timeout: Double = 5) -> ControlMessage.Body? {
+    package func join(room: String, token: String, ssrc: UInt32, capabilities: ControlMessage.Capabilities = [], identityKey: [UInt8] = [],
+                      timeout: Double = 5) -> ControlMessage.Body? {
         self.ssrc = ssrc
         let join = ControlMessage(sequence: takeSequence(), body: .join(.init(
             ssrc: ssrc, room: room, token: token, software: "parley-tests", capabilities: capabilities, identityKey: identityKey)))
@@ -140,7 +141,7 @@ final class TestClient {
     }
 
     /// Sends ready (retransmitting) until a roster arrives.
-    func ready(timeout: Double = 5) -> Bool {
+    package func ready(timeout: Double = 5) -> Bool {
         guard let joined else { return false }
         let deadline = now() + timeout
         while now() < deadline {
@@ -151,7 +152,7 @@ final class TestClient {
     }
 
     /// The newest complete roster received.
-    var latestRoster: [ControlMessage.Roster.Member]? {
+    package var latestRoster: [ControlMessage.Roster.Member]? {
         let rosters = controlInbox.compactMap { message -> ControlMessage.Roster? in
             if case let .roster(roster) = message.body { return roster }
             return nil
@@ -168,17 +169,17 @@ final class TestClient {
     }
 
     /// Waits until the roster lists exactly `identities`.
-    func waitForRoster(_ identities: Set<String>, timeout: Double = 5) -> Bool {
+    package func waitForRoster(_ identities: Set<String>, timeout: Double = 5) -> Bool {
         pump(timeout: timeout) { client in
             client.latestRoster.map { Set($0.map(\.identity)) == identities } ?? false
         }
     }
 
-    var goodbyes: [ControlMessage.Goodbye] {
+    package var goodbyes: [ControlMessage.Goodbye] {
         controlInbox.compactMap { if case let .goodbye(goodbye) = $0.body { return goodbye }; return nil }
     }
 
-    var errors: [ControlMessage.ErrorReply] {
+    package var errors: [ControlMessage.ErrorReply] {
         controlInbox.compactMap { if case let .error(error) = $0.body { return error }; return nil }
     }
 
@@ -186,7 +187,7 @@ final class TestClient {
 
     /// An Opus-like RTP packet whose payload names the sender and sequence, so a receiver can
     /// tell exactly which packets arrived.
-    func rtp(sequence: UInt16, payloadSize: Int = 80, ssrc overrideSSRC: UInt32? = nil) -> [UInt8] {
+    package func rtp(sequence: UInt16, payloadSize: Int = 80, ssrc overrideSSRC: UInt32? = nil) -> [UInt8] {
         var payload = [UInt8](repeating: 0xA5, count: payloadSize)
         withUnsafeBytes(of: ssrc.bigEndian) { for index in 0..<4 { payload[index] = $0[index] } }
         withUnsafeBytes(of: sequence.bigEndian) { for index in 0..<2 { payload[4 + index] = $0[index] } }
@@ -195,13 +196,13 @@ final class TestClient {
         return try! header.serialized(payload: payload)
     }
 
-    func sendRTP(sequence: UInt16, payloadSize: Int = 80) {
+    package func sendRTP(sequence: UInt16, payloadSize: Int = 80) {
         send(rtp(sequence: sequence, payloadSize: payloadSize))
     }
 }
 
 /// (sender SSRC, sequence) of a packet built by ``TestClient/rtp(sequence:payloadSize:ssrc:)``.
-func origin(ofMedia datagram: [UInt8]) -> (ssrc: UInt32, sequence: UInt16)? {
+package func origin(ofMedia datagram: [UInt8]) -> (ssrc: UInt32, sequence: UInt16)? {
     datagram.withUnsafeBytes { raw in
         guard let view = try? RTPPacketView(parsing: raw), view.payload.count >= 6 else { return nil }
         let payload = view.payload
@@ -211,7 +212,7 @@ func origin(ofMedia datagram: [UInt8]) -> (ssrc: UInt32, sequence: UInt16)? {
 }
 
 /// Sends `bytes` from the UDP socket `descriptor` to `host`:`port`.
-func sendLoopback(_ bytes: [UInt8], from descriptor: Int32, toPort port: UInt16, host: String = "127.0.0.1") {
+package func sendLoopback(_ bytes: [UInt8], from descriptor: Int32, toPort port: UInt16, host: String = "127.0.0.1") {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr(host)
@@ -225,21 +226,20 @@ func sendLoopback(_ bytes: [UInt8], from descriptor: Int32, toPort port: UInt16,
     }
 }
 
-func now() -> Double {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-}
+/// The monotonic clock (``MonotonicClock``) in seconds.
+package func now() -> Double { Double(MonotonicClock.now()) / 1e9 }
 
 /// A relay on 127.0.0.1 with ephemeral ports, and the secret to mint its tokens.
-struct RelayFixture {
-    let relay: Relay
-    let secret: TokenSecret
+package struct RelayFixture {
+    package let relay: Relay
+    package let secret: TokenSecret
     /// The relay's key pair when it runs encrypted.
-    var relayKey: RelayKey?
+    package var relayKey: RelayKey?
+    /// Its admin port (/metrics, /healthz, the admin API), when the test asked for one.
+    package var admin: AdminServer?
 
     /// An encrypted relay, as `parley-relay serve` runs by default.
-    static func startSecure(threads: Int = 1, logger: Logger? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
+    package static func startSecure(threads: Int = 1, logger: Logger? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
         let key = RelayKey()
         var fixture = try start(threads: threads, relayKey: key, logger: logger) { configuration in
             configuration.insecure = false
@@ -249,12 +249,12 @@ struct RelayFixture {
         return fixture
     }
 
-    /// `logger`: where the relay's log goes (by default, warnings and worse to the console).
-    static func start(threads: Int = 1, relayKey: RelayKey? = nil, secret: TokenSecret? = nil, logger: Logger? = nil,
+    /// `logger`: where the relay's log goes (by default, warnings and worse to the console);
+    /// `admin`: serve its admin port too, on a free port (``adminPort``), and stop it with ``stop()``.
+    package static func start(threads: Int = 1, relayKey: RelayKey? = nil, secret: TokenSecret? = nil, logger: Logger? = nil, admin: Bool = false,
                       configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
-        configuration.admin = HostAndPort(host: "127.0.0.1", port: 0)
         configuration.threads = threads
         configuration.socketBufferBytes = 4 << 20
         // Test clients that stop reading never ack goodbye; don't wait a full second for them.
@@ -266,13 +266,27 @@ struct RelayFixture {
         let secret = secret ?? TokenSecret.random()
         var log = Logger(label: "parley-relay-test")
         log.logLevel = .warning
-        return RelayFixture(relay: try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger ?? log), secret: secret)
+        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger ?? log)
+        var fixture = RelayFixture(relay: relay, secret: secret)
+        if admin {
+            fixture.admin = try AdminServer.start(serving: relay, at: HostAndPort(host: "127.0.0.1", port: 0), token: nil, logger: logger ?? log)
+        }
+        return fixture
     }
 
-    var port: Int { relay.localAddress.port! }
+    package var port: Int { relay.localAddress.port! }
 
-    func token(room: String, identity: String, canPublish: Bool = true, isModerator: Bool = false, lifetime: Int64 = 3600,
-               endToEnd: Bool = false) -> String {
+    /// The admin port's, when it runs.
+    package var adminPort: Int? { admin?.localAddress?.port }
+
+    /// Shuts the relay down, then closes its admin port, as `parley-relay serve` does.
+    package func stop() {
+        relay.shutdown()
+        admin?.close()
+    }
+
+    package func token(room: String, identity: String, canPublish: Bool = true, isModerator: Bool = false, lifetime: Int64 = 3600,
+                       endToEnd: Bool = false) -> String {
         let now = unixNow()
         return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + lifetime, canPublish: canPublish, isModerator: isModerator,
                            endToEndEncrypted: endToEnd)
@@ -280,8 +294,8 @@ struct RelayFixture {
     }
 
     /// A client joined and active in `room`, with a random SSRC.
-    func member(_ identity: String, room: String, canPublish: Bool = true, capabilities: ControlMessage.Capabilities = [],
-                identityKey: [UInt8] = [], endToEnd: Bool = false) throws -> TestClient {
+    package func member(_ identity: String, room: String, canPublish: Bool = true, capabilities: ControlMessage.Capabilities = [],
+                        identityKey: [UInt8] = [], endToEnd: Bool = false) throws -> TestClient {
         let client = TestClient(relayPort: port)
         let answer = client.join(
             room: room, token: token(room: room, identity: identity, canPublish: canPublish, endToEnd: endToEnd), ssrc: UInt32.random(in: 1...UInt32.max),
@@ -292,7 +306,7 @@ struct RelayFixture {
     }
 
     /// Members that all see the full roster.
-    func room(_ name: String, size: Int) throws -> [TestClient] {
+    package func room(_ name: String, size: Int) throws -> [TestClient] {
         let clients = try (0..<size).map { try member("member-\($0)", room: name) }
         let everyone = Set((0..<size).map { "member-\($0)" })
         for client in clients {
@@ -302,13 +316,10 @@ struct RelayFixture {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+package struct TestFailure: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
-func unixNow() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return Int64(now.tv_sec)
-}
+/// Seconds since 1970 (``WallClock``), for token times.
+package func unixNow() -> Int64 { WallClock.seconds() }

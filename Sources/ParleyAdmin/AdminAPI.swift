@@ -1,3 +1,4 @@
+import ParleyRelay
 import ParleyWire
 
 #if canImport(FoundationEssentials)
@@ -148,32 +149,4 @@ public struct ModerationBody: Sendable, Equatable {
         if let problem = ModerationCheck.problem(with: request) { throw ConfigurationError(problem) }
         moderation = request
     }
-}
-
-/// `GET /admin/rooms`: every room and its members with their figures.
-public struct AdminRoomsReport: Codable, Equatable, Sendable {
-    public struct Room: Codable, Equatable, Sendable {
-        public var name: String
-        public var members: [Member]
-    }
-
-    public struct Member: Codable, Equatable, Sendable {
-        public var identity: String
-        public var ssrc: UInt32
-        /// False while the member is still joining (has not proven its address).
-        public var active: Bool
-        public var moderator: Bool
-        public var canPublish: Bool
-        public var serverMuted: Bool
-        /// Seconds since the member joined.
-        public var joinedSecondsAgo: Double
-        /// Media packets received from the member (forwarded, or dropped for the server-mute).
-        public var packets: UInt64
-        /// Of the member's packets, the share lost on the way to the relay, percent.
-        public var lossPercent: Double
-        /// The member's media bitrate received, averaged since it joined, bits per second.
-        public var bitsPerSecond: Int
-    }
-
-    public var rooms: [Room]
 }

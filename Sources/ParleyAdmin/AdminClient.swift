@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import ParleyRelay
 
 /// One request to a relay's admin API and its answer, for `parley-relay admin` and tests:
 /// SwiftNIO's HTTP/1.1 client pipeline on a loop of its own, one connection per request.

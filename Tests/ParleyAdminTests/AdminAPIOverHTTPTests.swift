@@ -1,6 +1,8 @@
 import Foundation
 import Logging
+import ParleyAdmin
 import ParleyRelay
+import ParleyRelayTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -11,22 +13,26 @@ import Glibc
 /// stranger's oversized body costs, and a relay whose secret file predates the API.
 @Suite("The admin API over HTTP")
 struct AdminAPIOverHTTPTests {
-    static func relay(adminToken: AdminToken?) throws -> (Relay, HostAndPort) {
+    /// A relay and its admin port; `stop` shuts both, as `parley-relay serve` does.
+    static func relay(adminToken: AdminToken?) throws -> (Relay, HostAndPort, stop: () -> Void) {
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
-        configuration.admin = HostAndPort(host: "127.0.0.1", port: 0)
         configuration.insecure = true
         configuration.shutdownGraceMilliseconds = 200
         var logger = Logger(label: "admin-api-test")
         logger.logLevel = .error
-        let relay = try Relay.start(configuration: configuration, secret: .random(), adminToken: adminToken, logger: logger)
-        return (relay, HostAndPort(host: "127.0.0.1", port: relay.adminAddress!.port!))
+        let relay = try Relay.start(configuration: configuration, secret: .random(), logger: logger)
+        let admin = try AdminServer.start(serving: relay, at: HostAndPort(host: "127.0.0.1", port: 0), token: adminToken, logger: logger)
+        return (relay, HostAndPort(host: "127.0.0.1", port: admin.localAddress!.port!), {
+            relay.shutdown()
+            admin.close()
+        })
     }
 
     @Test func onlyTheAdminTokenOpensItAndAnOversizedBodyIsRefusedUnread() throws {
         let token = AdminToken.random()
-        let (relay, address) = try Self.relay(adminToken: token)
-        defer { relay.shutdown() }
+        let (_, address, stop) = try Self.relay(adminToken: token)
+        defer { stop() }
         let anonymous = try AdminClient.send(method: "GET", path: "/admin/rooms", token: nil, to: address)
         #expect(anonymous.status == 401)
         let wrong = try AdminClient.send(method: "GET", path: "/admin/rooms", token: AdminToken.random().text, to: address)
@@ -42,20 +48,25 @@ struct AdminAPIOverHTTPTests {
     }
 
     @Test func aRelayWithoutAnAdminTokenServesMetricsAndHealthAndSaysTheAPIIsOff() throws {
-        let (relay, address) = try Self.relay(adminToken: nil)
-        defer { relay.shutdown() }
+        let (relay, address, stop) = try Self.relay(adminToken: nil)
+        defer { stop() }
         #expect(try AdminClient.send(method: "GET", path: "/healthz", token: nil, to: address).status == 200)
         #expect(try AdminClient.send(method: "GET", path: "/metrics", token: nil, to: address).status == 200)
         let off = try AdminClient.send(method: "GET", path: "/admin/rooms", token: AdminToken.random().text, to: address)
         #expect(off.status == 404 && String(decoding: off.body, as: UTF8.self).contains("the admin API is off"))
+        // The admin port outlives the relay's shutdown by a moment (it is closed after it):
+        // a health check then hears that it is going, and a scrape still gets the last counts.
+        relay.shutdown()
+        #expect(try AdminClient.send(method: "GET", path: "/healthz", token: nil, to: address).status == 503)
+        #expect(try AdminClient.send(method: "GET", path: "/metrics", token: nil, to: address).status == 200)
     }
 
     /// Idle and slow connections cost the relay a descriptor each until it closes them: it
     /// keeps a bounded number, closes one that has not sent a whole request in time, and a
     /// scrape made during such a flood is still answered.
     @Test func idleAndSlowConnectionsAreBoundedAndTimedOutWhileScrapesAreStillAnswered() async throws {
-        let (relay, address) = try Self.relay(adminToken: nil)
-        defer { relay.shutdown() }
+        let (_, address, stop) = try Self.relay(adminToken: nil)
+        defer { stop() }
         // In tens, each given the time to be accepted (the kernel's accept queue is not the relay's).
         var idle: [LoopbackTCP] = []
         for _ in 0..<30 {
@@ -80,37 +91,5 @@ struct AdminAPIOverHTTPTests {
         print("connections without a whole request were closed after \(String(format: "%.1f", waited)) s")
         #expect((slow + idle).allSatisfy { $0.closedByRelay }, "a connection that sends no whole request is closed")
         #expect(waited < 8)
-    }
-}
-
-/// A TCP connection to a port on 127.0.0.1 that sends what the test says, and no more.
-final class LoopbackTCP {
-    let descriptor: Int32
-
-    init?(port: Int) {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(descriptor)
-            return nil
-        }
-    }
-
-    deinit { close(descriptor) }
-
-    func send(_ text: String) { _ = Array(text.utf8).withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
-
-    /// Whether the relay has closed its end (the next read says end of file, or reset).
-    var closedByRelay: Bool {
-        var probe = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        guard poll(&probe, 1, 0) > 0 else { return false }
-        var byte: UInt8 = 0
-        return recv(descriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) <= 0
     }
 }

@@ -1,10 +1,13 @@
+import ParleyBasics
+import ParleyRelay
+import ParleySecurity
+import ParleyWire
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ParleySecurity
-import ParleyWire
 
 /// What the cluster keeps in etcd, and where.
 ///
@@ -78,9 +81,30 @@ public struct ClusterRelayRecord: Sendable, Equatable, Codable {
             return "its address is not HOST:PORT of at most \(ControlMessage.maximumShortTextBytes) bytes"
         }
         if !key.isEmpty, (try? RelayKey.publicKey(fromText: key)) == nil { return "its key is not a relay's public key" }
-        if let region, ClusterSettings.problem(withRegion: region) != nil { return "its region is not a region's name" }
+        if let region, ParleyNames.problem(withRegion: region) != nil { return "its region is not a region's name" }
         guard load >= 0, leaseID != nil else { return "its load or lease is not a number a relay writes" }
         return nil
+    }
+}
+
+extension ClusterRelayRecord {
+    /// The record as a client needs it (a redirect, a fallback); nil when its key is
+    /// unreadable or its address does not fit a control message.
+    var clientRelay: ControlMessage.ClusterRelay? {
+        guard address.utf8.count <= ControlMessage.maximumShortTextBytes else { return nil }
+        if key.isEmpty { return ControlMessage.ClusterRelay(address: address, publicKey: []) }
+        guard let bytes = Base64URL.decode(key), bytes.count == ControlMessage.ClusterRelay.keySize else { return nil }
+        return ControlMessage.ClusterRelay(address: address, publicKey: bytes)
+    }
+}
+
+extension RelayPeer {
+    /// The relay a cluster record names, as trunks know it; nil for a relay started
+    /// `--insecure` (it has no key to prove) or a record whose address is not HOST:PORT.
+    init?(_ record: ClusterRelayRecord) {
+        guard !record.key.isEmpty, let address = try? HostAndPort(parsing: record.address),
+              let peer = try? RelayPeer(address: address, publicKeyText: record.key) else { return nil }
+        self = peer
     }
 }
 

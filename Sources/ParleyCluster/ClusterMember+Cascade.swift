@@ -1,45 +1,30 @@
 import ParleyBasics
+import ParleyRelay
 
 /// A room across relays, as the cluster arranges it: this relay's presence in the rooms it has
 /// members of (one record each in the store, under its lease), the trunks those records ask
 /// for, and the reconcile that keeps the store in line with what the relay really does.
 extension ClusterMember {
-    /// What the relay should do about trunks: trust these relays' keys, and keep these trunks
-    /// open (each is opened by the relay whose ID sorts first).
-    public struct Cascade: Sendable {
-        public var trusted: [ClusterRelayRecord]
-        public var trunks: [(room: String, relay: ClusterRelayRecord)]
-    }
-
-    /// Where the relay's trunk plan goes (``Cascade``); called at once with the current plan,
-    /// then after every change the watch brings, every reconcile, and every failed turn while
-    /// the store is away (the last view still says which trunks to keep). Called from the
-    /// watch's or the member's threads, one call at a time, never with an older plan after a
-    /// newer one.
-    public func setCascadeHandler(_ handler: (@Sendable (Cascade) -> Void)?) {
-        state.withLock { $0.cascade = handler }
-        updateCascade()
-    }
-
-    /// Hands the relay the trunks and trust the view asks for now.
-    func updateCascade() {
-        var hosted = hostedRooms()
-        let (handler, plan, version) = state.withLock { state in
+    /// Hands the relay the trunks and trust the view asks for now (``ParleyRelay/TrunkPlan``):
+    /// at start, then after every change the watch brings, every reconcile, and every failed
+    /// turn while the store is away (the last view still says which trunks to keep). Called
+    /// from the watch's or the member's threads; the relay gets one plan at a time, never an
+    /// older plan after a newer one.
+    func updateTrunkPlan() {
+        guard let relay = relay.withLock({ $0 }) else { return }
+        let hosted = relay.hostedRooms()
+        let (plan, version) = state.withLock { state in
             // A room this relay just recorded its presence in has a member joining here, not
             // yet counted: its trunks open now, not at the next reconcile. Once the reconcile
             // has seen the room empty here, only members count.
-            for room in state.view.roomsPresentHere where hosted[room, default: 0] == 0 && state.absentSince[room] == nil {
-                hosted[room] = 1
-            }
-            state.cascadeVersion &+= 1
-            return (state.cascade, Cascade(trusted: state.view.relays.values.sorted { $0.id < $1.id }, trunks: state.view.trunks(hosted: hosted)),
-                    state.cascadeVersion)
+            let arriving = Set(state.view.roomsPresentHere.filter { state.absentSince[$0] == nil })
+            state.planVersion &+= 1
+            return (state.view.plan(hosted: hosted, arriving: arriving), state.planVersion)
         }
-        guard let handler else { return }
-        appliedCascade.withLock { applied in
+        appliedPlan.withLock { applied in
             guard version > applied else { return }  // a newer plan was applied meanwhile
             applied = version
-            handler(plan)
+            relay.follow(plan)
         }
     }
 
@@ -59,7 +44,7 @@ extension ClusterMember {
                 state.presenceInFlight.remove(room)
                 if written { state.view.apply(.put(EtcdEntry(key: key, value: value, lease: lease))) }
             }
-            if written { updateCascade() }
+            if written { updateTrunkPlan() }
         }
     }
 
@@ -69,7 +54,7 @@ extension ClusterMember {
     /// wherever it is placed); rooms placed here, or present here, that stayed empty are
     /// released; the load is reported when it changed; the relay is handed its trunk plan.
     func reconcile() async {
-        defer { updateCascade() }
+        defer { updateTrunkPlan() }
         guard let lease = state.withLock({ $0.lease }) else { return }
         let hosted = hostedRooms()
         let now = MonotonicClock.now()
@@ -107,7 +92,7 @@ extension ClusterMember {
             let load = hosted.values.reduce(0, +)
             let changed = load != state.lastReportedLoad
             if changed { state.lastReportedLoad = load }
-            metrics.clusterRoomsHosted.record(state.view.roomsHere.count)
+            metrics.roomsHosted.record(state.view.roomsHere.count)
             return (claimBack, missingPresence, release, absent, changed ? load : nil)
         }
         for room in missingPresence { recordPresence(in: room) }
