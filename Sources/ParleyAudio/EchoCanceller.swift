@@ -133,24 +133,26 @@ public final class EchoCanceller {
         into cleaned: UnsafeMutableBufferPointer<Float>
     ) -> Bool {
         precondition(capture.count == frameSamples && alignedReference.count == frameSamples && cleaned.count >= frameSamples)
-        // SpeexDSP's interface is 16-bit even in its float build.
-        for index in 0..<frameSamples {
-            input[index] = SampleConversion.int16(capture[index])
-            reference[index] = SampleConversion.int16(alignedReference[index])
-        }
-        _ = input.withUnsafeMutableBufferPointer { inputBuffer in
-            output.withUnsafeMutableBufferPointer { outputBuffer in
-                if let echo {
-                    reference.withUnsafeBufferPointer { referenceBuffer in
-                        speex_echo_cancellation(echo, inputBuffer.baseAddress, referenceBuffer.baseAddress, outputBuffer.baseAddress)
+        // SpeexDSP's interface is 16-bit even in its float build. The buffers are taken once
+        // a frame: a class's arrays indexed in a loop pay an exclusivity check per sample.
+        let frame = frameSamples
+        input.withUnsafeMutableBufferPointer { inputBuffer in
+            reference.withUnsafeMutableBufferPointer { referenceBuffer in
+                output.withUnsafeMutableBufferPointer { outputBuffer in
+                    for index in 0..<frame {
+                        inputBuffer[index] = SampleConversion.int16(capture[index])
+                        referenceBuffer[index] = SampleConversion.int16(alignedReference[index])
                     }
-                } else {
-                    outputBuffer.baseAddress!.update(from: inputBuffer.baseAddress!, count: frameSamples)
+                    if let echo {
+                        speex_echo_cancellation(echo, inputBuffer.baseAddress, referenceBuffer.baseAddress, outputBuffer.baseAddress)
+                    } else {
+                        outputBuffer.baseAddress!.update(from: inputBuffer.baseAddress!, count: frame)
+                    }
+                    _ = speex_preprocess_run(preprocess, outputBuffer.baseAddress)
+                    for index in 0..<frame { cleaned[index] = SampleConversion.float(outputBuffer[index]) }
                 }
-                return speex_preprocess_run(preprocess, outputBuffer.baseAddress)
             }
         }
-        for index in 0..<frameSamples { cleaned[index] = SampleConversion.float(output[index]) }
         guard configuration.vad else { return true }
         var probability: Int32 = 0
         _ = parley_speex_preprocess_get_int(preprocess, SPEEX_PREPROCESS_GET_PROB, &probability)
