@@ -12,6 +12,7 @@ cross-correlation with the near talker), so ERLE compares the same instants.
 
 Usage:
   echo_score.py --self-test
+  echo_score.py --replot OUT      (echo.png again from OUT/echo.json)
   echo_score.py SCENARIOS RESULTS OUT SYSTEM... (each RESULTS/SCENARIO/SYSTEM.wav)
 Writes OUT/echo.md (tables), OUT/echo.json and OUT/echo.png.
 """
@@ -37,6 +38,7 @@ LABELS = {
     "webrtc": "WebRTC legacy AEC",
     "mic": "microphone (no canceller)",
 }
+SHORT = {"parley": "Parley", "speex-plain": "Speex", "speex-delay": "Speex+delay", "webrtc": "WebRTC", "mic": "mic"}
 COLORS = {"parley": "#d62728", "speex-plain": "#1f77b4", "speex-delay": "#17becf", "webrtc": "#2ca02c", "mic": "#7f7f7f"}
 
 
@@ -194,10 +196,11 @@ def plot(scored, systems, path):
     columns = 4
     rows = (len(scored) + columns - 1) // columns
     figure = plt.figure(figsize=(4.2 * columns, 2.6 * rows + 4.5))
-    grid = figure.add_gridspec(rows + 1, columns, height_ratios=[1] * rows + [1.6], hspace=0.75, wspace=0.25)
+    grid = figure.add_gridspec(rows + 1, columns, height_ratios=[1] * rows + [1.6], hspace=0.95, wspace=0.25, top=0.96, bottom=0.06)
     for index, (meta, results) in enumerate(scored):
         axis = figure.add_subplot(grid[index // columns, index % columns])
-        for system in systems:
+        # Parley last, so it is drawn over a reference it matches.
+        for system in sorted(systems, key=lambda s: s == "parley"):
             times, curve = results[system]["erle_curve"]
             after_times, after_curve = results[system]["erle_after_curve"]
             axis.plot(times, curve, color=COLORS[system], linewidth=1.3 if system == "parley" else 0.9, label=LABELS[system])
@@ -206,8 +209,9 @@ def plot(scored, systems, path):
         axis.axhline(35, color="black", linewidth=0.6, linestyle=":")
         axis.set_ylim(0, 70)
         axis.set_xlim(0, meta["length"])
-        pesqs = " ".join(f"{results[s]['pesq_double_talk']:.2f}" for s in systems)
-        axis.set_title(f"{meta['name']}\nPESQ-WB (double talk): {pesqs}", fontsize=7.5)
+        pesqs = [f"{SHORT[s]} {results[s]['pesq_double_talk']:.2f}" for s in systems]
+        half = (len(pesqs) + 1) // 2
+        axis.set_title(f"{meta['name']}, double-talk PESQ-WB:\n{', '.join(pesqs[:half])}\n{', '.join(pesqs[half:])}", fontsize=7)
         axis.tick_params(labelsize=7)
         if index % columns == 0:
             axis.set_ylabel("ERLE, dB", fontsize=7.5)
@@ -226,7 +230,7 @@ def plot(scored, systems, path):
     axis.set_ylim(1, 4.6)
     axis.legend(fontsize=7, ncol=len(systems), loc="upper right")
     figure.suptitle("Echo cancellation per scenario: ERLE over time in single talk (grey: double talk; dotted: 35 dB), "
-                    "and double-talk PESQ-WB (titles in legend order; bars below)", fontsize=10)
+                    "and double-talk PESQ-WB (in each title, and as bars below)", fontsize=10, y=0.985)
     figure.savefig(path, dpi=72, bbox_inches="tight")
 
 
@@ -276,6 +280,13 @@ def report(scored, systems, out):
 def main():
     if sys.argv[1:] == ["--self-test"]:
         self_test()
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--replot":
+        # Draws OUT/echo.png again from OUT/echo.json, without scoring anything.
+        saved = json.load(open(os.path.join(sys.argv[2], "echo.json")))
+        scored = [(entry["scenario"], entry["results"]) for entry in saved]
+        systems = [s for s in scored[0][1] if s != "mic"]
+        plot(scored, systems, os.path.join(sys.argv[2], "echo.png"))
         return
     if len(sys.argv) < 5:
         raise SystemExit(__doc__)
