@@ -20,9 +20,9 @@ public final class EchoCanceller {
     public struct Configuration: Sendable {
         /// 10 or 20 ms frames. 20 ms (the Opus frame the capture thread encodes anyway)
         /// gives the filter twice the frequency resolution, so it converges deeper (1–2 dB
-        /// more ERLE and better double talk on the echo benchmark's rooms), and costs 40 %
-        /// less CPU than two 10 ms frames; the price is the preprocessor's overlap, one frame:
-        /// 20 ms of latency instead of 10.
+        /// more ERLE and better double talk on the echo benchmark's rooms), and costs 11 %
+        /// less CPU than two 10 ms frames; the price is the preprocessor's overlap, one
+        /// frame: 20 ms of latency instead of 10.
         public var frameDuration: OpusFrameDuration = .ms20
         /// Length of the adaptive filter: how much of the room's reverberation is
         /// modelled after the bulk delay has been removed. 200 ms covers half the
@@ -34,9 +34,9 @@ public final class EchoCanceller {
         /// Stationary noise suppression.
         public var denoise = true
         /// Maximum noise attenuation, dB (negative). This and the two echo limits below are
-        /// SpeexDSP's own defaults: on the echo benchmark's scenarios, deeper limits (−25 dB
-        /// of noise, −45 or −55 dB of echo) and milder ones in double talk (−10 or −6 dB)
-        /// moved double-talk PESQ-WB by less than the run-to-run spread and never up overall.
+        /// SpeexDSP's own defaults: on the echo benchmark's scenarios deeper or milder limits
+        /// moved double-talk PESQ-WB by a few hundredths at most, and the old deeper ones
+        /// (−25 dB of noise, −45 dB of echo) cost it 0.1–0.3 (BENCHMARKS.md, echo cancellation).
         public var noiseSuppressionDecibels = -15
         /// Maximum attenuation of residual echo while only the far end talks, dB.
         public var echoSuppressionDecibels = -40
