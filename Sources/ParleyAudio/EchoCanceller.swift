@@ -22,7 +22,8 @@ public final class EchoCanceller {
         /// gives the filter twice the frequency resolution, so it converges deeper (1–2 dB
         /// more ERLE and better double talk on the echo benchmark's rooms), and costs 11 %
         /// less CPU than two 10 ms frames; the price is the preprocessor's overlap, one
-        /// frame: 20 ms of latency instead of 10.
+        /// frame: 20 ms of latency instead of 10. With `cancelEcho` off only the
+        /// preprocessor runs, and `forUse(cancellingEcho:)` picks 10 ms.
         public var frameDuration: OpusFrameDuration = .ms20
         /// Length of the adaptive filter: how much of the room's reverberation is
         /// modelled after the bulk delay has been removed. 200 ms covers half the
@@ -48,6 +49,16 @@ public final class EchoCanceller {
         /// Voice activity detection (reported per frame).
         public var vad = true
         public init() {}
+
+        /// The settings for a path that cancels echo (20 ms frames) or only suppresses noise
+        /// (headphones, a file: 10 ms frames, so the preprocessor delays the voice by 10 ms
+        /// instead of 20).
+        public static func forUse(cancellingEcho: Bool) -> Configuration {
+            var configuration = Configuration()
+            configuration.cancelEcho = cancellingEcho
+            if !cancellingEcho { configuration.frameDuration = .ms10 }
+            return configuration
+        }
     }
 
     public enum Error: Swift.Error, CustomStringConvertible {

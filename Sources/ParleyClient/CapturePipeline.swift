@@ -61,7 +61,8 @@ final class CapturePipeline {
         let period = Self.periodSamples
         let frameSamples = encoder.frameSamples
         var capture = [Float](repeating: 0, count: period)
-        precondition(processor.map { $0.frameSamples == frameSamples } ?? true, "the outgoing processor cleans the encoder's frames")
+        let step = processor?.frameSamples ?? frameSamples
+        precondition(frameSamples % step == 0, "the outgoing processor cleans whole parts of the encoder's frames")
         precondition(frameSamples % period == 0, "an encoder frame is a whole number of capture periods")
         var captured = [Float](repeating: 0, count: frameSamples)  // the frame's raw capture, a period at a time
         var cleaned = [Float](repeating: 0, count: frameSamples)
@@ -107,8 +108,8 @@ final class CapturePipeline {
                 do { try raw?.append(UnsafeBufferPointer(rebasing: buffer[0..<count])) } catch { throw .cannotWriteOutput("--record-raw: \(error)") }
             }
 
-            // Collect the frame's raw capture; the processor cleans a whole 20 ms frame at once
-            // (the frame the encoder takes, so waiting for it adds no delay).
+            // Collect the frame's raw capture; the processor cleans it when it is whole (the
+            // echo canceller works on the encoder's 20 ms, so waiting for it adds no delay).
             captured.withUnsafeMutableBufferPointer { capturedBuffer in
                 capture.withUnsafeBufferPointer { captureBuffer in
                     (capturedBuffer.baseAddress! + filled).update(from: captureBuffer.baseAddress!, count: period)
@@ -126,8 +127,14 @@ final class CapturePipeline {
                         cleanedBuffer.baseAddress!.update(from: rawBuffer.baseAddress!, count: frameSamples)
                         return Self.rms(rawBuffer) > 0.003
                     }
-                    let played = tap.frame(captureIndex: frameStart, count: frameSamples)
-                    return processor.process(capture: rawBuffer, played: played, into: cleanedBuffer)
+                    var voice = false
+                    for part in stride(from: 0, to: frameSamples, by: step) {
+                        let played = tap.frame(captureIndex: frameStart + part, count: step)
+                        voice = processor.process(
+                            capture: UnsafeBufferPointer(rebasing: rawBuffer[part..<part + step]), played: played,
+                            into: UnsafeMutableBufferPointer(rebasing: cleanedBuffer[part..<part + step])) || voice
+                    }
+                    return voice
                 }
             }
             try cleaned.withUnsafeBufferPointer { buffer throws(CallError) in
