@@ -2,7 +2,7 @@
 //
 // libFuzzer targets for Parley's parsers and the client's receive path. A separate package because a libFuzzer
 // executable has no `main` of its own (libFuzzer provides it), so it cannot build
-// with the rest. See "Fuzzing" in the top-level README.
+// with the rest. See docs/FUZZING.md.
 
 import PackageDescription
 

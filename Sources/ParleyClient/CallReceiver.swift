@@ -26,6 +26,8 @@ public final class CallReceiver {
     private var packetsSentAtLastReport = 0
     private var speakers: [UInt32: RemoteSpeaker] = [:]
     private var members: [ControlMessage.Roster.Member] = []
+    /// The streams the relay drops because a moderator muted their member, as the last roster said.
+    private var serverMutedSSRCs: Set<UInt32> = []
     /// Figures of streams that ended (members who left, streams replaced on a rejoin), for the summary.
     private var departed: [CallStatistics.Speaker] = []
     /// What each stream's jitter buffer had learned of the path when our rejoin replaced it
@@ -176,7 +178,21 @@ public final class CallReceiver {
     private func removeSpeaker(_ ssrc: UInt32, now: UInt64) {
         guard let speaker = speakers.removeValue(forKey: ssrc) else { return }
         mix.remove(ssrc: ssrc)
-        if speaker.lastPacketAt != nil { departed.append(speaker.snapshot(now: now)) }
+        guard speaker.lastPacketAt != nil else { return }
+        // Kept for the summary: a stream that ended is heard no more, whenever its last packet came.
+        var ended = speaker.snapshot(now: now)
+        ended.receiving = false
+        departed.append(ended)
+    }
+
+    /// Ends `ssrc`'s stream here and starts a new one for what comes next, keeping what its
+    /// jitter buffer learned of the path: the packets between are not the network's to count.
+    private func restartStream(_ ssrc: UInt32, now: UInt64) {
+        guard let speaker = speakers[ssrc] else { return }
+        if (speaker.reception?.received ?? 0) >= RemoteSpeaker.packetsToLearnJitter {
+            learnedTargets[ssrc] = speaker.buffer.statistics.targetDelayMilliseconds / 1_000
+        }
+        removeSpeaker(ssrc, now: now)
     }
 
     // MARK: RTCP
@@ -278,6 +294,14 @@ public final class CallReceiver {
         case let .roster(roster):
             members = roster
             listenersChanged(roster)
+            // A member a moderator mutes keeps sending, and the relay drops it all: the
+            // sequence numbers it skips are the mute's, not the network's. Its stream starts
+            // afresh from here, so neither its loss nor its concealment counts the mute (nor
+            // do the packets dropped before this roster came, which no packet after will
+            // resolve in the old stream's figures).
+            let mutedNow = Set(roster.filter(\.isServerMuted).map(\.ssrc))
+            for ssrc in mutedNow.subtracting(serverMutedSSRCs) { restartStream(ssrc, now: now) }
+            serverMutedSSRCs = mutedNow
             shared.update { state in
                 state.members = roster.map(\.identity).sorted()
                 state.memberStates = Dictionary(roster.map { ($0.identity, $0.state) }, uniquingKeysWith: { $1 })

@@ -25,9 +25,12 @@ public enum CallStatusLine {
         parts.append("\(statistics.members.count) in room")
         if statistics.isServerMuted { parts.append("MUTED BY THE ROOM'S MODERATOR") }
         parts.append(statistics.speaking.isEmpty ? "quiet" : "speaking: " + statistics.speaking.joined(separator: ", "))
-        // What the others set for themselves; a deafened member is muted too, and said once.
-        let deafened = (statistics.deafenedMembers ?? []).filter { $0 != statistics.identity }
-        let muted = (statistics.mutedMembers ?? []).filter { $0 != statistics.identity && !deafened.contains($0) }
+        // Who a moderator muted, then what the others set for themselves; a deafened member is
+        // muted too, and each is said once.
+        let byModerator = (statistics.serverMuted ?? []).filter { $0 != statistics.identity }
+        let deafened = (statistics.deafenedMembers ?? []).filter { $0 != statistics.identity && !byModerator.contains($0) }
+        let muted = (statistics.mutedMembers ?? []).filter { $0 != statistics.identity && !deafened.contains($0) && !byModerator.contains($0) }
+        if !byModerator.isEmpty { parts.append("muted by moderator: " + byModerator.joined(separator: ", ")) }
         if !muted.isEmpty { parts.append("muted: " + muted.joined(separator: ", ")) }
         if !deafened.isEmpty { parts.append("deafened: " + deafened.joined(separator: ", ")) }
         parts.append("rtt " + (statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"))
@@ -51,9 +54,15 @@ public enum CallStatusLine {
             lines.append("  heard nobody")
         }
         for speaker in statistics.speakers {
+            // What the network did (lost, late), then what became of the frames that were
+            // missing when due, each with its count: a silent member's few frames make one
+            // late packet a large share, and the count says it was one.
+            func share(_ percent: Double, _ frames: Int) -> String { "\(format(percent))% (\(frames))" }
             lines.append("  from \(speaker.identity): \(speaker.packetsReceived) packets, lost \(format(speaker.lossPercent))% on the way, "
-                + "FEC rebuilt \(format(speaker.fecRecoveredPercent))%, redundancy \(format(speaker.redundancyRecoveredPercent))%, concealed \(format(speaker.concealedPercent))%, "
-                + "jitter buffer \(speaker.meanJitterBufferDelayMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–") on average, underruns \(speaker.underruns), late \(speaker.latePackets)")
+                + "\(speaker.latePackets) late; of \(Int(speaker.audioFrames.rounded())) frames due, FEC rebuilt \(share(speaker.fecRecoveredPercent, speaker.fecRecoveredFrames)), "
+                + "redundant copies \(share(speaker.redundancyRecoveredPercent, speaker.redundancyRecoveredFrames)), "
+                + "concealed \(share(speaker.concealedPercent, speaker.concealedFrames)); "
+                + "jitter buffer \(speaker.meanJitterBufferDelayMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–") on average, underruns \(speaker.underruns)")
         }
         return lines.joined(separator: "\n")
     }

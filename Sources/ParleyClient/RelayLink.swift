@@ -443,7 +443,10 @@ public struct RelayLink {
 
     // MARK: Control
 
-    private mutating func handleControl(_ message: ControlMessage, authenticated: Bool, now: UInt64, output: inout Output) {
+    private mutating func handleControl(_ received: ControlMessage, authenticated: Bool, now: UInt64, output: inout Output) {
+        // Every string a relay sends is made safe here, where it enters the client, before
+        // anything reads it (ControlMessage+Shown.swift).
+        let message = received.madeSafeToShow()
         if message.isReliable, authenticated {
             sendControl(.ack(.init(sequence: message.sequence)), now: now, output: &output)
             guard seenReliable.insert(message.sequence) else { return }  // a retransmission we already acted on

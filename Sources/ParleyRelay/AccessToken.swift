@@ -177,13 +177,13 @@ public struct AccessToken: Sendable, Hashable {
         public var message: String {
             switch self {
             case let .malformed(reason):
-                return "the access token is malformed (\(reason)); ask for a new invite"
+                return "the access token is malformed (\(reason))"
             case .signatureInvalid:
-                return "the access token was not signed by this relay's secret; ask for a new invite"
+                return "the access token was not signed by this relay's secret"
             case let .expired(expiresAt, now):
-                return "the access token expired \(Self.age(now - expiresAt)) ago; ask for a new invite"
+                return "the access token expired \(Self.age(now - expiresAt)) ago"
             case let .notYetValid(notBefore, now):
-                return "the access token is valid only in \(Self.age(notBefore - now)); check your clock or wait"
+                return "the access token is valid only in \(Self.age(notBefore - now))"
             case let .wrongRoom(tokenRoom, requestedRoom):
                 return "the access token is for room \"\(tokenRoom.prefix(64))\", not \"\(requestedRoom.prefix(64))\""
             case let .identityInvalid(problem):

@@ -2,6 +2,8 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import ParleyBasics
+import Synchronization
 
 /// The admin HTTP port: `GET /metrics` (Prometheus text format), `GET /healthz`, and the
 /// admin API under `/admin/` (``AdminAPI``: rooms, kick, mute, close; bearer token).
@@ -23,12 +25,15 @@ final class AdminServer: Sendable {
         },
         logger: Logger
     ) throws -> AdminServer {
+        let connections = AdminConnections()
         let channel = try ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                connections.opened(channel)
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(AdminHTTPHandler(metrics: metrics, healthy: healthy, token: token, admin: admin))
+                    try channel.pipeline.syncOperations.addHandler(AdminHTTPHandler(
+                        metrics: metrics, healthy: healthy, token: token, admin: admin, connections: connections))
                 }
             }
             .childChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -48,6 +53,49 @@ final class AdminServer: Sendable {
     }
 }
 
+/// The admin port's connections: at most ``limit`` at once, and none kept for longer than
+/// ``requestTimeout`` without a whole request (after it connects, or after its last answer).
+/// A scraper or `curl` sends its request at once; a connection that sends nothing, or a byte
+/// at a time, only holds a descriptor, and 1,200 of them held for a minute cost the relay
+/// 1,200. At the limit, a new connection closes the oldest one still waiting for its request,
+/// so a flood of idle connections cannot lock a scrape out.
+final class AdminConnections: Sendable {
+    static let limit = 64
+    static let requestTimeout = TimeAmount.seconds(5)
+
+    private struct Entry {
+        let channel: any Channel
+        let opened: UInt64
+        /// Whether it is waiting for a whole request (rather than being answered).
+        var waiting = true
+    }
+
+    private let entries = Mutex<[ObjectIdentifier: Entry]>([:])
+
+    func opened(_ channel: any Channel) {
+        let key = ObjectIdentifier(channel)
+        let evicted = entries.withLock { entries -> (any Channel)? in
+            guard entries.count >= Self.limit else {
+                entries[key] = Entry(channel: channel, opened: MonotonicClock.now())
+                return nil
+            }
+            // The oldest still waiting makes way (out of the count at once: its close completes
+            // later, on its own loop); with none waiting, every slot is answering, and the
+            // newcomer is turned away.
+            guard let oldest = entries.filter(\.value.waiting).min(by: { $0.value.opened < $1.value.opened }) else { return channel }
+            entries[oldest.key] = nil
+            entries[key] = Entry(channel: channel, opened: MonotonicClock.now())
+            return oldest.value.channel
+        }
+        evicted?.close(promise: nil)
+        channel.closeFuture.whenComplete { [self] _ in entries.withLock { _ = $0.removeValue(forKey: key) } }
+    }
+
+    func setWaiting(_ channel: any Channel, _ waiting: Bool) {
+        entries.withLock { $0[ObjectIdentifier(channel)]?.waiting = waiting }
+    }
+}
+
 final class AdminHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -60,17 +108,39 @@ final class AdminHTTPHandler: ChannelInboundHandler {
     /// The admin API request's body so far; nil once it grew past ``AdminAPI/maximumBodyBytes``
     /// (the request has been answered 413 and the connection is closing).
     private var body: [UInt8]? = []
+    private let connections: AdminConnections
+    /// Closes the connection unless a whole request arrives first.
+    private var requestDeadline: Scheduled<Void>?
 
     init(metrics: @escaping @Sendable () -> EventLoopFuture<[UInt8]>, healthy: @escaping @Sendable () -> Bool, token: AdminToken?,
-         admin: @escaping @Sendable (AdminAPI.Route, any EventLoop) -> EventLoopFuture<AdminAPI.Response>) {
+         admin: @escaping @Sendable (AdminAPI.Route, any EventLoop) -> EventLoopFuture<AdminAPI.Response>, connections: AdminConnections) {
         self.metrics = metrics
         self.healthy = healthy
         self.token = token
         self.admin = admin
+        self.connections = connections
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { awaitRequest(context: context) }
+
+    func handlerRemoved(context: ChannelHandlerContext) { requestDeadline?.cancel() }
+
+    /// The connection waits for a whole request for at most ``AdminConnections/requestTimeout``.
+    private func awaitRequest(context: ChannelHandlerContext) {
+        let channel = context.channel
+        connections.setWaiting(channel, true)
+        requestDeadline?.cancel()
+        requestDeadline = context.eventLoop.scheduleTask(in: AdminConnections.requestTimeout) { channel.close(promise: nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        if case .end = part {
+            requestDeadline?.cancel()
+            requestDeadline = nil
+            connections.setWaiting(context.channel, false)
+        }
+        switch part {
         case let .head(head):
             request = head
             body = []
@@ -167,6 +237,9 @@ final class AdminHTTPHandler: ChannelInboundHandler {
         if !keepAlive {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
+        } else {
+            // Answered; the next request is awaited as the first was.
+            awaitRequest(context: context)
         }
     }
 }

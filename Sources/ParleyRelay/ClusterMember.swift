@@ -107,10 +107,10 @@ public final class ClusterMember: Sendable {
             case let .elsewhere(relay): return .answer(.elsewhere(relay))
             case .unplaced:
                 guard state.storeReachable else {
-                    return .answer(.unavailable("the relay cannot reach its cluster's store to place a new room; try again in a few seconds"))
+                    return .answer(.unavailable("the relay cannot reach its cluster's store to place a new room"))
                 }
                 guard state.parkedCount < Self.maximumParkedJoins, state.parked[room, default: []].count < Self.maximumParkedPerRoom else {
-                    return .answer(.unavailable("the relay is placing many rooms at once; try again in a second"))
+                    return .answer(.unavailable("the relay is placing many rooms at once"))
                 }
                 let first = state.parked[room] == nil
                 state.parked[room, default: []].append(whenDecided)
@@ -184,7 +184,7 @@ public final class ClusterMember: Sendable {
                     switch state.view.route(room: room, region: region) {
                     case .here: return .here
                     case let .elsewhere(relay): return .elsewhere(relay)
-                    case .unplaced: return .unavailable("the room's relay is leaving the cluster; try again in a few seconds")
+                    case .unplaced: return .unavailable("the room's relay is leaving the cluster")
                     }
                 }
             } catch EtcdError.leaseNotFound {
@@ -192,10 +192,10 @@ public final class ClusterMember: Sendable {
                 state.withLock { $0.view.forgetRelay(candidate.id) }
             } catch {
                 logger.warning("cannot place a room: the cluster's store did not answer", metadata: ["room": "\(room)", "error": "\(error)"])
-                return .unavailable("the relay cannot reach its cluster's store to place a new room; try again in a few seconds")
+                return .unavailable("the relay cannot reach its cluster's store to place a new room")
             }
         }
-        return .unavailable("no relay of the cluster is available to host the room; try again in a few seconds")
+        return .unavailable("no relay of the cluster is available to host the room")
     }
 
     // MARK: Running

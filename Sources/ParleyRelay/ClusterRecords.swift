@@ -3,6 +3,8 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import ParleySecurity
+import ParleyWire
 
 /// What the cluster keeps in etcd, and where.
 ///
@@ -59,7 +61,27 @@ public struct ClusterRelayRecord: Sendable, Equatable, Codable {
     var leaseID: Int64? { Int64(lease) }
 
     var encoded: [UInt8] { ClusterCoding.encode(self) }
-    static func decode(_ bytes: [UInt8]) -> ClusterRelayRecord? { ClusterCoding.decode(Self.self, bytes) }
+
+    /// The record, when it is one a relay can act on: anyone who can write to the store can
+    /// put any bytes under a relay's key, and one record a `joined` cannot carry (an address
+    /// over 255 bytes) made every join in the cluster fail. So a record is read only with an
+    /// address of HOST:PORT that fits a one-byte length, a key that is a relay key (or none,
+    /// for an `--insecure` relay), a region a relay could be started with, and a lease.
+    static func decode(_ bytes: [UInt8]) -> ClusterRelayRecord? {
+        guard let record = ClusterCoding.decode(Self.self, bytes), record.problem == nil else { return nil }
+        return record
+    }
+
+    /// Why this record names no relay a client can be sent to; nil when it does.
+    var problem: String? {
+        guard address.utf8.count <= ControlMessage.maximumShortTextBytes, (try? HostAndPort(parsing: address)) != nil else {
+            return "its address is not HOST:PORT of at most \(ControlMessage.maximumShortTextBytes) bytes"
+        }
+        if !key.isEmpty, (try? RelayKey.publicKey(fromText: key)) == nil { return "its key is not a relay's public key" }
+        if let region, ClusterSettings.problem(withRegion: region) != nil { return "its region is not a region's name" }
+        guard load >= 0, leaseID != nil else { return "its load or lease is not a number a relay writes" }
+        return nil
+    }
 }
 
 /// A room's placement: the relay that hosts it.

@@ -13,9 +13,9 @@ import ParleyWire
 /// relay.closeTrunk(room: "standup", to: relayB)
 /// ```
 extension Relay {
-    /// The relays whose trunks this relay accepts (by public key; their addresses are not
-    /// checked: a trunk is authenticated by its key). Replaces the previous set; open trunks
-    /// stay open.
+    /// The relays whose trunks this relay accepts: a trunk is authenticated by its key, and a
+    /// trunk init is taken only from a trusted relay's registered address (anything else is
+    /// dropped before a Diffie-Hellman). Replaces the previous set; open trunks stay open.
     public func setTrustedRelays(_ peers: [RelayPeer]) {
         trunkDirectory?.setTrusted(peers)
     }

@@ -68,7 +68,7 @@ final class RelayCore: RoomMembership {
     func admit(_ session: Session, now: UInt64) -> RoomAdmission {
         rooms.withLock { rooms in
             guard rooms.joinBudget.allow(identity: session.identity, room: session.room, now: now) else {
-                return .refused(.rateLimited, "\(session.identity) joined \(session.room) too often in the last minute; try again in a few seconds")
+                return .refused(.rateLimited, "\(session.identity) joined \(session.room) too often in the last minute")
             }
             if let ban = rooms.kicks.ban(of: session.identity, in: session.room, now: now) {
                 return .refused(.kickedFromRoom, ban.refusal(room: session.room, now: now))

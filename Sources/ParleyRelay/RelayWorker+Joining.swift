@@ -66,12 +66,19 @@ extension RelayWorker {
             id: rooms.makeSessionID(), address: address, peer: peer, room: join.room, identity: token.identity,
             ssrc: join.ssrc, canPublish: token.canPublish, isModerator: token.isModerator, capabilities: join.capabilities, cookie: UInt64.random(in: 1 ... .max), token: join.token,
             workerIndex: index, limits: limits, nowNanoseconds: now)
-        let joined = ControlMessage(sequence: sequence, body: .joined(ControlMessage.Joined(
+        var joined = ControlMessage.Joined(
             cookie: session.cookie, ssrc: session.ssrc, identity: session.identity, room: session.room,
             canPublish: session.canPublish,
             keepaliveIntervalMilliseconds: UInt32(limits.keepaliveIntervalMilliseconds),
-            idleTimeoutMilliseconds: UInt32(limits.idleTimeoutMilliseconds), clusterRelays: clusterFallbacks)))
-        session.joinedMessage = (try? joined.serialized()) ?? []
+            idleTimeoutMilliseconds: UInt32(limits.idleTimeoutMilliseconds), clusterRelays: clusterFallbacks)
+        // The identity and room are checked, so only the fallbacks (from the store) can fail to
+        // serialise: then the answer goes without them, never empty.
+        if let bytes = try? ControlMessage(sequence: sequence, body: .joined(joined)).serialized() {
+            session.joinedMessage = bytes
+        } else {
+            joined.clusterRelays = []
+            session.joinedMessage = (try? ControlMessage(sequence: sequence, body: .joined(joined)).serialized()) ?? []
+        }
         return session
     }
 
@@ -187,7 +194,7 @@ extension RelayWorker {
             guard budgets.errorReplies.allow(peer.host, nowNanoseconds: now) else { return }
             refusalLogs.log(.notice, "join refused", metadata: ["from": "\(peer)", "reason": "\(logReason.logSafe(limit: 200))"], now: now)
             var handshake = refusalHandshake
-            let error = ControlMessage(sequence: message.sequence, body: .error(ControlMessage.ErrorReply(code: code, message: String(text.prefix(200)))))
+            let error = ControlMessage(sequence: message.sequence, body: .error(ControlMessage.ErrorReply(code: code, message: text)))
             guard let payload = try? error.serialized(),
                   let (response, _) = try? handshake.respond(relayIndex: 0, payload: payload, nowNanoseconds: now),
                   response.count <= size else { return }
@@ -229,7 +236,7 @@ extension RelayWorker {
             return drop(.handshakeReplayed)
         case .sourceOverQuota:
             metrics.joinRefused(.rateLimited)
-            return refuse(.rateLimited, "too many joins from your network in the last minutes; try again in a minute",
+            return refuse(.rateLimited, "too many joins from your network in the last minutes",
                           logReason: "handshake replay cache share of \(peer.host) spent")
         }
         let session = makeSession(join, sequence: message.sequence, token: token, address: address, peer: peer, now: now)

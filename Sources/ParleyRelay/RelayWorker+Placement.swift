@@ -30,7 +30,7 @@ extension RelayWorker {
             return .refuse(text)
         case let .elsewhere(record):
             guard let relay = record.clientRelay, relay.publicKey.isEmpty == !joins.encrypted else {
-                return .refuse("the room is on a relay this one cannot send you to (\(joins.encrypted ? "it runs without encryption" : "its key is unreadable")); tell the cluster's operator")
+                return .refuse("the room is on a relay this one cannot send you to (\(joins.encrypted ? "it runs without encryption" : "its key is unreadable"))")
             }
             metrics.clusterRedirects.increment()
             let others = cluster.fallbacks(limit: 4).compactMap(\.clientRelay).filter { $0.address != relay.address }
@@ -75,8 +75,10 @@ struct ParkedJoin<Value>: @unchecked Sendable {
 }
 
 extension ClusterRelayRecord {
-    /// The record as a client needs it; nil when its key is unreadable.
+    /// The record as a client needs it; nil when its key is unreadable or its address does
+    /// not fit a control message.
     var clientRelay: ControlMessage.ClusterRelay? {
+        guard address.utf8.count <= ControlMessage.maximumShortTextBytes else { return nil }
         if key.isEmpty { return ControlMessage.ClusterRelay(address: address, publicKey: []) }
         guard let bytes = Base64URL.decode(key), bytes.count == ControlMessage.ClusterRelay.keySize else { return nil }
         return ControlMessage.ClusterRelay(address: address, publicKey: bytes)

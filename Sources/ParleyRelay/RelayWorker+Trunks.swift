@@ -79,7 +79,16 @@ extension RelayWorker {
         if message.isReliable { sendToTrunk(.ack(.init(sequence: message.sequence)), trunk: trunk) }
         switch message.body {
         case let .roster(page):
-            guard let members = trunk.remoteRoster.add(page) else { return }
+            guard let announced = trunk.remoteRoster.add(page) else { return }
+            // A name from another relay is checked as a member's own is when it joins: one
+            // with control, bidirectional or invisible formatting characters could have come
+            // from no token, so it is left out rather than put on every member's screen.
+            let members = announced.filter { ParleyNames.problem(withIdentity: $0.identity) == nil }
+            if members.count < announced.count {
+                drop(.malformed, count: announced.count - members.count)
+                refusalLogs.log(.warning, "a relay of the room announced members whose names no token may carry; they are left out",
+                                metadata: ["trunk": "\(trunk.logDescription)", "left out": "\(announced.count - members.count)"], now: now)
+            }
             trunk.setRemoteMembers(members, limits: limits, now: now)
             let refused = rooms.setRemoteMembers(
                 members, streams: trunk.remoteStreams, of: trunk, localKey: trunkDirectory?.localKeyBytes ?? [], now: now)

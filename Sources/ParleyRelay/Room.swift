@@ -62,14 +62,14 @@ public struct Room: Sendable {
     public mutating func admit(_ candidate: Member, maximumMembers: Int) -> Admission {
         let existing = members.firstIndex { $0.identity == candidate.identity }
         if let clash = members.first(where: { $0.ssrc == candidate.ssrc }), clash.identity != candidate.identity {
-            return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by another member of \(name); pick a new random SSRC and join again")
+            return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by another member of \(name)")
         }
         if remoteMember(ssrc: candidate.ssrc) != nil {
-            return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by a member of \(name) on another relay; pick a new random SSRC and join again")
+            return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by a member of \(name) on another relay")
         }
         let others = members.count - (existing == nil ? 0 : 1)
         guard others < maximumMembers else {
-            return .refused(.roomFull, "room \(name) is full (\(maximumMembers) members); try again later")
+            return .refused(.roomFull, "room \(name) is full (\(maximumMembers) members)")
         }
         var replaced: Member?
         if let existing {
@@ -162,7 +162,7 @@ public struct RoomDirectory: Sendable {
     public mutating func admit(_ candidate: Room.Member, to room: String) -> Room.Admission {
         if rooms[room] == nil {
             guard rooms.count < limits.maximumRooms else {
-                return .refused(.tooManyRooms, "the relay has its maximum of \(limits.maximumRooms) rooms open; try again later")
+                return .refused(.tooManyRooms, "the relay has its maximum of \(limits.maximumRooms) rooms open")
             }
             rooms[room] = Room(name: room)
         }

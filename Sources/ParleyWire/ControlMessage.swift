@@ -50,6 +50,15 @@ public struct ControlMessage: Sendable, Hashable {
     /// client proves its address (joined, error) are never larger than what it received.
     public static let minimumJoinSize = 512
 
+    /// The most a one-byte length field holds: a name, a reason, a relay's words to a member.
+    public static let maximumShortTextBytes = 255
+
+    /// `text` cut at a character boundary to fit a one-byte length field. The words of every
+    /// answer a relay sends (an error, a goodbye, a moderation reply) are fitted here, once:
+    /// a moderator's name and reason in three-byte characters run past 255 bytes in fewer
+    /// than 200 characters, and an answer that did not fit was not sent at all.
+    public static func fitted(_ text: String) -> String { text.prefix(utf8Bytes: maximumShortTextBytes) }
+
     public var sequence: UInt32
     /// Whether the sender wants an ``Ack``.
     public var isReliable: Bool
@@ -281,7 +290,8 @@ public struct ControlMessage: Sendable, Hashable {
     /// sealed packet's tag, the hello's nonce), and a client acts on none without it.
     public struct ErrorReply: Sendable, Hashable {
         public var code: ErrorCode
-        public var message: String
+        /// For people; fitted to a one-byte length (``ControlMessage/fitted(_:)``).
+        public var message: String { didSet { message = ControlMessage.fitted(message) } }
         /// At most ``maximumEchoSize`` bytes of the datagram this answers; empty when the reply
         /// needs no binding (it travels inside a session or a handshake response).
         public var echo: [UInt8]
@@ -290,7 +300,7 @@ public struct ControlMessage: Sendable, Hashable {
 
         public init(code: ErrorCode, message: String, echo: [UInt8] = []) {
             self.code = code
-            self.message = message
+            self.message = ControlMessage.fitted(message)
             self.echo = echo
         }
     }
@@ -329,11 +339,12 @@ public struct ControlMessage: Sendable, Hashable {
     /// Relay → client: the relay ends the member's session.
     public struct Goodbye: Sendable, Hashable {
         public var reason: GoodbyeReason
-        public var message: String
+        /// For people; fitted to a one-byte length (``ControlMessage/fitted(_:)``).
+        public var message: String { didSet { message = ControlMessage.fitted(message) } }
 
         public init(reason: GoodbyeReason, message: String) {
             self.reason = reason
-            self.message = message
+            self.message = ControlMessage.fitted(message)
         }
     }
 

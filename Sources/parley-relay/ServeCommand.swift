@@ -26,13 +26,13 @@ struct ServeCommand: ParsableCommand {
           secret-file = /etc/parley/relay.secret
           idle-timeout = 30s
 
-        A cluster: every relay shares the token secret (the token-secret line of one secret file)
-        but has its own key, and names the same etcd and its own public address:
+        A cluster: every relay shares the token secret (the token-secret line of one secret file) but has its own key, and names the same etcd and its own public address:
 
-          parley-relay serve --cluster http://10.0.0.2:2379 --public-address 198.51.100.7:7800
+          parley-relay serve --cluster http://10.0.0.2:2379 \\
+              --public-address 198.51.100.7:7800
 
         SIGTERM or SIGINT: members are told goodbye, then the relay exits 0 within 2 s.
-        """
+        """ + "\n\n" + ServeExitStatus.helpText
     )
 
     @Option(help: ArgumentHelp("Config file of `key = value` lines.", valueName: "file"))
@@ -73,7 +73,6 @@ struct ServeCommand: ParsableCommand {
     var insecure = false
 
     func run() throws {
-        let environment = Self.environment()
         let flags: [String: String?] = [
             "listen": listen, "admin": admin, "secret-file": secretFile, "threads": threads, "log-level": logLevel,
             "socket-buffer": socketBuffer, "max-rooms": maxRooms, "max-members-per-room": maxMembersPerRoom,
@@ -82,15 +81,7 @@ struct ServeCommand: ParsableCommand {
             "cluster": cluster, "public-address": publicAddress, "region": region,
             "insecure": insecure ? "true" : nil,
         ]
-        var file: KeyValueFile?
-        let configPath = config ?? environment["PARLEY_RELAY_CONFIG"]
-        if let configPath {
-            file = try KeyValueFile(parsing: FileText.read(path: configPath, what: "config file", hint: Self.configHint), source: configPath)
-        } else if access(RelayConfiguration.defaultConfigFile, F_OK) == 0 {
-            let path = RelayConfiguration.defaultConfigFile
-            file = try KeyValueFile(parsing: FileText.read(path: path, what: "config file", hint: Self.configHint), source: path)
-        }
-        let configuration = try RelayConfiguration.resolve(flags: flags.compactMapValues { $0 }, environment: environment, file: file)
+        let configuration = try Self.resolve(flags: flags.compactMapValues { $0 }, config: config)
 
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in
@@ -114,7 +105,7 @@ struct ServeCommand: ParsableCommand {
             throw error
         } catch {
             logger.critical("cannot start the relay: \(error); is another process using the port?")
-            throw ExitCode.failure
+            throw ExitCode(ServeExitStatus.cannotStart.rawValue)
         }
         let done = DispatchSemaphore(value: 0)
         let sources = [SIGTERM, SIGINT].map { number in
@@ -129,6 +120,20 @@ struct ServeCommand: ParsableCommand {
     }
 
     static let configHint = "check the path given with --config or PARLEY_RELAY_CONFIG"
+
+    /// The settings as every command reads them: `flags`, then PARLEY_RELAY_* variables,
+    /// then the config file (`config`, PARLEY_RELAY_CONFIG, or /etc/parley/relay.conf if it
+    /// exists), then the defaults.
+    static func resolve(flags: [String: String], config: String?, environment: [String: String] = Self.environment()) throws -> RelayConfiguration {
+        var file: KeyValueFile?
+        if let configPath = config ?? environment["PARLEY_RELAY_CONFIG"] {
+            file = try KeyValueFile(parsing: FileText.read(path: configPath, what: "config file", hint: Self.configHint), source: configPath)
+        } else if access(RelayConfiguration.defaultConfigFile, F_OK) == 0 {
+            let path = RelayConfiguration.defaultConfigFile
+            file = try KeyValueFile(parsing: FileText.read(path: path, what: "config file", hint: Self.configHint), source: path)
+        }
+        return try RelayConfiguration.resolve(flags: flags, environment: environment, file: file)
+    }
 
     static func environment() -> [String: String] {
         var result: [String: String] = [:]

@@ -16,11 +16,11 @@ struct TokenCommand: ParsableCommand {
         discussion: """
         Example:
 
-          parley-relay token --secret-file /etc/parley/relay.secret --room standup --identity ada \\
-              --ttl 7d --relay relay.example.org:7800
+          parley-relay token --secret-file /etc/parley/relay.secret \\
+              --room standup --identity ada --ttl 7d --relay relay.example.org:7800
 
-        prints the token, then parley://relay.example.org:7800/standup?token=…&key=… which the client accepts. The key is the relay's public key: the client pins it, so nobody between the two can pose as the relay. With --moderator the person may server-mute, kick and close the room from their call. In a cluster whose relays have regions, --region says where the person is: the room is placed there if it is new, and the person joins on a relay of that region (trunked to the room's others) — docs/CLUSTER.md. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub, mod, region), so a web app holding the same secret can mint them too.
-        """
+        prints the token, then parley://relay.example.org:7800/standup?token=…&key=… which the client accepts. The key is the relay's public key: the client pins it, so nobody between the two can pose as the relay; mint an invite with the secret file of the relay it names. With --moderator the person may server-mute, kick and close the room from their call. In a cluster whose relays have regions, --region says where the person is: the room is placed there if it is new, and the person joins on a relay of that region (trunked to the room's others) — docs/CLUSTER.md. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub, mod, region), so a web app holding the same secret can mint them too.
+        """ + "\n\n" + TokenExitStatus.helpText
     )
 
     @Option(help: ArgumentHelp("The file `parley-relay keygen` wrote.", valueName: "file"))

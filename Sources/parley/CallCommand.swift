@@ -31,22 +31,17 @@ struct CallCommand: ParsableCommand {
             at once: m mute, d deafen, t push-to-talk on/off, space talk/stop in push-to-talk, \
             up/down choose a person, +/- their volume, q leave, ? the keys, / types a text \
             message to the room (Enter sends, Esc gives up), and : types a request as parley \
-            ctl takes it (:volume bob 50). The roster shows who muted or deafened themselves \
-            and the last few messages; without a terminal each message is a line. From a \
+            ctl takes it (:volume bob 50). The roster shows who muted or deafened themselves or \
+            was muted by a moderator, each member's loss, jitter and concealment, and the last \
+            few messages; a narrow terminal drops whole columns, never part of a figure. \
+            Without a terminal each message is a line. From a \
             script or a desktop hotkey, `parley ctl` reaches the call by its --name (else its room):
               parley ctl mute
               parley ctl ptt press; parley ctl ptt release
               parley ctl --call standup volume bob 50
               parley ctl say back in five minutes
               parley ctl status
-
-            Exit status: 0 the call ended normally; 1 unexpected failure; 2 a bad flag or value; \
-            3 the relay is unreachable; 4 the relay's key or handshake is wrong; 5 the token \
-            was refused; 6 the room is full or the relay has too many rooms; 7 the relay \
-            refused for another reason; 8 you joined from somewhere else; 9 a sound device is \
-            missing or busy; 10 an input WAV cannot be used; 11 an output file cannot be written; \
-            12 a moderator removed you from the room (or you may not rejoin it yet); 13 the room was closed.
-            """)
+            """ + "\n\n" + CallExitStatus.helpText)
 
     @Argument(help: ArgumentHelp("The invite: parley://HOST:PORT/ROOM?token=…", valueName: "invite-url"))
     var invite: String?

@@ -48,6 +48,10 @@ final class CascadedRoom: @unchecked Sendable {
             let proxy = try await ImpairmentProxy.start(configuration, on: group.next()).get()
             self.proxy = proxy
             let throughProxy = RelayPeer(address: HostAndPort(host: "127.0.0.1", port: proxy.localAddress.port!), publicKey: keys[impaired.peer].publicKey)
+            // The peer sees the opener at the proxy's address, and trusts it there (trunk inits
+            // are taken only from where a trusted relay is registered).
+            let opener = RelayPeer(address: HostAndPort(host: "127.0.0.1", port: 1), publicKey: keys[impaired.opener].publicKey)
+            relays[impaired.peer].setTrustedRelays(peers.enumerated().filter { $0.offset != impaired.peer }.map(\.element) + [opener])
             try relays[impaired.opener].openTrunk(room: room, to: throughProxy)
         }
         let expected = trunks.count + (impaired == nil ? 0 : 1)

@@ -107,12 +107,22 @@ func freeTCPPort() throws -> Int { try freePort(host: "127.0.0.1", type: SOCK_ST
 /// A UDP port free on `host` now.
 func freeUDPPort(host: String) throws -> Int { try freePort(host: host, type: SOCK_DGRAM) }
 
-private func freePort(host: String, type: __socket_type) throws -> Int {
+/// A port free now on every one of `hosts` (the relays of a recipe share one port number).
+func freePort(on hosts: [String], type: __socket_type) throws -> Int {
+    for _ in 0..<50 {
+        let port = try freePort(host: hosts[0], type: type)
+        if hosts.dropFirst().allSatisfy({ (try? freePort(host: $0, type: type, port: port)) != nil }) { return port }
+    }
+    throw EtcdServer.Missing(description: "no port is free on all of \(hosts)")
+}
+
+private func freePort(host: String, type: __socket_type, port: Int = 0) throws -> Int {
     let descriptor = socket(AF_INET, Int32(type.rawValue), 0)
     defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr(host)
+    address.sin_port = UInt16(port).bigEndian
     let bound = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }

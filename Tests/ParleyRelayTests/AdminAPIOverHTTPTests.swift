@@ -1,6 +1,11 @@
+import Foundation
 import Logging
 import ParleyRelay
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The admin API on a running relay's admin port, over real HTTP: who gets in, what a
 /// stranger's oversized body costs, and a relay whose secret file predates the API.
@@ -43,5 +48,69 @@ struct AdminAPIOverHTTPTests {
         #expect(try AdminClient.send(method: "GET", path: "/metrics", token: nil, to: address).status == 200)
         let off = try AdminClient.send(method: "GET", path: "/admin/rooms", token: AdminToken.random().text, to: address)
         #expect(off.status == 404 && String(decoding: off.body, as: UTF8.self).contains("the admin API is off"))
+    }
+
+    /// Idle and slow connections cost the relay a descriptor each until it closes them: it
+    /// keeps a bounded number, closes one that has not sent a whole request in time, and a
+    /// scrape made during such a flood is still answered.
+    @Test func idleAndSlowConnectionsAreBoundedAndTimedOutWhileScrapesAreStillAnswered() async throws {
+        let (relay, address) = try Self.relay(adminToken: nil)
+        defer { relay.shutdown() }
+        // In tens, each given the time to be accepted (the kernel's accept queue is not the relay's).
+        var idle: [LoopbackTCP] = []
+        for _ in 0..<30 {
+            idle += (0..<10).compactMap { _ in LoopbackTCP(port: address.port) }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(idle.count == 300)
+        try await Task.sleep(for: .milliseconds(300))
+        let healthz = try AdminClient.send(method: "GET", path: "/healthz", token: nil, to: address)
+        #expect(healthz.status == 200, "a scrape during the flood is answered")
+        let kept = idle.filter { !$0.closedByRelay }.count
+        print("of 300 idle connections the admin port keeps \(kept)")
+        #expect(kept <= 64, "the admin port holds a bounded number of connections")
+
+        let slow = (0..<5).compactMap { _ in LoopbackTCP(port: address.port) }
+        for connection in slow { connection.send("GET /metrics HTTP/1.1\r\nHost: relay\r\n") }
+        let start = Date()
+        while Date().timeIntervalSince(start) < 12, !(slow + idle).allSatisfy { $0.closedByRelay } {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let waited = Date().timeIntervalSince(start)
+        print("connections without a whole request were closed after \(String(format: "%.1f", waited)) s")
+        #expect((slow + idle).allSatisfy { $0.closedByRelay }, "a connection that sends no whole request is closed")
+        #expect(waited < 8)
+    }
+}
+
+/// A TCP connection to a port on 127.0.0.1 that sends what the test says, and no more.
+final class LoopbackTCP {
+    let descriptor: Int32
+
+    init?(port: Int) {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            return nil
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    func send(_ text: String) { _ = Array(text.utf8).withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+
+    /// Whether the relay has closed its end (the next read says end of file, or reset).
+    var closedByRelay: Bool {
+        var probe = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&probe, 1, 0) > 0 else { return false }
+        var byte: UInt8 = 0
+        return recv(descriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) <= 0
     }
 }

@@ -17,6 +17,8 @@ final class TestClient {
     let relayPort: UInt16
     /// The relay's IPv4 address: 127.0.0.1, or another loopback address for a second relay.
     let relayHost: String
+    /// The address this client sends from.
+    let localHost: String
     /// Control messages received while waiting for something else, in arrival order.
     var controlInbox: [ControlMessage] = []
     var mediaInbox: [[UInt8]] = []
@@ -25,7 +27,8 @@ final class TestClient {
     var ssrc: UInt32 = 0
     private var nextSequence: UInt32 = 1
 
-    init(relayPort: Int, relayHost: String = "127.0.0.1", receiveBuffer: Int = 4 << 20) {
+    /// `localHost`: the loopback address this client sends from (another host, as far as the relay can tell).
+    init(relayPort: Int, relayHost: String = "127.0.0.1", localHost: String = "127.0.0.1", receiveBuffer: Int = 4 << 20) {
         let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         self.descriptor = descriptor
         precondition(descriptor >= 0, "socket() failed: \(errno)")
@@ -33,7 +36,7 @@ final class TestClient {
         setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_addr.s_addr = inet_addr(localHost)
         address.sin_port = 0
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -47,11 +50,12 @@ final class TestClient {
         self.port = UInt16(bigEndian: local.sin_port)
         self.relayPort = UInt16(relayPort)
         self.relayHost = relayHost
+        self.localHost = localHost
     }
 
     deinit { close(descriptor) }
 
-    var address: SocketAddress { try! SocketAddress(ipAddress: "127.0.0.1", port: Int(port)) }
+    var address: SocketAddress { try! SocketAddress(ipAddress: localHost, port: Int(port)) }
 
     func send(_ bytes: [UInt8]) {
         sendLoopback(bytes, from: descriptor, toPort: relayPort, host: relayHost)
