@@ -228,29 +228,31 @@ func runOnThread<Result: Sendable>(_ body: @escaping @Sendable () -> Result) asy
     }
 }
 
-/// At most `limit` of the calls that ask run at once: each is real time, and two cores
-/// carry only so many before scheduling delays would be measured as network delay.
+/// At most `limit` slots' worth of calls run at once: each is real time, and two cores
+/// carry only so many before scheduling delays would be measured as network delay. A call
+/// heavier than one relay and its members (a cascade: three relays and their trunks) takes
+/// more than one slot.
 actor CallSlots {
     static let shared = CallSlots(limit: 3)
     private let limit: Int
     private var running = 0
-    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private var waiting: [(slots: Int, continuation: CheckedContinuation<Void, Never>)] = []
     /// Calls that want the machine to themselves (they load it on purpose, as an attack does);
     /// while one waits, no new call starts, so the running ones drain.
     private var waitingAlone: [CheckedContinuation<Void, Never>] = []
 
     init(limit: Int) { self.limit = limit }
 
-    func acquire() async {
-        if running < limit, waitingAlone.isEmpty {
-            running += 1
+    private func acquire(_ slots: Int) async {
+        if running + slots <= limit, waitingAlone.isEmpty, waiting.isEmpty {
+            running += slots
             return
         }
-        await withCheckedContinuation { waiting.append($0) }
+        await withCheckedContinuation { waiting.append((slots, $0)) }
     }
 
-    func release() {
-        running -= 1
+    private func release(_ slots: Int) {
+        running -= slots
         admitWaiting()
     }
 
@@ -267,6 +269,7 @@ actor CallSlots {
         admitWaiting()
     }
 
+    /// Starts waiting calls in the order they asked (a heavy one is not overtaken for ever).
     private func admitWaiting() {
         if !waitingAlone.isEmpty {
             guard running == 0 else { return }
@@ -274,9 +277,9 @@ actor CallSlots {
             waitingAlone.removeFirst().resume()
             return
         }
-        while running < limit, !waiting.isEmpty {
-            running += 1
-            waiting.removeFirst().resume()
+        while let first = waiting.first, running + first.slots <= limit {
+            running += first.slots
+            waiting.removeFirst().continuation.resume()
         }
     }
 
@@ -293,14 +296,16 @@ actor CallSlots {
         }
     }
 
-    func withSlot<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        await acquire()
+    /// Runs `body` once `slots` (at most the limit) are free.
+    func withSlot<T: Sendable>(_ slots: Int = 1, _ body: @Sendable () async throws -> T) async throws -> T {
+        let slots = min(max(slots, 1), limit)
+        await acquire(slots)
         do {
             let result = try await body()
-            release()
+            release(slots)
             return result
         } catch {
-            release()
+            release(slots)
             throw error
         }
     }
