@@ -173,7 +173,7 @@ let package = Package(
         // their room lives.
         .testTarget(
             name: "ParleyClusterTests",
-            dependencies: ["ParleyCluster", "ParleyRelay", "ParleyAdmin", "ParleyClient", "ParleyAudio", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
+            dependencies: ["ParleyCluster", "ParleyRelay", "ParleyRelayTestSupport", "ParleyAdmin", "ParleyClient", "ParleyAudio", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
         ),
         // Deploy/: installs into a temporary root, runs a call through the installed relay.
         .testTarget(name: "DeployTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleySecurity", "ParleyWire", "ParleyAudio"]),
