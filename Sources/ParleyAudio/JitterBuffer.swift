@@ -108,6 +108,10 @@ public final class JitterBuffer {
     /// time-stretching and concealment since the last read, samples per channel.
     var mediaStretch = 0
 
+    /// Called with every decision the playout makes and what it was made from, when set:
+    /// for diagnostics (`parley-bench replay --decisions`), never on a call.
+    public var decisionObserver: ((PlayoutOperation, PlayoutDecision.Observation) -> Void)?
+
     var sampleRate: Double { Double(AudioClock.sampleRate) }
     var reserveSamples: Int { Int(configuration.decisions.reserveSeconds * sampleRate) }
 
@@ -269,6 +273,7 @@ public final class JitterBuffer {
             operations += 1
             let observation = observe(now: now)
             let operation = PlayoutDecision.decide(observation, configuration.decisions)
+            decisionObserver?(operation, observation)
             guard operations <= 8, perform(operation, observation, now: now) else { break }
         }
         if playing, audio.pending < output.count / configuration.channels {
