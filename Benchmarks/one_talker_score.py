@@ -126,6 +126,9 @@ def score_run(run, only=None):
             row["parley_fec"] = speakers[0]["fecRecoveredPercent"]
             row["parley_concealed"] = speakers[0]["concealedPercent"]
             row["parley_underruns"] = speakers[0]["underruns"]
+    if os.path.exists(f"{run}/disturbed.txt"):
+        with open(f"{run}/disturbed.txt") as f:
+            row["disturbed"] = f.read().strip()
     if not only:
         with open(f"{run}/scores.json", "w") as f:
             json.dump(row, f)
@@ -290,6 +293,10 @@ def main():
             "own (its own simulator, same impairment and seed).",
             ["scenario"] + [gst_label(n) for n in peer_names],
             [[scenario] + [cell(r["summary"].get(f"{n}_loss"), 1, " %") for n in peer_names] for scenario, r in results.items()])
+    disturbed = [f"{scenario} seed {r['seed']} ({r['disturbed']})" for scenario, result in results.items() for r in result["runs"]
+                 if r.get("disturbed")]
+    if disturbed:
+        lines += ["", "Calls the machine disturbed in every attempt (call_disturbed.py), counted all the same: " + "; ".join(disturbed) + "."]
     with open(f"{arguments.out}/one-talker.md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
