@@ -2,7 +2,7 @@
 //
 // libFuzzer targets for Parley's parsers and the client's receive path. A separate package because a libFuzzer
 // executable has no `main` of its own (libFuzzer provides it), so it cannot build
-// with the rest. See "Fuzzing" in the top-level README.
+// with the rest. See docs/FUZZING.md.
 
 import PackageDescription
 
@@ -14,14 +14,13 @@ let package = Package(
             name: "parley-wire-fuzz",
             dependencies: [.product(name: "ParleyWire", package: "parley")]
         ),
-        // The client's receive path from a joined peer; its script player is the one the
-        // property tests use (Sources/parley-client-fuzz/JoinedPeer.swift links to it).
+        // The client's receive path from a joined peer, played by the same script player
+        // (`JoinedPeer`) as the property tests.
         .executableTarget(
             name: "parley-client-fuzz",
             dependencies: [
                 .product(name: "ParleyClient", package: "parley"),
-                .product(name: "ParleySecurity", package: "parley"),
-                .product(name: "ParleyWire", package: "parley"),
+                .product(name: "ParleyClientTestSupport", package: "parley"),
             ]
         ),
     ]

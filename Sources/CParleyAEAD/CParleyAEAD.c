@@ -6,6 +6,7 @@
 struct evp_aead_st;
 struct evp_aead_ctx_st;
 extern const struct evp_aead_st *CCryptoBoringSSL_EVP_aead_chacha20_poly1305(void);
+extern const struct evp_aead_st *CCryptoBoringSSL_EVP_aead_aes_128_gcm(void);
 extern struct evp_aead_ctx_st *CCryptoBoringSSL_EVP_AEAD_CTX_new(const struct evp_aead_st *aead, const uint8_t *key,
                                                                  size_t key_len, size_t tag_len);
 extern void CCryptoBoringSSL_EVP_AEAD_CTX_free(struct evp_aead_ctx_st *ctx);
@@ -18,6 +19,10 @@ extern int CCryptoBoringSSL_EVP_AEAD_CTX_open(const struct evp_aead_ctx_st *ctx,
 
 parley_aead_key *parley_aead_key_new(const uint8_t *key32) {
     return (parley_aead_key *)CCryptoBoringSSL_EVP_AEAD_CTX_new(CCryptoBoringSSL_EVP_aead_chacha20_poly1305(), key32, 32, 16);
+}
+
+parley_aead_key *parley_aead_key_new_aes128gcm(const uint8_t *key16) {
+    return (parley_aead_key *)CCryptoBoringSSL_EVP_AEAD_CTX_new(CCryptoBoringSSL_EVP_aead_aes_128_gcm(), key16, 16, 16);
 }
 
 void parley_aead_key_free(parley_aead_key *key) {

@@ -1,6 +1,8 @@
 import NIOCore
+import ParleyBasics
 import ParleyAudio
 import ParleyDevices
+import ParleyE2EE
 import ParleyWire
 
 /// Everything one call needs, as `parley call` or a test builds it.
@@ -70,6 +72,10 @@ public struct CallConfiguration: Sendable {
     /// GStreamer pipeline, say) can play exactly what this one got.
     public var receivedRTPCopies: [SocketAddress] = []
 
+    /// End-to-end encryption: this person's identity and pinned keys; nil takes no part (an
+    /// end-to-end encrypted room then refuses the join).
+    public var endToEnd: EndToEndIdentity?
+
     public var jitterBuffer = JitterBuffer.Configuration()
     /// Adjusts the link's timings (join timeout, keepalive probing); the tests shorten them.
     public var tuneLink: @Sendable (inout RelayLink.Configuration) -> Void = { _ in }
@@ -83,7 +89,7 @@ public struct CallConfiguration: Sendable {
     }
 
     /// "host:port", with brackets around an IPv6 address.
-    public var relay: String { relayHost.contains(":") ? "[\(relayHost)]:\(relayPort)" : "\(relayHost):\(relayPort)" }
+    public var relay: String { HostPortText.format(host: relayHost, port: relayPort) }
 
     /// Whether the echo canceller runs, once `auto` is resolved.
     public var cancelsEcho: Bool {
@@ -94,5 +100,54 @@ public struct CallConfiguration: Sendable {
             if case .wav = input { return false }
             return true
         }
+    }
+}
+
+/// What a call needs to take part in end-to-end encrypted rooms.
+public struct EndToEndIdentity: Sendable {
+    /// The person's long-term identity key (``IdentityKey/loadOrCreate(at:)``).
+    public var identity: IdentityKey
+    /// The keys pinned on first sight, and the file they are kept in (nil: kept for this call only).
+    public var pins: IdentityPins
+    public var pinsPath: String?
+    /// The invite asks for an end-to-end encrypted room: a relay that does not make the room so
+    /// is left at once, and nothing is sent before the join confirms it.
+    public var required: Bool
+
+    public init(identity: IdentityKey, pins: IdentityPins = IdentityPins(), pinsPath: String? = nil, required: Bool) {
+        self.identity = identity
+        self.pins = pins
+        self.pinsPath = pinsPath
+        self.required = required
+    }
+}
+
+extension EndToEndIdentity {
+    /// The identity at `path` (else the default in the person's config folder), made there on
+    /// first use, with the pins kept beside it (`known-keys`); `token` says whether the room
+    /// must be end-to-end encrypted. Nil when no path is given and there is no home folder to
+    /// keep one in, and the room does not require it: the call then takes no part.
+    public static func load(path: String?, token: String, environment: [String: String],
+                            notice: (String) -> Void = { _ in }) throws(CallError) -> EndToEndIdentity? {
+        let required = InviteToken.asksForEndToEndEncryption(token)
+        guard let path = path ?? IdentityKey.defaultPath(environment: environment) else {
+            if required {
+                throw .identity("this room is end-to-end encrypted and needs an identity key, but there is no home folder to keep one in; give --identity FILE")
+            }
+            return nil
+        }
+        let identity: IdentityKey
+        do {
+            let (key, created) = try IdentityKey.loadOrCreate(at: path)
+            identity = key
+            if created { notice("made your identity for end-to-end encrypted rooms in \(path) (fingerprint \(Fingerprint.of(key.publicKeyBytes)))") }
+        } catch {
+            throw .identity("\(error)")
+        }
+        let folder = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        let pinsPath = (folder.isEmpty ? "" : folder) + "/known-keys"
+        let pins: IdentityPins
+        do { pins = try IdentityPins.load(path: pinsPath) } catch { throw .identity("\(error)") }
+        return EndToEndIdentity(identity: identity, pins: pins, pinsPath: pinsPath, required: required)
     }
 }

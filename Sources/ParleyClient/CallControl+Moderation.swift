@@ -72,8 +72,8 @@ extension CallControl {
         guard reason.utf8.count <= limit else {
             throw .malformed("the reason is \(reason.utf8.count) bytes; at most \(limit), so say it in fewer words")
         }
-        guard !reason.unicodeScalars.contains(where: \.changesHowTextReads) else {
-            throw .malformed("the reason may not contain control characters, line breaks or bidirectional controls")
+        guard reason.firstScalarChangingHowItReads == nil else {
+            throw .malformed("the reason may not contain control characters, line breaks, bidirectional controls or invisible formatting characters")
         }
     }
 

@@ -2,7 +2,8 @@ import ParleyWire
 
 /// One thing a person (a key, `parley ctl`, a script) asks of a running call, and its words
 /// on the control socket: `mute`, `unmute`, `deafen`, `undeafen`, `ptt on|off` (push-to-talk
-/// mode), `ptt press`, `ptt release`, `volume PERSON PERCENT`, `say TEXT`, `leave`, `status`.
+/// mode), `ptt press`, `ptt release`, `volume PERSON PERCENT`, `say TEXT`, `leave`, `status`,
+/// and in an end-to-end encrypted room `verify [PERSON]` and `trust PERSON`.
 ///
 /// The words are the wire format of the control socket, one request a line, so the parser
 /// takes any bytes a local program may send and refuses what it cannot read with a message
@@ -23,6 +24,11 @@ public enum CallControl: Equatable, Sendable {
     case say(String)
     case leave
     case status
+    /// The safety number shared with PERSON (or everyone's, with their fingerprints), to read
+    /// aloud to each other.
+    case verify(person: String?)
+    /// Accept PERSON's changed identity key (after comparing the safety number).
+    case trust(person: String)
     /// A moderator's request to the relay: server-mute, server-unmute, kick, close the room
     /// (`CallControl+Moderation.swift`).
     case moderate(ControlMessage.ModerationRequest)
@@ -33,6 +39,7 @@ public enum CallControl: Equatable, Sendable {
 
     /// What `parley ctl --help` and an error list.
     public static let usage = "mute | unmute | deafen | undeafen | ptt on|off|press|release | volume PERSON PERCENT | say TEXT | leave | status"
+        + " | verify [PERSON] | trust PERSON"
         + " | server-mute PERSON | server-unmute PERSON | kick PERSON [--for DURATION] [--reason TEXT] | close-room [--reason TEXT]"
 
     /// Reads one request (without its newline).
@@ -51,6 +58,12 @@ public enum CallControl: Equatable, Sendable {
         case "undeafen": self = try noArguments(.undeafen)
         case "leave": self = try noArguments(.leave)
         case "status": self = try noArguments(.status)
+        case "verify":
+            guard arguments.count <= 1 else { throw .malformed("'verify' takes at most one person, like: verify bob") }
+            self = .verify(person: arguments.first)
+        case "trust":
+            guard arguments.count == 1 else { throw .malformed("'trust' takes the person whose new key you accept, like: trust bob") }
+            self = .trust(person: arguments[0])
         case "ptt":
             guard arguments.count == 1 else { throw .malformed("'ptt' takes one of on, off, press, release") }
             switch arguments[0].lowercased() {
@@ -96,6 +109,8 @@ public enum CallControl: Equatable, Sendable {
         case let .say(text): "say \(text)"
         case .leave: "leave"
         case .status: "status"
+        case let .verify(person): person.map { "verify \($0)" } ?? "verify"
+        case let .trust(person): "trust \(person)"
         case let .moderate(request): Self.moderationLine(request)
         }
     }

@@ -1,5 +1,5 @@
 /// Why a call could not start or ended badly, worded for the person at the keyboard, with
-/// the exit code scripts rely on (`parley --help` lists them).
+/// the exit status scripts rely on (``CallExitStatus``).
 public enum CallError: Error, Sendable, CustomStringConvertible {
     /// The link to the relay failed for good (unreachable, key, token, room full, replaced).
     case link(LinkFailure)
@@ -13,6 +13,8 @@ public enum CallError: Error, Sendable, CustomStringConvertible {
     case cannotWriteOutput(String)
     /// A value that could not be used (a bad relay address, a bad key).
     case usage(String)
+    /// The identity for end-to-end encryption cannot be read or made.
+    case identity(String)
     /// Anything else: a bug or a system failure.
     case unexpected(String)
 
@@ -20,24 +22,24 @@ public enum CallError: Error, Sendable, CustomStringConvertible {
         switch self {
         case let .link(failure): return failure.description
         case let .relayUnreachable(message), let .device(message), let .badInputFile(message), let .cannotWriteOutput(message),
-             let .usage(message), let .unexpected(message):
+             let .usage(message), let .identity(message), let .unexpected(message):
             return message
         }
     }
 
-    /// 0 ok, 1 unexpected, 2 usage, 3 unreachable, 4 relay key or handshake, 5 token refused,
-    /// 6 room full or too many rooms, 7 other refusal, 8 replaced, 9 audio device missing or
-    /// busy, 10 bad input WAV, 11 cannot write an output file, 12 removed by a moderator (or
-    /// still banned from the room), 13 the room was closed.
-    public var exitCode: Int32 {
+    /// The status the process exits with (``CallExitStatus``, listed in `parley call --help`).
+    public var exitStatus: CallExitStatus {
         switch self {
-        case let .link(failure): return failure.exitCode
-        case .relayUnreachable: return 3
-        case .device: return 9
-        case .badInputFile: return 10
-        case .cannotWriteOutput: return 11
-        case .usage: return 2
-        case .unexpected: return 1
+        case let .link(failure): return failure.exitStatus
+        case .relayUnreachable: return .unreachable
+        case .device: return .device
+        case .badInputFile: return .inputFile
+        case .cannotWriteOutput: return .outputFile
+        case .usage: return .badUsage
+        case .identity: return .endToEnd
+        case .unexpected: return .unexpected
         }
     }
+
+    public var exitCode: Int32 { exitStatus.rawValue }
 }

@@ -1,4 +1,5 @@
 import ParleyAudio
+import ParleyE2EE
 import ParleyWire
 
 /// What the call does with the relay's datagrams, and what it sends back besides media, as
@@ -26,6 +27,8 @@ public final class CallReceiver {
     private var packetsSentAtLastReport = 0
     private var speakers: [UInt32: RemoteSpeaker] = [:]
     private var members: [ControlMessage.Roster.Member] = []
+    /// The streams the relay drops because a moderator muted their member, as the last roster said.
+    private var serverMutedSSRCs: Set<UInt32> = []
     /// Figures of streams that ended (members who left, streams replaced on a rejoin), for the summary.
     private var departed: [CallStatistics.Speaker] = []
     /// What each stream's jitter buffer had learned of the path when our rejoin replaced it
@@ -43,8 +46,18 @@ public final class CallReceiver {
     /// Remote streams kept at most (a room's limit is far lower; this bounds memory).
     static let maximumSpeakers = 64
 
+    /// How this member's frames leave (plain, sealed, or withheld until an end-to-end
+    /// encrypted join is confirmed); the capture thread's encoder reads it.
+    let sendingKey: SendingKey
+    /// The room's end-to-end encryption, once a join said the room has it.
+    private(set) var endToEnd: EndToEndSession?
+    /// Packets of an end-to-end encrypted room from a stream no trusted member owns (yet):
+    /// not played, as nothing opens them.
+    public private(set) var unkeyedMedia = 0
+
     init(configuration: CallConfiguration, shared: CallShared, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
-         wallClockOffset: UInt64, onEvent: @escaping (LinkEvent) -> Void) {
+         wallClockOffset: UInt64, sendingKey: SendingKey, onEvent: @escaping (LinkEvent) -> Void) {
+        self.sendingKey = sendingKey
         self.configuration = configuration
         self.shared = shared
         self.mix = mix
@@ -55,6 +68,11 @@ public final class CallReceiver {
         var linkConfiguration = RelayLink.Configuration(
             relayAddress: configuration.relay, room: configuration.room, token: configuration.token,
             ssrc: configuration.ssrc, security: configuration.security)
+        if let endToEnd = configuration.endToEnd {
+            linkConfiguration.identityKey = endToEnd.identity.publicKeyBytes
+        } else {
+            linkConfiguration.capabilities.remove(.endToEndEncryption)
+        }
         configuration.tuneLink(&linkConfiguration)
         link = RelayLink(configuration: linkConfiguration)
         reporter = Self.makeReporter(ssrc: configuration.ssrc, name: configuration.name)
@@ -67,7 +85,14 @@ public final class CallReceiver {
                             onEvent: @escaping (LinkEvent) -> Void = { _ in }) {
         let adaptation = EncoderAdaptation()
         self.init(configuration: configuration, shared: CallShared(initialSetting: adaptation.setting), mix: mix, epoch: epoch,
-                  adaptation: adaptation, wallClockOffset: wallClockNanoseconds &- epoch, onEvent: onEvent)
+                  adaptation: adaptation, wallClockOffset: wallClockNanoseconds &- epoch, sendingKey: Self.sendingKey(for: configuration),
+                  onEvent: onEvent)
+    }
+
+    /// How frames leave before the join says what the room is: an invite that asks for end-to-end
+    /// encryption lets nothing out in the clear, ever.
+    static func sendingKey(for configuration: CallConfiguration) -> SendingKey {
+        SendingKey(configuration.endToEnd?.required == true ? .withheld : .plain)
     }
 
     private static func makeReporter(ssrc: UInt32, name: String?) -> RTCPReporter {
@@ -121,6 +146,11 @@ public final class CallReceiver {
             if let report = makeReport(now: now) { datagrams.append(report) }
             for speaker in speakers.values { speaker.sampleDelay(now: now) }
         }
+        if let endToEnd {
+            endToEnd.tick(now: now)
+            for speaker in speakers.values { speaker.retryHeld(now: now) }
+            tellEndToEndNotices()
+        }
         return datagrams + apply(link.tick(now: now), now: now)
     }
 
@@ -130,7 +160,9 @@ public final class CallReceiver {
         case .closed, .failed: return nil
         default: break
         }
-        let report = reporter.nextDeadline(after: now)
+        var report = reporter.nextDeadline(after: now)
+        // A fresh key's switch and held packets are checked a few times a second.
+        if endToEnd != nil { report = min(report, now &+ EndToEndSession.tickNanoseconds) }
         return link.nextDeadline.map { min($0, report) } ?? report
     }
 
@@ -144,8 +176,24 @@ public final class CallReceiver {
                 droppedMedia += 1
                 return
             }
+            // In an end-to-end encrypted room a frame is played only once opened with its
+            // sender's key: a stream no trusted member owns is not played at all.
+            if link.joined?.isEndToEndEncrypted == true, !attachDecryptor(to: speaker) {
+                unkeyedMedia += 1
+                return
+            }
             speaker.receive(packet, now: now, seconds: secondsOnTimeline(now))
-            mediaReceived?(bytes, packet, now)
+            guard let mediaReceived else { return }
+            if let decryptor = speaker.decryptor {
+                // The diagnostics get the person's own audio as plain RTP, opened here.
+                guard let opened = decryptor.opened(packet, now: now) else { return }
+                opened.withUnsafeBytes { raw in
+                    guard let view = try? RTPPacketView(parsing: raw) else { return }
+                    mediaReceived(raw, view, now)
+                }
+            } else {
+                mediaReceived(bytes, packet, now)
+            }
         case .rtcp:
             guard let packets = try? RTCPCompoundPacket.parse(bytes) else {
                 droppedMedia += 1
@@ -156,6 +204,20 @@ public final class CallReceiver {
             droppedMedia += 1
         }
     }
+
+    /// Gives the speaker what opens its member's frames, if the stream is a trusted member's;
+    /// false when nothing can.
+    private func attachDecryptor(to speaker: RemoteSpeaker) -> Bool {
+        guard let keys = endToEnd?.keys(forStream: speaker.ssrc) else {
+            speaker.decryptor = nil
+            return false
+        }
+        if speaker.decryptor?.keys !== keys { speaker.decryptor = StreamDecryptor(keys: keys, ssrc: speaker.ssrc) }
+        return true
+    }
+
+    /// Seconds since 1970 at monotonic time `now` (what pinned keys are dated with).
+    private func wallSeconds(_ now: UInt64) -> Int64 { Int64((now &+ wallClockOffset) / 1_000_000_000) }
 
     private func secondsOnTimeline(_ now: UInt64) -> Double { Double(Int64(bitPattern: now &- epoch)) / 1e9 }
 
@@ -176,7 +238,21 @@ public final class CallReceiver {
     private func removeSpeaker(_ ssrc: UInt32, now: UInt64) {
         guard let speaker = speakers.removeValue(forKey: ssrc) else { return }
         mix.remove(ssrc: ssrc)
-        if speaker.lastPacketAt != nil { departed.append(speaker.snapshot(now: now)) }
+        guard speaker.lastPacketAt != nil else { return }
+        // Kept for the summary: a stream that ended is heard no more, whenever its last packet came.
+        var ended = speaker.snapshot(now: now)
+        ended.receiving = false
+        departed.append(ended)
+    }
+
+    /// Ends `ssrc`'s stream here and starts a new one for what comes next, keeping what its
+    /// jitter buffer learned of the path: the packets between are not the network's to count.
+    private func restartStream(_ ssrc: UInt32, now: UInt64) {
+        guard let speaker = speakers[ssrc] else { return }
+        if (speaker.reception?.received ?? 0) >= RemoteSpeaker.packetsToLearnJitter {
+            learnedTargets[ssrc] = speaker.buffer.statistics.targetDelayMilliseconds / 1_000
+        }
+        removeSpeaker(ssrc, now: now)
     }
 
     // MARK: RTCP
@@ -245,15 +321,23 @@ public final class CallReceiver {
 
     // MARK: Link events
 
-    /// Acts on the link's events; returns the datagrams it asked to send.
+    /// Acts on the link's events; returns the datagrams it asked to send, and those its
+    /// events led to (media keys for a new roster).
     private func apply(_ output: RelayLink.Output, now: UInt64) -> [[UInt8]] {
-        for event in output.events { handle(event, now: now) }
-        return output.datagrams
+        var datagrams = output.datagrams
+        for event in output.events { datagrams += handle(event, now: now) }
+        return datagrams
     }
 
-    private func handle(_ event: LinkEvent, now: UInt64) {
+    private func handle(_ event: LinkEvent, now: UInt64) -> [[UInt8]] {
+        var datagrams: [[UInt8]] = []
         switch event {
         case let .joined(identity, _, canPublish, rejoin):
+            // Before the media gate opens: the capture thread must seal from the first frame.
+            if let failure = takePartInEndToEnd(identity: identity) {
+                datagrams += apply(link.abandon(failure, now: now), now: now)
+                return datagrams
+            }
             if rejoin {
                 // A new timeline: the old buffers would add the outage's length as delay. What
                 // they learned of the path's jitter still holds, so the new ones start from it.
@@ -278,6 +362,19 @@ public final class CallReceiver {
         case let .roster(roster):
             members = roster
             listenersChanged(roster)
+            if let endToEnd {
+                let keys = endToEnd.rosterChanged(roster, now: now, wallSeconds: wallSeconds(now))
+                datagrams += apply(link.sendMediaKeys(keys, now: now), now: now)
+                tellEndToEndNotices()
+            }
+            // A member a moderator mutes keeps sending, and the relay drops it all: the
+            // sequence numbers it skips are the mute's, not the network's. Its stream starts
+            // afresh from here, so neither its loss nor its concealment counts the mute (nor
+            // do the packets dropped before this roster came, which no packet after will
+            // resolve in the old stream's figures).
+            let mutedNow = Set(roster.filter(\.isServerMuted).map(\.ssrc))
+            for ssrc in mutedNow.subtracting(serverMutedSSRCs) { restartStream(ssrc, now: now) }
+            serverMutedSSRCs = mutedNow
             shared.update { state in
                 state.members = roster.map(\.identity).sorted()
                 state.memberStates = Dictionary(roster.map { ($0.identity, $0.state) }, uniquingKeysWith: { $1 })
@@ -289,6 +386,9 @@ public final class CallReceiver {
                     speaker.identity = member.identity
                     mix.name(ssrc: member.ssrc, identity: member.identity)
                 }
+            }
+            if endToEnd != nil {
+                for speaker in speakers.values { _ = attachDecryptor(to: speaker) }
             }
             // A stream not in the roster has left, unless it is so new that the roster
             // naming it is still on its way.
@@ -313,12 +413,69 @@ public final class CallReceiver {
                 state.mediaGate = false
                 state.phase = .ended
             }
-        case .text, .textRefused:
+        case let .mediaKeys(keys):
+            endToEnd?.received(keys, now: now)
+            for speaker in speakers.values { speaker.retryHeld(now: now) }
+            publishEndToEndStatus()
+        case .text, .textRefused, .endToEnd:
             break  // for the call (CallSession) to show and keep
         case .moderationAnswered:
             break
         }
         onEvent(event)
+        return datagrams
+    }
+
+    // MARK: End-to-end encryption
+
+    /// The join is confirmed: in an end-to-end encrypted room, take part (from the first
+    /// frame); in a room without, send plainly, unless the invite or an earlier join of this
+    /// call said the room must be encrypted. Returns why the call cannot go on, if it cannot.
+    private func takePartInEndToEnd(identity: String) -> LinkFailure? {
+        guard link.joined?.isEndToEndEncrypted == true else {
+            if configuration.endToEnd?.required == true || endToEnd != nil {
+                sendingKey.use(.withheld)
+                return .endToEndEncryptionMissing
+            }
+            sendingKey.use(.plain)
+            return nil
+        }
+        guard let settings = configuration.endToEnd else {
+            // The relay let in a client that did not offer to take part: it seals nothing and
+            // hears nothing, so it sends nothing either.
+            sendingKey.use(.withheld)
+            return .endToEndEncryptionMissing
+        }
+        if endToEnd == nil {
+            endToEnd = EndToEndSession(identity: settings.identity, room: configuration.room, pins: settings.pins,
+                                       pinsPath: settings.pinsPath, sendingKey: sendingKey)
+        }
+        endToEnd?.joined(identity: identity, ssrc: link.ssrc)
+        publishEndToEndStatus()
+        return nil
+    }
+
+    /// Hands the end-to-end notices to the call, and the figures to the status.
+    private func tellEndToEndNotices() {
+        guard let endToEnd else { return }
+        let notices = endToEnd.takeNotices()
+        publishEndToEndStatus()
+        for notice in notices { onEvent(.endToEnd(notice)) }
+    }
+
+    private func publishEndToEndStatus() {
+        guard let endToEnd else { return }
+        let status = endToEnd.status()
+        shared.update { $0.endToEnd = status }
+    }
+
+    /// The person accepted `identity`'s changed key; returns the datagrams to send, or nil when
+    /// no member of that name takes part.
+    public func trust(_ identity: String, now: UInt64) -> [[UInt8]]? {
+        guard let endToEnd, let keys = endToEnd.accept(identity: identity, now: now, wallSeconds: wallSeconds(now)) else { return nil }
+        let datagrams = apply(link.sendMediaKeys(keys, now: now), now: now)
+        tellEndToEndNotices()
+        return datagrams
     }
 
     // MARK: Figures

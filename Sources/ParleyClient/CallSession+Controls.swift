@@ -51,6 +51,18 @@ extension CallSession {
             return .done("leaving")
         case .status:
             return CallControlReply(ok: true, message: shared.snapshot.controls.summary, status: statistics())
+        case let .verify(person):
+            guard let endToEnd = shared.snapshot.endToEnd else {
+                return .refused("this room is not end-to-end encrypted: there is no key to verify")
+            }
+            return Self.verification(endToEnd, person: person)
+        case let .trust(person):
+            guard shared.snapshot.endToEnd != nil else { return .refused("this room is not end-to-end encrypted: there is no key to trust") }
+            guard connection.trust(person) else {
+                let names = shared.snapshot.endToEnd?.members.map(\.identity) ?? []
+                return .refused(CallControlError.unknownPerson(person, members: names).description)
+            }
+            return .done("\(person)'s key is accepted and pinned: they get your key and you hear them")
         case let .moderate(request):
             guard let sequence = connection.moderate(request) else {
                 return .refused("the call is not in the room right now (joining or reconnecting), or \(PendingModeration.maximumOutstanding) requests still wait for the relay; try again in a moment")
@@ -77,5 +89,36 @@ extension CallSession {
     /// Seconds since the call first joined (0 before), for the time of a text.
     func secondsIntoCall() -> Double {
         lifecycle.withLock { $0.joinedAt }.map { Double(MonotonicClock.now() &- $0) / 1e9 } ?? 0
+    }
+
+    /// The words of `verify`: each person's safety number with you, to read aloud to each other
+    /// (on the phone, in person: not in the call itself, whose voices a relay in between could
+    /// not fake, but whose silence could), and what Parley knows of their key.
+    static func verification(_ status: EndToEndStatus, person: String?) -> CallControlReply {
+        let people = status.members.filter { person == nil || $0.identity == person }
+        guard !people.isEmpty else {
+            if let person {
+                return .refused(CallControlError.unknownPerson(person, members: status.members.map(\.identity)).description)
+            }
+            return .done("nobody else is in the room; your fingerprint is \(status.ownFingerprint)")
+        }
+        var lines = ["your fingerprint: \(status.ownFingerprint). Read the safety number aloud with each person; if both of you see the same digits, nobody stands between you."]
+        for member in people {
+            let name = member.identity.logSafe(limit: 64)
+            guard let number = member.safetyNumber, let fingerprint = member.fingerprint else {
+                lines.append("\(name): takes no part in end-to-end encryption (hears nothing of the room)")
+                continue
+            }
+            let state: String
+            switch member.key {
+            case .new: state = "first met now, pinned"
+            case .known: state = "the key you met before"
+            case .changed: state = "CHANGED since you last met: refused until you `parley ctl trust \(name)`"
+            case .none: state = "no key"
+            }
+            lines.append("\(name) (\(fingerprint), \(state)): \(number)")
+            if let warning = member.seesAnotherRoom { lines.append("  WARNING: \(name) \(warning)") }
+        }
+        return .done(lines.joined(separator: "\n"))
     }
 }

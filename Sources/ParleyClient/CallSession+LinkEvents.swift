@@ -17,7 +17,8 @@ extension CallSession {
                 return true
             }
             if first {
-                notice("joined room \(room) as \(identity)\(canPublish ? "" : " (listen only: your token does not allow speaking)")")
+                let encrypted = shared.snapshot.endToEnd.map { " · end-to-end encrypted (your fingerprint \($0.ownFingerprint))" } ?? ""
+                notice("joined room \(room) as \(identity)\(encrypted)\(canPublish ? "" : " (listen only: your token does not allow speaking)")")
                 startAudio()
             } else if rejoin {
                 notice("rejoined room \(room); audio resumes")
@@ -51,8 +52,33 @@ extension CallSession {
                 notice(muted ? "muted by the room's moderator: nobody hears you until they unmute you"
                              : "the room's moderator unmuted you: the others hear you again")
             }
-        case .roundTrip:
+        case let .endToEnd(event):
+            notice(Self.words(for: event))
+        case .roundTrip, .mediaKeys:
             break
+        }
+    }
+
+    /// What an end-to-end notice tells the person: what happened, and what to do.
+    static func words(for notice: EndToEndNotice) -> String {
+        switch notice {
+        case let .keyChanged(identity):
+            let name = identity.logSafe(limit: 64)
+            return "WARNING: \(name)'s identity key is not the one you met in this room before: \(name) on a new device, "
+                + "or someone standing in between. \(name) gets no key from you and nothing they send plays, until you compare "
+                + "safety numbers (`parley ctl verify \(name)`, or v on the call screen) and accept it (`parley ctl trust \(name)`)"
+        case let .keyAccepted(identity):
+            return "you accepted \(identity.logSafe(limit: 64))'s new identity key: they get your key and you hear them"
+        case let .viewDiffers(identity, theirCount, ourCount):
+            let name = identity.logSafe(limit: 64)
+            return "WARNING: \(name) gave their key to a room of \(theirCount) members, but the relay shows you \(ourCount): "
+                + "someone you cannot see may be listening. Compare safety numbers with \(name) (`parley ctl verify \(name)`), "
+                + "and leave the call if you cannot account for it"
+        case let .viewAgrees(identity):
+            return "\(identity.logSafe(limit: 64)) sees the same room as you again"
+        case let .cannotTakePart(identity):
+            return "\(identity.logSafe(limit: 64))'s client takes no part in end-to-end encryption: they hear nothing of the room, "
+                + "and nothing of theirs plays"
         }
     }
 }

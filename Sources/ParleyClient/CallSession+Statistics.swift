@@ -59,6 +59,7 @@ extension CallSession {
             mutedMembers: state.memberStates.filter { $0.value.contains(.muted) }.keys.sorted(),
             deafenedMembers: state.memberStates.filter { $0.value.contains(.deafened) }.keys.sorted(),
             texts: state.texts,
-            serverMuted: state.serverMuted)
+            serverMuted: state.serverMuted,
+            endToEnd: state.endToEnd)
     }
 }

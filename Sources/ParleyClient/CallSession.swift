@@ -3,6 +3,7 @@ import NIOCore
 import ParleyAudio
 import ParleyBasics
 import ParleyDevices
+import ParleyE2EE
 import ParleyWire
 import Synchronization
 
@@ -105,18 +106,24 @@ public final class CallSession: @unchecked Sendable {
 
         mix = PlaybackMix(recordingDirectory: configuration.recordReceivedDirectory)
 
+        // How frames leave: the network loop learns whether the room is end-to-end encrypted
+        // and with which key; the encoder seals with what it says.
+        let sendingKey = CallReceiver.sendingKey(for: configuration)
         let encoder: VoiceEncoder
         do {
             var encoderConfiguration = OpusEncoder.Configuration()
             encoderConfiguration.dtx = true
-            encoder = try VoiceEncoder(encoder: OpusEncoder(encoderConfiguration), setting: adaptation.setting)
+            encoder = try VoiceEncoder(
+                encoder: OpusEncoder(encoderConfiguration), setting: adaptation.setting,
+                sealer: configuration.endToEnd == nil ? nil : FrameSealer(source: sendingKey),
+                keepsPlaintext: configuration.packetTracePath != nil)
         } catch {
             throw .unexpected("the Opus encoder could not be set up: \(error)")
         }
         var processor: OutgoingProcessor?
         if configuration.cancelsEcho || configuration.denoise {
             var processing = OutgoingProcessor.Configuration()
-            processing.echoCanceller.cancelEcho = configuration.cancelsEcho
+            processing.echoCanceller = .forUse(cancellingEcho: configuration.cancelsEcho)
             processing.echoCanceller.denoise = configuration.denoise
             do {
                 processor = try OutgoingProcessor(processing)
@@ -132,7 +139,7 @@ public final class CallSession: @unchecked Sendable {
             shared: shared, send: { box.connection?.sendMedia($0) ?? false })
         playback = PlaybackPipeline(output: output, mix: mix, tap: tap, shared: shared, epoch: epoch)
         connection = RelayConnection(
-            configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation, trace: trace,
+            configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation, sendingKey: sendingKey, trace: trace,
             onEvent: { [weak self] event in self?.handle(event) })
         box.connection = connection
     }

@@ -40,6 +40,8 @@ final class CallShared: Sendable {
         /// "microphone", "speaker": sound devices that stopped working and are awaited.
         var missingDevices: Set<String> = []
         var capturedSamples = 0
+        /// The room's end-to-end encryption as people see it; nil in a room without.
+        var endToEnd: EndToEndStatus?
     }
 
     let state: Mutex<State>

@@ -109,6 +109,9 @@ public struct CallStatistics: Sendable, Codable, Equatable {
     /// Members a moderator muted for everyone (the relay drops their audio), this client
     /// included when it is one of them.
     public var serverMuted: [String]? = nil
+    /// The room's end-to-end encryption (each member's fingerprint, key state and safety
+    /// number); nil in a room without.
+    public var endToEnd: EndToEndStatus? = nil
 
     /// Whether a moderator muted this client for everyone.
     public var isServerMuted: Bool { identity.map { serverMuted?.contains($0) ?? false } ?? false }

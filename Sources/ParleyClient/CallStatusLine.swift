@@ -1,4 +1,5 @@
 import Foundation
+import ParleyWire
 
 /// The words people read about a call: the live status line and the summary on exit.
 public enum CallStatusLine {
@@ -23,11 +24,15 @@ public enum CallStatusLine {
             parts.append("no " + statistics.missingDevices.joined(separator: " or ") + ": waiting for it")
         }
         parts.append("\(statistics.members.count) in room")
+        if let endToEnd = statistics.endToEnd { parts += endToEndParts(endToEnd) }
         if statistics.isServerMuted { parts.append("MUTED BY THE ROOM'S MODERATOR") }
         parts.append(statistics.speaking.isEmpty ? "quiet" : "speaking: " + statistics.speaking.joined(separator: ", "))
-        // What the others set for themselves; a deafened member is muted too, and said once.
-        let deafened = (statistics.deafenedMembers ?? []).filter { $0 != statistics.identity }
-        let muted = (statistics.mutedMembers ?? []).filter { $0 != statistics.identity && !deafened.contains($0) }
+        // Who a moderator muted, then what the others set for themselves; a deafened member is
+        // muted too, and each is said once.
+        let byModerator = (statistics.serverMuted ?? []).filter { $0 != statistics.identity }
+        let deafened = (statistics.deafenedMembers ?? []).filter { $0 != statistics.identity && !byModerator.contains($0) }
+        let muted = (statistics.mutedMembers ?? []).filter { $0 != statistics.identity && !deafened.contains($0) && !byModerator.contains($0) }
+        if !byModerator.isEmpty { parts.append("muted by moderator: " + byModerator.joined(separator: ", ")) }
         if !muted.isEmpty { parts.append("muted: " + muted.joined(separator: ", ")) }
         if !deafened.isEmpty { parts.append("deafened: " + deafened.joined(separator: ", ")) }
         parts.append("rtt " + (statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"))
@@ -39,6 +44,17 @@ public enum CallStatusLine {
         return parts.joined(separator: " · ")
     }
 
+    /// `end-to-end encrypted`, then what needs the person's attention: a member whose key
+    /// changed (refused until accepted), one whose keys describe another room.
+    static func endToEndParts(_ status: EndToEndStatus) -> [String] {
+        var parts = ["end-to-end encrypted"]
+        let changed = status.members.filter { $0.key == .changed }.map { $0.identity.logSafe(limit: 64) }
+        if !changed.isEmpty { parts.append("KEY CHANGED: " + changed.joined(separator: ", ") + " (parley ctl verify)") }
+        let elsewhere = status.members.filter { $0.seesAnotherRoom != nil }.map { $0.identity.logSafe(limit: 64) }
+        if !elsewhere.isEmpty { parts.append("ANOTHER ROOM: " + elsewhere.joined(separator: ", ") + " gave keys to members you cannot see") }
+        return parts
+    }
+
     /// Several lines: the call as a whole, then one line per speaker heard.
     public static func summary(_ statistics: CallStatistics) -> String {
         var lines: [String] = []
@@ -47,13 +63,24 @@ public enum CallStatusLine {
             + "\(statistics.redundantFrames) earlier frames repeated; "
             + "loss up \(percent(statistics.lossUpTotalPercent)); rtt \(statistics.roundTripMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–"); "
             + "rejoins \(statistics.rejoins); xruns \(statistics.captureXruns) in, \(statistics.playbackXruns) out")
+        if let endToEnd = statistics.endToEnd {
+            let members = endToEnd.members.map { "\($0.identity.logSafe(limit: 64)) \($0.fingerprint ?? "no key")" }
+            lines.append("  end-to-end encrypted; your fingerprint \(endToEnd.ownFingerprint)"
+                + (members.isEmpty ? "" : "; " + members.joined(separator: ", ")))
+        }
         if statistics.speakers.isEmpty {
             lines.append("  heard nobody")
         }
         for speaker in statistics.speakers {
+            // What the network did (lost, late), then what became of the frames that were
+            // missing when due, each with its count: a silent member's few frames make one
+            // late packet a large share, and the count says it was one.
+            func share(_ percent: Double, _ frames: Int) -> String { "\(format(percent))% (\(frames))" }
             lines.append("  from \(speaker.identity): \(speaker.packetsReceived) packets, lost \(format(speaker.lossPercent))% on the way, "
-                + "FEC rebuilt \(format(speaker.fecRecoveredPercent))%, redundancy \(format(speaker.redundancyRecoveredPercent))%, concealed \(format(speaker.concealedPercent))%, "
-                + "jitter buffer \(speaker.meanJitterBufferDelayMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–") on average, underruns \(speaker.underruns), late \(speaker.latePackets)")
+                + "\(speaker.latePackets) late; of \(Int(speaker.audioFrames.rounded())) frames due, FEC rebuilt \(share(speaker.fecRecoveredPercent, speaker.fecRecoveredFrames)), "
+                + "redundant copies \(share(speaker.redundancyRecoveredPercent, speaker.redundancyRecoveredFrames)), "
+                + "concealed \(share(speaker.concealedPercent, speaker.concealedFrames)); "
+                + "jitter buffer \(speaker.meanJitterBufferDelayMilliseconds.map { "\(Int($0.rounded())) ms" } ?? "–") on average, underruns \(speaker.underruns)")
         }
         return lines.joined(separator: "\n")
     }

@@ -1,6 +1,7 @@
 import ParleyAudio
 import ParleyBasics
 import ParleyDevices
+import ParleyE2EE
 import ParleyWire
 import Synchronization
 
@@ -61,9 +62,12 @@ final class CapturePipeline {
         let period = Self.periodSamples
         let frameSamples = encoder.frameSamples
         var capture = [Float](repeating: 0, count: period)
-        var frame = [Float](repeating: 0, count: frameSamples)
+        let step = processor?.frameSamples ?? frameSamples
+        precondition(frameSamples % step == 0, "the outgoing processor cleans whole parts of the encoder's frames")
+        precondition(frameSamples % period == 0, "an encoder frame is a whole number of capture periods")
+        var captured = [Float](repeating: 0, count: frameSamples)  // the frame's raw capture, a period at a time
+        var cleaned = [Float](repeating: 0, count: frameSamples)
         var filled = 0
-        var voiceInFrame = false
         var packet = [UInt8](repeating: 0, count: RTPPacketizer.maximumPacketSize)
         var encoded = [UInt8](repeating: 0, count: VoiceEncoder.maximumPayloadSize)
         var captureIndex = 0
@@ -105,31 +109,41 @@ final class CapturePipeline {
                 do { try raw?.append(UnsafeBufferPointer(rebasing: buffer[0..<count])) } catch { throw .cannotWriteOutput("--record-raw: \(error)") }
             }
 
-            // Clean the period into its place in the frame.
-            let voice: Bool = frame.withUnsafeMutableBufferPointer { frameBuffer in
-                let destination = UnsafeMutableBufferPointer(rebasing: frameBuffer[filled..<filled + period])
-                return capture.withUnsafeBufferPointer { captureBuffer in
-                    guard let processor else {
-                        for index in 0..<period { destination[index] = captureBuffer[index] }
-                        return Self.rms(captureBuffer) > 0.003
-                    }
-                    let played = tap.frame(captureIndex: captureIndex, count: period)
-                    return processor.process(capture: captureBuffer, played: played, into: destination)
+            // Collect the frame's raw capture; the processor cleans it when it is whole (the
+            // echo canceller works on the encoder's 20 ms, so waiting for it adds no delay).
+            captured.withUnsafeMutableBufferPointer { capturedBuffer in
+                capture.withUnsafeBufferPointer { captureBuffer in
+                    (capturedBuffer.baseAddress! + filled).update(from: captureBuffer.baseAddress!, count: period)
                 }
             }
             captureIndex += period
-            voiceInFrame = voiceInFrame || voice
-            try frame.withUnsafeBufferPointer { buffer throws(CallError) in
-                do { try sent?.append(UnsafeBufferPointer(rebasing: buffer[filled..<filled + period])) } catch { throw .cannotWriteOutput("--record-sent: \(error)") }
-            }
             filled += period
             shared.update { $0.capturedSamples = captureIndex }
             guard filled == frameSamples else { continue }
             filled = 0
+            let frameStart = captureIndex - frameSamples
+            let voice: Bool = cleaned.withUnsafeMutableBufferPointer { cleanedBuffer in
+                captured.withUnsafeBufferPointer { rawBuffer in
+                    guard let processor else {
+                        cleanedBuffer.baseAddress!.update(from: rawBuffer.baseAddress!, count: frameSamples)
+                        return Self.rms(rawBuffer) > 0.003
+                    }
+                    var voice = false
+                    for part in stride(from: 0, to: frameSamples, by: step) {
+                        let played = tap.frame(captureIndex: frameStart + part, count: step)
+                        voice = processor.process(
+                            capture: UnsafeBufferPointer(rebasing: rawBuffer[part..<part + step]), played: played,
+                            into: UnsafeMutableBufferPointer(rebasing: cleanedBuffer[part..<part + step])) || voice
+                    }
+                    return voice
+                }
+            }
+            try cleaned.withUnsafeBufferPointer { buffer throws(CallError) in
+                do { try sent?.append(buffer) } catch { throw .cannotWriteOutput("--record-sent: \(error)") }
+            }
             try encodeAndSend(
-                frame: frame, voice: voiceInFrame, capturedAt: frameCapturedAt, startSample: captureIndex - frameSamples,
+                frame: cleaned, voice: voice, capturedAt: frameCapturedAt, startSample: frameStart,
                 encoded: &encoded, packet: &packet)
-            voiceInFrame = false
         }
     }
 
@@ -151,18 +165,21 @@ final class CapturePipeline {
         // listener hears the voice stop within a frame and knows the talker stopped: a stream
         // that just broke off would look like a stalled path, which is concealed for a while.
         let source = gate && !transmits ? silentFrame : frame
-        let output: VoiceEncoder.Output
-        do {
-            output = try source.withUnsafeBufferPointer { input in
-                try encoded.withUnsafeMutableBytes { try encoder.encode(input, into: $0) }
-            }
-        } catch {
-            throw .unexpected("the encoder failed: \(error)")
-        }
         if generation != joinGeneration {
             joinGeneration = generation
             packetizer.startTalkspurt()
             if let ssrc, ssrc != packetizer.ssrc { packetizer.switchSource(to: ssrc) }
+        }
+        // What a seal covers besides the frame (end-to-end encrypted rooms): this stream and
+        // the frame's place in it.
+        let metadata = FrameMetadata(ssrc: packetizer.ssrc, timestamp: packetizer.nextTimestamp)
+        let output: VoiceEncoder.Output
+        do {
+            output = try source.withUnsafeBufferPointer { input in
+                try encoded.withUnsafeMutableBytes { try encoder.encode(input, metadata: metadata, into: $0) }
+            }
+        } catch {
+            throw .unexpected("the encoder failed: \(error)")
         }
         guard gate else {
             // Not joined (yet, or while reconnecting): nothing is sent, but the stream's clock
@@ -173,8 +190,17 @@ final class CapturePipeline {
             encoder.interrupt()
             return
         }
-        guard case let .payload(payloadType, length) = output else {
+        let payloadType: UInt8
+        let length: Int
+        switch output {
+        case let .payload(type, count):
+            (payloadType, length) = (type, count)
+        case .silence:
             packetizer.skipSilence(samples: frame.count)  // DTX silence: nothing to send
+            return
+        case .withheld:
+            // No key for a room that must be encrypted: the frame never leaves.
+            packetizer.skip(samples: frame.count)
             return
         }
         let level = source.withUnsafeBufferPointer { AudioLevel(rms: Self.rms($0), voiceActivity: voice && transmits) }
@@ -194,7 +220,19 @@ final class CapturePipeline {
         if delivered, let trace {
             packet.withUnsafeBytes { bytes in
                 guard let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: bytes[0..<size])) else { return }
-                trace.record(.sent, view, nanoseconds: MonotonicClock.now(), frameStartSample: startSample)
+                if let plain = encoder.lastPlaintextPayload {
+                    // End-to-end encrypted: the trace keeps the person's own audio as it was
+                    // before sealing, so it can be replayed and decoded.
+                    var header = RTPHeader(view)
+                    header.payloadType = plain.payloadType
+                    guard let opened = try? header.serialized(payload: Array(plain.bytes)) else { return }
+                    opened.withUnsafeBytes { raw in
+                        guard let again = try? RTPPacketView(parsing: raw) else { return }
+                        trace.record(.sent, again, nanoseconds: MonotonicClock.now(), frameStartSample: startSample)
+                    }
+                } else {
+                    trace.record(.sent, view, nanoseconds: MonotonicClock.now(), frameStartSample: startSample)
+                }
             }
         }
         let state = RTCPReporter.SenderState(

@@ -52,7 +52,7 @@ public struct ControlSocketPath: Sendable, Equatable {
         switch running.count {
         case 0: throw .noCall("no call is running (no control socket answers in \(directory)); start one with `parley call`")
         case 1: return socket(forCall: running[0])
-        default: throw .noCall("\(running.count) calls are running: \(running.joined(separator: ", ")); say which with --call NAME")
+        default: throw .whichCall("\(running.count) calls are running: \(running.joined(separator: ", ")); say which with --call NAME")
         }
     }
 
@@ -80,12 +80,14 @@ public enum ControlSocketError: Error, Equatable, CustomStringConvertible, Senda
     case nameTaken(String)
     /// `parley ctl` cannot reach a call.
     case noCall(String)
+    /// Several calls run and `parley ctl` was not told which.
+    case whichCall(String)
     /// The call did not answer as the protocol says.
     case badReply(String)
 
     public var description: String {
         switch self {
-        case let .cannotListen(reason), let .nameTaken(reason), let .noCall(reason), let .badReply(reason): reason
+        case let .cannotListen(reason), let .nameTaken(reason), let .noCall(reason), let .whichCall(reason), let .badReply(reason): reason
         }
     }
 }

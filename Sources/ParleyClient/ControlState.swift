@@ -36,7 +36,7 @@ public struct ControlState: Equatable, Sendable, Codable {
         case .pushToTalkRelease:
             pushToTalk = true
             talking = false
-        case .volume, .say, .leave, .status, .moderate: return nil
+        case .volume, .say, .leave, .status, .moderate, .verify, .trust: return nil
         }
         return summary
     }

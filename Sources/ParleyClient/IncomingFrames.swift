@@ -31,25 +31,69 @@ public enum IncomingFrames {
     public static func forEach(
         payloadType: UInt8, payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32, _ body: (Frame) -> Void
     ) -> Bool {
+        forEach(payloadType: payloadType, payload: payload, sequenceNumber: sequenceNumber, timestamp: timestamp,
+                open: { frame, _ in .opened(frame) }, body) == .accepted
+    }
+
+    /// What became of a packet in ``forEach(payloadType:payload:sequenceNumber:timestamp:open:_:)``.
+    enum Unwrapped: Equatable {
+        /// Its frames were handed over (those that opened).
+        case accepted
+        /// Not Opus or RED around Opus, or (end-to-end encrypted) its own frame does not open.
+        case rejected
+        /// End-to-end encrypted, and the key of its own frame has not arrived: nothing was
+        /// handed over; the packet may be tried again once it has.
+        case keyMissing
+    }
+
+    /// The same, each frame first opened by `open` (its SFrame seal, in an end-to-end
+    /// encrypted room), which is handed the sealed frame and its RTP timestamp. The primary is
+    /// opened first: a RED payload's frame length comes from its Opus header, which is
+    /// inside the seal. A copy that does not open is skipped; a primary that does not, ends it.
+    static func forEach(
+        payloadType: UInt8, payload: UnsafeRawBufferPointer, sequenceNumber: UInt16, timestamp: UInt32,
+        open: (UnsafeRawBufferPointer, UInt32) -> FrameOpening, _ body: (Frame) -> Void
+    ) -> Unwrapped {
         switch payloadType {
         case RTPHeader.opusPayloadType:
-            body(Frame(payload: payload, sequenceNumber: sequenceNumber, timestamp: timestamp, isRedundant: false))
-            return true
+            switch open(payload, timestamp) {
+            case let .opened(frame):
+                body(Frame(payload: frame, sequenceNumber: sequenceNumber, timestamp: timestamp, isRedundant: false))
+                return .accepted
+            case .keyMissing: return .keyMissing
+            case .rejected: return .rejected
+            }
         case RTPHeader.redPayloadType:
             guard let red = try? REDPayloadView(parsing: payload), red.primary.payloadType == RTPHeader.opusPayloadType else {
-                return false
+                return .rejected
             }
-            body(Frame(payload: red.primary.data, sequenceNumber: sequenceNumber, timestamp: timestamp, isRedundant: false))
-            guard let frameSamples = OpusPacket.sampleCount(red.primary.data) else { return true }
+            let frameSamples: Int?
+            switch open(red.primary.data, timestamp) {
+            case let .opened(primary):
+                // Read before the copies are opened: they may reuse the primary's buffer.
+                frameSamples = OpusPacket.sampleCount(primary)
+                body(Frame(payload: primary, sequenceNumber: sequenceNumber, timestamp: timestamp, isRedundant: false))
+            case .keyMissing: return .keyMissing
+            case .rejected: return .rejected
+            }
+            guard let frameSamples else { return .accepted }
             for block in red.prefix(VoiceEncoder.maximumRedundantBlocks) where block.payloadType == RTPHeader.opusPayloadType {
                 guard let sequence = block.sequenceNumber(primarySequence: sequenceNumber, frameSamples: frameSamples) else { continue }
-                body(Frame(
-                    payload: block.data, sequenceNumber: sequence, timestamp: timestamp &- UInt32(block.timestampOffset),
-                    isRedundant: true))
+                let copyTimestamp = timestamp &- UInt32(block.timestampOffset)
+                guard case let .opened(copy) = open(block.data, copyTimestamp) else { continue }
+                body(Frame(payload: copy, sequenceNumber: sequence, timestamp: copyTimestamp, isRedundant: true))
             }
-            return true
+            return .accepted
         default:
-            return false
+            return .rejected
         }
     }
+}
+
+/// What opening one frame gave: its plaintext (valid until the next frame is opened), no key
+/// yet, or a frame that does not authenticate.
+enum FrameOpening {
+    case opened(UnsafeRawBufferPointer)
+    case keyMissing
+    case rejected
 }

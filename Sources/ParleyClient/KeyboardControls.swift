@@ -32,6 +32,7 @@ public struct KeyboardControls: Sendable {
             selected = others[(index + (key == .down ? 1 : -1) + others.count) % others.count]
             return []
         case .leave: return [.leave]
+        case .verify: return [.verify(person: selected)]
         case .help: return []
         case let .command(line): return (try? CallControl(parsing: line)).map { [$0] } ?? []
         case let .message(text): return [.say(text)]

@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import ParleyAudio
 import ParleyBasics
+import ParleyE2EE
 import ParleyWire
 import Synchronization
 
@@ -24,7 +25,7 @@ final class RelayConnection: @unchecked Sendable {
     /// The link's relay as text ("HOST:PORT"), to notice when its cluster moves it.
     private var relayText: String?
     /// Everything the call does with what arrives; this class is only its socket and timer.
-    private let receiver: CallReceiver
+    let receiver: CallReceiver
     /// The link's sealer, which the capture thread uses; the link itself stays on the loop.
     private let protector: LinkProtector
     private var scheduled: Scheduled<Void>?
@@ -36,7 +37,7 @@ final class RelayConnection: @unchecked Sendable {
     private let trace: PacketTraceWriter?
 
     init(configuration: CallConfiguration, shared: CallShared, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
-         trace: PacketTraceWriter? = nil, onEvent: @escaping @Sendable (LinkEvent) -> Void) {
+         sendingKey: SendingKey, trace: PacketTraceWriter? = nil, onEvent: @escaping @Sendable (LinkEvent) -> Void) {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         eventLoop = group.next()
         self.configuration = configuration
@@ -44,7 +45,7 @@ final class RelayConnection: @unchecked Sendable {
         self.trace = trace
         let wallClockOffset = WallClock.nanoseconds() &- MonotonicClock.now()
         receiver = CallReceiver(configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation,
-                                wallClockOffset: wallClockOffset, onEvent: onEvent)
+                                wallClockOffset: wallClockOffset, sendingKey: sendingKey, onEvent: onEvent)
         protector = receiver.link.protector
         receiver.mediaReceived = { [unowned self] bytes, packet, now in
             copyReceived(bytes)
@@ -134,6 +135,17 @@ final class RelayConnection: @unchecked Sendable {
         } ?? nil
     }
 
+    /// Accepts `identity`'s changed identity key (end-to-end encryption); false when nobody of
+    /// that name takes part in the room.
+    func trust(_ identity: String) -> Bool {
+        submit { [self] in
+            let now = MonotonicClock.now()
+            guard let datagrams = receiver.trust(identity, now: now) else { return false }
+            send(datagrams, now: now)
+            return true
+        } ?? false
+    }
+
     /// Closes the socket and stops the loop.
     func close() {
         try? eventLoop.submit { [self] in
@@ -203,19 +215,9 @@ final class RelayConnection: @unchecked Sendable {
 
     /// "HOST:PORT" or "[v6]:PORT" as a socket address; nil if it names nothing.
     static func resolve(_ text: String) -> SocketAddress? {
-        let host: Substring, port: Substring
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
-            host = text[text.index(after: text.startIndex)..<close]
-            port = text[close...].dropFirst(2)
-        } else if let colon = text.lastIndex(of: ":") {
-            host = text[..<colon]
-            port = text[text.index(after: colon)...]
-        } else {
-            return nil
-        }
-        guard let number = Int(port), (1...65_535).contains(number) else { return nil }
-        return (try? SocketAddress(ipAddress: String(host), port: number))
-            ?? (try? SocketAddress.makeAddressResolvingHost(String(host), port: number))
+        guard let parts = try? HostPortText(parsing: text), let port = parts.port, port >= 1 else { return nil }
+        let host = String(parts.host)
+        return (try? SocketAddress(ipAddress: host, port: port)) ?? (try? SocketAddress.makeAddressResolvingHost(host, port: port))
     }
 
     private func reschedule(now: UInt64) {

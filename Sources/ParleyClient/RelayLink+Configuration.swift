@@ -20,6 +20,9 @@ extension RelayLink {
         public var software = ParleyVersion.software
         /// What this client tells the room it can receive (tests take it away to act as an older client).
         public var capabilities = ControlMessage.Capabilities.supported
+        /// This member's identity key, which others seal their media keys to (end-to-end
+        /// encryption); empty: the client takes no part, and says so in its capabilities.
+        public var identityKey: [UInt8] = []
         /// How long the first join keeps trying before the relay counts as unreachable.
         public var joinTimeoutNanoseconds: UInt64 = 10_000_000_000
         /// First retransmission interval; it doubles up to ``maximumRetransmitNanoseconds``.

@@ -193,6 +193,21 @@ public struct RelayLink {
         return output
     }
 
+    /// Ends the link for good with `failure`, telling the relay once (unacknowledged) that we
+    /// leave, so the room sees us go: the call found it cannot go on (an end-to-end encrypted
+    /// room it requires is not one).
+    public mutating func abandon(_ failure: LinkFailure, now: UInt64) -> Output {
+        var output = Output()
+        if phase == .active || phase == .confirming {
+            controlSequence &+= 1
+            if let bytes = seal(ControlMessage(sequence: controlSequence, isReliable: true, body: .leave(.init())), now: now) {
+                output.datagrams.append(bytes)
+            }
+        }
+        fail(failure, output: &output)
+        return output
+    }
+
     /// Tells the room our muted/deafened state (the newest only, once joined; again after a rejoin).
     public mutating func setMemberState(_ state: ControlMessage.MemberState, now: UInt64) -> Output {
         var output = Output()
@@ -211,6 +226,15 @@ public struct RelayLink {
         try outbox.say(text, now: now)
         var output = Output()
         sendOutbox(now: now, output: &output)
+        return output
+    }
+
+    /// Sends sealed media keys for the relay to deliver to other members (end-to-end
+    /// encryption), reliably; before the link is active they wait for it.
+    public mutating func sendMediaKeys(_ keys: [ControlMessage.MediaKeys], now: UInt64) -> Output {
+        var output = Output()
+        outbox.send(keys)
+        if phase == .active { sendOutbox(now: now, output: &output) }
         return output
     }
 
@@ -396,7 +420,7 @@ public struct RelayLink {
     private func joinMessage() -> ControlMessage {
         ControlMessage(body: .join(.init(
             ssrc: ssrc, room: configuration.room, token: configuration.token, software: configuration.software,
-            capabilities: configuration.capabilities
+            capabilities: configuration.capabilities, identityKey: configuration.identityKey
         )))
     }
 
@@ -443,7 +467,10 @@ public struct RelayLink {
 
     // MARK: Control
 
-    private mutating func handleControl(_ message: ControlMessage, authenticated: Bool, now: UInt64, output: inout Output) {
+    private mutating func handleControl(_ received: ControlMessage, authenticated: Bool, now: UInt64, output: inout Output) {
+        // Every string a relay sends is made safe here, where it enters the client, before
+        // anything reads it (ControlMessage+Shown.swift).
+        let message = received.madeSafeToShow()
         if message.isReliable, authenticated {
             sendControl(.ack(.init(sequence: message.sequence)), now: now, output: &output)
             guard seenReliable.insert(message.sequence) else { return }  // a retransmission we already acted on
@@ -502,6 +529,10 @@ public struct RelayLink {
             if let last = lastTextReceived, Int32(bitPattern: text.number &- last) <= 0 { return }
             lastTextReceived = text.number
             output.events.append(.text(sender: text.sender, text: text.text))
+        case let .mediaKeys(keys):
+            // Delivered to members the relay counts as active, like texts.
+            guard authenticated, phase == .active || phase == .confirming else { return }
+            output.events.append(.mediaKeys(keys))
         case let .moderationReply(reply):
             guard authenticated, moderation.answered(message.sequence) else { return }
             output.events.append(.moderationAnswered(sequence: message.sequence, reply))

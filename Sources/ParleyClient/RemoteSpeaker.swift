@@ -32,19 +32,57 @@ final class RemoteSpeaker {
         createdAt = now
     }
 
+    /// Opens this stream's frames in an end-to-end encrypted room (nil in a room without).
+    var decryptor: StreamDecryptor?
+
     /// Files one RTP packet that arrived at `now` (nanoseconds; `seconds` on the playback
-    /// timeline): its frame, and any redundant copies of earlier ones it carries.
+    /// timeline): its frame, and any redundant copies of earlier ones it carries, each opened
+    /// first in an end-to-end encrypted room. A packet whose key has not come yet is held and
+    /// filed when it does (``retryHeld(now:)``), with the time it arrived.
     func receive(_ packet: RTPPacketView, now: UInt64, seconds: Double) {
-        let accepted = IncomingFrames.forEach(in: packet) { frame in
-            buffer.insert(
-                payload: frame.payload, sequenceNumber: frame.sequenceNumber, timestamp: frame.timestamp, arrival: seconds,
-                isRedundant: frame.isRedundant)
-        }
-        guard accepted else {
-            rejected += 1
+        guard let decryptor else {
+            let accepted = IncomingFrames.forEach(in: packet) { frame in insert(frame, arrival: seconds) }
+            guard accepted else {
+                rejected += 1
+                return
+            }
+            record(packet, now: now)
             return
         }
-        record(packet, now: now)
+        switch file(packet, decryptor: decryptor, now: now, seconds: seconds) {
+        case .accepted:
+            record(packet, now: now)
+        case .keyMissing:
+            decryptor.hold(packet.bytes, arrivedAt: now, seconds: seconds)
+            record(packet, now: now)  // the network delivered it: the loss figures say so
+        case .rejected:
+            rejected += 1
+        }
+    }
+
+    /// Files the packets held for a key, if keys arrived since; any still without one wait on.
+    func retryHeld(now: UInt64) {
+        guard let decryptor else { return }
+        for held in decryptor.takeHeld(now: now) {
+            held.packet.withUnsafeBytes { bytes in
+                guard let packet = try? RTPPacketView(parsing: bytes) else { return }
+                if file(packet, decryptor: decryptor, now: now, seconds: held.seconds) == .keyMissing {
+                    decryptor.hold(bytes, arrivedAt: held.arrivedAt, seconds: held.seconds)
+                }
+            }
+        }
+    }
+
+    private func file(_ packet: RTPPacketView, decryptor: StreamDecryptor, now: UInt64, seconds: Double) -> IncomingFrames.Unwrapped {
+        IncomingFrames.forEach(
+            payloadType: packet.payloadType, payload: packet.payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
+            open: { decryptor.open($0, timestamp: $1, now: now) }, { insert($0, arrival: seconds) })
+    }
+
+    private func insert(_ frame: IncomingFrames.Frame, arrival seconds: Double) {
+        buffer.insert(
+            payload: frame.payload, sequenceNumber: frame.sequenceNumber, timestamp: frame.timestamp, arrival: seconds,
+            isRedundant: frame.isRedundant)
     }
 
     /// Reception statistics count the packets that came, whatever copies they carry: the

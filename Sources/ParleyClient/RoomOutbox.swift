@@ -1,7 +1,8 @@
 import ParleyWire
 
 /// What this member tells the room besides audio, until the relay has it: its muted/deafened
-/// state (the newest only) and its text messages (each once, in order). Plain state with
+/// state (the newest only), its text messages (each once, in order) and, in an end-to-end
+/// encrypted room, its media keys sealed for the others (several at once, in any order). Plain state with
 /// time passed in; ``RelayLink`` numbers, seals and sends what ``due(now:takeSequence:)``
 /// returns, and reports the relay's acknowledgements and refusals back.
 ///
@@ -44,6 +45,16 @@ struct RoomOutbox {
     /// When each of the texts accepted within the window was accepted.
     private var recentTexts: [UInt64] = []
 
+    private var queuedKeys: [ControlMessage.MediaKeys] = []
+    private var keysInFlight: [(flight: InFlight<ControlMessage.MediaKeys>, attemptsLeft: Int)] = []
+    /// Media-key messages in flight at once: a rotation in a room of forty is ten of them,
+    /// and none waits on another (each names its own recipients).
+    static let keysInFlightAtOnce = 8
+    /// Attempts before a media-key message is given up (the link notices a lost relay sooner).
+    static let keyAttempts = 8
+    /// Media-key messages waiting at most: a few rotations of a large room.
+    static let maximumQueuedKeys = 256
+
     init(retransmitNanoseconds: UInt64, maximumRetransmitNanoseconds: UInt64) {
         self.retransmitNanoseconds = retransmitNanoseconds
         self.maximumRetransmitNanoseconds = maximumRetransmitNanoseconds
@@ -68,6 +79,12 @@ struct RoomOutbox {
         queuedTexts.append(text)
     }
 
+    /// Queues sealed media keys for the relay to deliver; the oldest waiting go if the queue is full.
+    mutating func send(_ keys: [ControlMessage.MediaKeys]) {
+        queuedKeys += keys
+        if queuedKeys.count > Self.maximumQueuedKeys { queuedKeys.removeFirst(queuedKeys.count - Self.maximumQueuedKeys) }
+    }
+
     // MARK: The session
 
     /// A new session with the relay (a join or a rejoin): the relay knows nothing of this
@@ -78,6 +95,9 @@ struct RoomOutbox {
         lastStateSent = nil
         if let text = textInFlight?.body.text { queuedTexts.insert(text, at: 0) }
         textInFlight = nil
+        // The old session's relay may never have had them: they go again, first.
+        queuedKeys.insert(contentsOf: keysInFlight.map(\.flight.body), at: 0)
+        keysInFlight = []
     }
 
     /// The messages to send now (new ones numbered with `takeSequence`, each reliable).
@@ -105,6 +125,16 @@ struct RoomOutbox {
             backOff(&flight, now: now)
             textInFlight = flight
         }
+        while keysInFlight.count < Self.keysInFlightAtOnce, !queuedKeys.isEmpty {
+            let flight = InFlight(sequence: takeSequence(), body: queuedKeys.removeFirst(), nextSend: now, interval: retransmitNanoseconds)
+            keysInFlight.append((flight, Self.keyAttempts))
+        }
+        keysInFlight.removeAll { $0.attemptsLeft == 0 && $0.flight.nextSend <= now }
+        for index in keysInFlight.indices where keysInFlight[index].flight.nextSend <= now {
+            messages.append(ControlMessage(sequence: keysInFlight[index].flight.sequence, isReliable: true, body: .mediaKeys(keysInFlight[index].flight.body)))
+            backOff(&keysInFlight[index].flight, now: now)
+            keysInFlight[index].attemptsLeft -= 1
+        }
         return messages
     }
 
@@ -115,7 +145,8 @@ struct RoomOutbox {
 
     /// When ``due(now:takeSequence:)`` has something to send, if ever.
     var nextDeadline: UInt64? {
-        var deadlines = [stateInFlight?.nextSend, textInFlight?.nextSend].compactMap { $0 }
+        var deadlines = [stateInFlight?.nextSend, textInFlight?.nextSend].compactMap { $0 } + keysInFlight.map(\.flight.nextSend)
+        if !queuedKeys.isEmpty, keysInFlight.count < Self.keysInFlightAtOnce { deadlines.append(0) }
         if state != (stateInFlight?.body.state ?? acknowledgedState) {
             deadlines.append((lastStateSent ?? 0) &+ Self.stateIntervalNanoseconds)
         }
@@ -132,10 +163,12 @@ struct RoomOutbox {
             stateInFlight = nil
         }
         if let flight = textInFlight, flight.sequence == sequence { textInFlight = nil }
+        keysInFlight.removeAll { $0.flight.sequence == sequence }
     }
 
     /// The relay refused the message with `sequence`: the text it was, if it was ours in flight.
     mutating func refuse(sequence: UInt32) -> String? {
+        keysInFlight.removeAll { $0.flight.sequence == sequence }
         guard let flight = textInFlight, flight.sequence == sequence else { return nil }
         textInFlight = nil
         return flight.body.text

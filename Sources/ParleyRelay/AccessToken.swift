@@ -15,7 +15,8 @@ import Foundation
 /// base64url({"alg":"HS256","typ":"JWT"}) . base64url(claims) . base64url(HMAC-SHA256(secret, header.claims))
 /// claims: {"sub": identity, "room": room, "iat": issued, "exp": expires, "nbf": not before (optional),
 ///          "pub": may publish (optional, default true), "mod": moderator (optional, default false),
-///          "region": where a cluster should place the room if it is new (optional)}
+///          "region": where a cluster should place the room if it is new (optional),
+///          "e2ee": the room is end-to-end encrypted (optional, default false)}
 /// ```
 ///
 /// Verification is written here with swift-crypto's `HMAC<SHA256>` rather than with
@@ -37,6 +38,9 @@ public struct AccessToken: Sendable, Hashable {
     public var isModerator: Bool
     /// The region a cluster should place the room in, if it is new and a relay serves it (`region`).
     public var region: String?
+    /// The room is end-to-end encrypted (`e2ee`): a new room is made so, a room running
+    /// without it refuses the join, and the client insists on it.
+    public var endToEndEncrypted: Bool
 
     /// Longer tokens are refused before any decoding, so a hostile join costs little.
     public static let maximumEncodedLength = 4096
@@ -44,8 +48,9 @@ public struct AccessToken: Sendable, Hashable {
     public static let clockSkewToleranceSeconds: Int64 = 30
 
     public init(identity: String, room: String, issuedAt: Int64, expiresAt: Int64, notBefore: Int64? = nil, canPublish: Bool = true,
-                isModerator: Bool = false, region: String? = nil) {
+                isModerator: Bool = false, region: String? = nil, endToEndEncrypted: Bool = false) {
         self.region = region
+        self.endToEndEncrypted = endToEndEncrypted
         self.identity = identity
         self.room = room
         self.issuedAt = issuedAt
@@ -62,7 +67,8 @@ public struct AccessToken: Sendable, Hashable {
     /// The compact serialisation, signed with `secret`.
     public func signed(with secret: TokenSecret) -> String {
         let claims = Claims(sub: identity, room: room, iat: Double(issuedAt), exp: Double(expiresAt),
-                            nbf: notBefore.map(Double.init), pub: canPublish ? nil : false, mod: isModerator ? true : nil, region: region)
+                            nbf: notBefore.map(Double.init), pub: canPublish ? nil : false, mod: isModerator ? true : nil, region: region,
+                            e2ee: endToEndEncrypted ? true : nil)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let payload = Base64URL.encode(Array(try! encoder.encode(claims)))  // plain strings and numbers always encode
@@ -128,7 +134,8 @@ public struct AccessToken: Sendable, Hashable {
         }
         return AccessToken(identity: claims.sub, room: claims.room, issuedAt: issued, expiresAt: expires,
                            notBefore: notBefore, canPublish: claims.pub ?? true, isModerator: claims.mod ?? false,
-                           region: claims.region.flatMap { ClusterSettings.problem(withRegion: $0) == nil ? $0 : nil })
+                           region: claims.region.flatMap { ParleyNames.problem(withRegion: $0) == nil ? $0 : nil },
+                           endToEndEncrypted: claims.e2ee ?? false)
     }
 
     /// JWT NumericDate: seconds, possibly fractional; refuses NaN and values no clock reaches.
@@ -150,6 +157,7 @@ public struct AccessToken: Sendable, Hashable {
         var pub: Bool?
         var mod: Bool?
         var region: String?
+        var e2ee: Bool?
     }
 
     /// Why a token was refused. Each case has its own error code for the client, a message
@@ -177,13 +185,13 @@ public struct AccessToken: Sendable, Hashable {
         public var message: String {
             switch self {
             case let .malformed(reason):
-                return "the access token is malformed (\(reason)); ask for a new invite"
+                return "the access token is malformed (\(reason))"
             case .signatureInvalid:
-                return "the access token was not signed by this relay's secret; ask for a new invite"
+                return "the access token was not signed by this relay's secret"
             case let .expired(expiresAt, now):
-                return "the access token expired \(Self.age(now - expiresAt)) ago; ask for a new invite"
+                return "the access token expired \(Self.age(now - expiresAt)) ago"
             case let .notYetValid(notBefore, now):
-                return "the access token is valid only in \(Self.age(notBefore - now)); check your clock or wait"
+                return "the access token is valid only in \(Self.age(notBefore - now))"
             case let .wrongRoom(tokenRoom, requestedRoom):
                 return "the access token is for room \"\(tokenRoom.prefix(64))\", not \"\(requestedRoom.prefix(64))\""
             case let .identityInvalid(problem):

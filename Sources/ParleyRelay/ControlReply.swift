@@ -16,11 +16,7 @@ enum ControlReply {
     static func error(_ code: ControlMessage.ErrorCode, _ text: String, sequence: UInt32 = 0, echo: [UInt8] = [], limit: Int) -> [UInt8]? {
         let room = limit - ControlMessage.headerSize - 3 - (echo.isEmpty ? 0 : 1 + echo.count)
         guard room >= 0 else { return nil }
-        var fitted = ""
-        for character in text.prefix(255) {
-            guard fitted.utf8.count + character.utf8.count <= min(room, 255) else { break }
-            fitted.append(character)
-        }
+        let fitted = text.prefix(utf8Bytes: min(room, ControlMessage.maximumShortTextBytes))
         return message(.error(ControlMessage.ErrorReply(code: code, message: fitted, echo: echo)), sequence: sequence, limit: limit)
     }
 }

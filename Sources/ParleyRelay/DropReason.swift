@@ -45,6 +45,9 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case handshakeReplayed
     /// A trunk handshake from a relay whose key is not in the trusted-relay set.
     case trunkUntrusted
+    /// A trunk init from an address no trusted relay is registered at (or to a relay that
+    /// trusts no relay at all), dropped before any Diffie-Hellman.
+    case trunkUnknownSource
     /// Media from a member a moderator server-muted.
     case serverMuted
 
@@ -72,6 +75,7 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .cookieInvalid: return "cookie_invalid"
         case .handshakeReplayed: return "handshake_replayed"
         case .trunkUntrusted: return "trunk_untrusted"
+        case .trunkUnknownSource: return "trunk_unknown_source"
         case .serverMuted: return "server_muted"
         }
     }

@@ -2,8 +2,9 @@ import ParleySecurity
 import ParleyWire
 
 /// What the relay checks a join against, the same for every loop: the token secret, the
-/// relay's side of the encrypted handshake (nil on a relay started `--insecure`), the
-/// cache of handshakes already admitted, and, in a cluster, where rooms live.
+/// relay's side of the encrypted handshake (nil on a relay started `--insecure`), and the
+/// cache of handshakes already admitted. Where a verified join then goes, in a cluster, is
+/// the ``RoomPlacement``'s to say (`RelayWorker+Placement.swift`).
 ///
 /// ``verify(_:unixSeconds:)`` is plain Swift with the time passed in; the handshake and the
 /// replay cache are used by the loop's join handling (`RelayWorker+Joining.swift`) in the
@@ -13,8 +14,6 @@ struct JoinVerifier: Sendable {
     let handshake: RelayHandshake?
     /// Handshakes admitted in the last two cookie lifetimes, shared by every loop.
     let replayCache: HandshakeReplayCache
-    /// Where rooms live, on a relay that is a member of a cluster; nil on a relay on its own.
-    var cluster: ClusterMember?
 
     var encrypted: Bool { handshake != nil }
 

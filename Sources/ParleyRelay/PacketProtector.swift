@@ -1,5 +1,6 @@
 import NIOCore
 import ParleySecurity
+import ParleyWire
 
 /// The per-hop protection of one member's packets: a `SecureSession` agreed in the member's
 /// handshake, or nothing on a relay started with `--insecure`.
@@ -22,7 +23,7 @@ public struct PacketProtector: Sendable {
     /// Opens a sealed datagram into a new buffer holding the inner RTP, RTCP or control packet.
     func open(_ packet: ByteBuffer, allocator: ByteBufferAllocator) throws(SecurityError) -> ByteBuffer {
         guard let session else { throw .malformed("plaintext session") }
-        var output = allocator.buffer(capacity: max(packet.readableBytes - 32, 1))
+        var output = allocator.buffer(capacity: max(packet.readableBytes - SealedHeader.overhead, 1))
         var failure: SecurityError?
         let count = packet.withUnsafeReadableBytes { sealed in
             output.withUnsafeMutableWritableBytes { out -> Int in

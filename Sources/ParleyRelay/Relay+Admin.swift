@@ -2,8 +2,9 @@ import NIOCore
 import ParleyWire
 import Synchronization
 
-/// What the admin API asks of a running relay: the rooms with each member's figures (read
-/// on the member's own loop, since they live there), and moderation as the relay's operator.
+/// What the admin API (`ParleyAdmin`) asks of a running relay: the rooms with each member's
+/// figures (read on the member's own loop, since they live there), and moderation as the
+/// relay's operator.
 extension Relay {
     /// The name a member removed through the admin API is told.
     static let operatorName = "the relay's operator"
@@ -22,7 +23,7 @@ extension Relay {
 
     /// Every room and member, with figures each loop reads from its own sessions; the future
     /// completes on `loop`.
-    func roomsReport(on loop: any EventLoop) -> EventLoopFuture<AdminRoomsReport> {
+    public func roomsReport(on loop: any EventLoop) -> EventLoopFuture<AdminRoomsReport> {
         let listing = core.adminListing()
         let sessions = listing.flatMap { $0.members.compactMap(\.session) }
         let promise = loop.makePromise(of: [UInt64: Figures].self)
@@ -98,14 +99,30 @@ extension RelayCore {
     }
 }
 
-extension Relay {
-    /// An authorised admin API request, answered on `loop` (the admin server's).
-    func answer(_ route: AdminAPI.Route, on loop: any EventLoop) -> EventLoopFuture<AdminAPI.Response> {
-        switch route {
-        case .rooms:
-            return roomsReport(on: loop).map { AdminAPI.Response.json(200, $0) }
-        case let .moderate(request, room):
-            return loop.makeSucceededFuture(AdminAPI.response(to: moderate(request, in: room)))
-        }
+/// `GET /admin/rooms`: every room and its members with their figures.
+public struct AdminRoomsReport: Codable, Equatable, Sendable {
+    public struct Room: Codable, Equatable, Sendable {
+        public var name: String
+        public var members: [Member]
     }
+
+    public struct Member: Codable, Equatable, Sendable {
+        public var identity: String
+        public var ssrc: UInt32
+        /// False while the member is still joining (has not proven its address).
+        public var active: Bool
+        public var moderator: Bool
+        public var canPublish: Bool
+        public var serverMuted: Bool
+        /// Seconds since the member joined.
+        public var joinedSecondsAgo: Double
+        /// Media packets received from the member (forwarded, or dropped for the server-mute).
+        public var packets: UInt64
+        /// Of the member's packets, the share lost on the way to the relay, percent.
+        public var lossPercent: Double
+        /// The member's media bitrate received, averaged since it joined, bits per second.
+        public var bitsPerSecond: Int
+    }
+
+    public var rooms: [Room]
 }

@@ -13,9 +13,9 @@ import ParleyWire
 /// relay.closeTrunk(room: "standup", to: relayB)
 /// ```
 extension Relay {
-    /// The relays whose trunks this relay accepts (by public key; their addresses are not
-    /// checked: a trunk is authenticated by its key). Replaces the previous set; open trunks
-    /// stay open.
+    /// The relays whose trunks this relay accepts: a trunk is authenticated by its key, and a
+    /// trunk init is taken only from a trusted relay's registered address (anything else is
+    /// dropped before a Diffie-Hellman). Replaces the previous set; open trunks stay open.
     public func setTrustedRelays(_ peers: [RelayPeer]) {
         trunkDirectory?.setTrusted(peers)
     }
@@ -72,17 +72,18 @@ extension Relay {
 }
 
 extension Relay {
-    /// Follows the cluster's plan: trust every live relay of the cluster, and open the trunks
-    /// the rooms present here need (those open or opening are left alone; one that ended is
-    /// opened again at the next plan, within half a second, or after a backoff of 1–30 s when
-    /// its openings kept failing). A trunk no plan asks for any
-    /// more closes by itself once its room has no member here.
-    func follow(_ plan: ClusterMember.Cascade) {
+    /// Follows the placement's plan (``TrunkPlan``): trust every live relay of the cluster, and
+    /// open the trunks the rooms present here need (those open or opening are left alone; one
+    /// that ended is opened again at the next plan, within half a second, or after a backoff of
+    /// 1–30 s when its openings kept failing). A trunk no plan asks for any more closes by
+    /// itself once its room has no member here. An `--insecure` relay has no key to trunk with.
+    func follow(_ plan: TrunkPlan) {
         guard let trunkDirectory else { return }
-        setTrustedRelays(plan.trusted.compactMap(RelayPeer.init))
+        setTrustedRelays(plan.trusted)
         let now = MonotonicClock.now()
-        for (room, record) in plan.trunks {
-            guard let peer = RelayPeer(record), trunkDirectory.record(room: room, peerKey: peer.publicKey) == nil,
+        for trunk in plan.trunks {
+            let (room, peer) = (trunk.room, trunk.peer)
+            guard trunkDirectory.record(room: room, peerKey: peer.publicKey) == nil,
                   trunkDirectory.mayOpenAgain(room: room, peerKey: peer.publicKey, now: now) else { continue }
             do {
                 try openTrunk(room: room, to: peer)

@@ -131,8 +131,8 @@ extension RelayCore {
 }
 
 /// Whether a moderation request can be carried out as written, before any lock is taken.
-enum ModerationCheck {
-    static func problem(with request: ControlMessage.ModerationRequest) -> String? {
+public enum ModerationCheck {
+    public static func problem(with request: ControlMessage.ModerationRequest) -> String? {
         switch request.action {
         case .serverMute, .serverUnmute, .kick:
             if request.target.isEmpty { return "name the member to \(request.action == .kick ? "kick" : "mute")" }
@@ -144,8 +144,8 @@ enum ModerationCheck {
         if request.reason.utf8.count > ControlMessage.ModerationRequest.maximumReasonBytes {
             return "the reason is longer than \(ControlMessage.ModerationRequest.maximumReasonBytes) bytes; say it in fewer words"
         }
-        if request.reason.unicodeScalars.contains(where: \.changesHowTextReads) {
-            return "the reason may not contain control characters, line breaks or bidirectional controls"
+        if request.reason.firstScalarChangingHowItReads != nil {
+            return "the reason may not contain control characters, line breaks, bidirectional controls or invisible formatting characters"
         }
         if request.banSeconds > KickList.maximumBanSeconds {
             return "a kick keeps someone out for at most \(DurationWords.text(seconds: KickList.maximumBanSeconds))"

@@ -68,15 +68,15 @@ final class RelayCore: RoomMembership {
     func admit(_ session: Session, now: UInt64) -> RoomAdmission {
         rooms.withLock { rooms in
             guard rooms.joinBudget.allow(identity: session.identity, room: session.room, now: now) else {
-                return .refused(.rateLimited, "\(session.identity) joined \(session.room) too often in the last minute; try again in a few seconds")
+                return .refused(.rateLimited, "\(session.identity) joined \(session.room) too often in the last minute")
             }
             if let ban = rooms.kicks.ban(of: session.identity, in: session.room, now: now) {
                 return .refused(.kickedFromRoom, ban.refusal(room: session.room, now: now))
             }
             let candidate = Room.Member(
                 sessionID: session.id, identity: session.identity, ssrc: session.ssrc, canPublish: session.canPublish,
-                capabilities: session.capabilities)
-            switch rooms.directory.admit(candidate, to: session.room) {
+                capabilities: session.capabilities, identityKey: session.identityKey)
+            switch rooms.directory.admit(candidate, to: session.room, endToEnd: session.isEndToEndEncrypted) {
             case let .refused(code, message):
                 return .refused(code, message)
             case let .admitted(replacedMember):
@@ -131,6 +131,57 @@ final class RelayCore: RoomMembership {
                   rooms.directory.setState(state, sessionID: session.id, in: session.room) else { return }
             roomChanged(session.room, in: &rooms, now: now)
         }
+    }
+
+    func isEndToEndEncrypted(_ room: String, tokenAsks: Bool) -> Bool {
+        rooms.withLock { $0.directory.isEndToEndEncrypted(room, tokenAsks: tokenAsks) }
+    }
+
+    /// Sealed media keys from `session` to other members of its room: each entry goes to the
+    /// member its SSRC names, here or over the trunk that brings it. Members that take no part
+    /// in end-to-end encryption, and SSRCs not in the room, are skipped (and counted).
+    func relayMediaKeys(_ entries: [ControlMessage.MediaKeys.Entry], from session: Session) -> Int {
+        rooms.withLock { rooms in
+            guard !rooms.isShuttingDown, rooms.sessions[session.id] === session,
+                  let room = rooms.directory[session.room] else { return entries.count }
+            return route(entries, from: session.ssrc, in: room, overTrunks: rooms.trunks[session.room] ?? [], rooms: rooms)
+        }
+    }
+
+    /// Sealed media keys that came over `trunk` from a member of the peer relay: to the members
+    /// here only (each relay of a room sends its members' keys straight to every other).
+    func relayMediaKeys(_ entries: [ControlMessage.MediaKeys.Entry], from sender: UInt32, over trunk: Trunk) -> Int {
+        rooms.withLock { rooms in
+            guard !rooms.isShuttingDown, rooms.trunks[trunk.room]?.contains(where: { $0 === trunk }) == true,
+                  let room = rooms.directory[trunk.room],
+                  // Only a member the trunk brings may send over it.
+                  room.trunks.first(where: { $0.trunkID == trunk.id })?.members.contains(where: { $0.ssrc == sender }) == true
+            else { return entries.count }
+            return route(entries, from: sender, in: room, overTrunks: [], rooms: rooms)
+        }
+    }
+
+    /// Hands each entry to its recipient's loop; returns how many had nowhere to go.
+    private func route(_ entries: [ControlMessage.MediaKeys.Entry], from sender: UInt32, in room: Room, overTrunks trunks: [Trunk],
+                       rooms: Rooms) -> Int {
+        let list = loops.withLock { $0 }
+        var undeliverable = 0
+        var overTrunk: [ObjectIdentifier: (trunk: Trunk, entries: [ControlMessage.MediaKeys.Entry])] = [:]
+        for entry in entries where entry.ssrc != sender {
+            if let member = room.members.first(where: { $0.ssrc == entry.ssrc }), member.isActive,
+               member.capabilities.contains(.endToEndEncryption), let receiver = rooms.sessions[member.sessionID] {
+                list[receiver.workerIndex].deliverMediaKeys(receiver, entry: entry, from: sender)
+            } else if let carrier = room.trunks.first(where: { $0.members.contains { $0.ssrc == entry.ssrc } }),
+                      let trunk = trunks.first(where: { $0.id == carrier.trunkID }) {
+                overTrunk[ObjectIdentifier(trunk), default: (trunk, [])].entries.append(entry)
+            } else {
+                undeliverable += 1
+            }
+        }
+        for (trunk, batch) in overTrunk.values {
+            list[trunk.workerIndex].deliverTrunkMediaKeys(trunk, keys: ControlMessage.MediaKeys(sender: sender, entries: batch))
+        }
+        return undeliverable
     }
 
     /// A member's text to everyone else in its room: the members here, and over each of the
@@ -246,6 +297,8 @@ private final class StoppedSessionLoop: SessionLoop {
     func deliverEviction(_ session: Session) {}
     func deliverTrunkEnd(_ trunk: Trunk, reason: TrunkEndReason) {}
     func deliverText(_ session: Session, sender: String, text: String) {}
+    func deliverMediaKeys(_ session: Session, entry: ControlMessage.MediaKeys.Entry, from sender: UInt32) {}
+    func deliverTrunkMediaKeys(_ trunk: Trunk, keys: ControlMessage.MediaKeys) {}
     func deliverTrunkText(_ trunk: Trunk, sender: String, text: String) {}
     func deliverTrunkModeration(_ trunk: Trunk, request: ControlMessage.ModerationRequest) {}
     func deliverTrunkClosing(_ trunk: Trunk) {}

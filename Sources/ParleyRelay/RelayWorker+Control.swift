@@ -52,6 +52,9 @@ extension RelayWorker {
             receiveText(text, sequence: message.sequence, from: session, now: now)
         case let .moderate(request):
             receiveModeration(request, sequence: message.sequence, from: session, now: now)
+        case let .mediaKeys(keys):
+            session.lastHeardNanoseconds = now
+            receiveMediaKeys(keys, sequence: message.sequence, from: session, now: now)
         case .join, .joined, .roster, .error, .goodbye, .moderationReply, .redirect:
             drop(.unexpectedControl)
         }
@@ -72,7 +75,7 @@ extension RelayWorker {
         case .ready, .ping:
             drop(.notJoined)
             answerStranger(peer, address: address, receivedSize: size, echo: [], now: now)
-        case .joined, .roster, .pong, .error, .goodbye, .moderate, .moderationReply, .redirect, .memberState, .text:
+        case .joined, .roster, .pong, .error, .goodbye, .moderate, .moderationReply, .redirect, .memberState, .text, .mediaKeys:
             drop(.notJoined)
         }
     }

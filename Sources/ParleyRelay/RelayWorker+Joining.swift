@@ -12,7 +12,7 @@ import ParleyWire
 extension RelayWorker {
     /// A plaintext join (relays started `--insecure`).
     func receiveJoin(_ message: ControlMessage, size: Int, from address: DatagramAddress, peer: PeerAddress, existing: Session?, now: UInt64,
-                     decided: ClusterMember.Route? = nil) {
+                     decided: PlacementRoute? = nil) {
         guard case let .join(join) = message.body else { return }
         // Joins are padded so the answer is never larger than the question; a short one is
         // not from a Parley client and gets no answer at all.
@@ -51,7 +51,16 @@ extension RelayWorker {
             refuseJoin(.placementUnavailable, message: text, logReason: text, sequence: message.sequence, peer: peer, address: address, size: size, now: now)
             return
         }
-        let session = makeSession(join, sequence: message.sequence, token: token, address: address, peer: peer, now: now)
+        let endToEnd: Bool
+        switch endToEndEncryption(for: join, token: token) {
+        case let .success(decided): endToEnd = decided
+        case let .failure(refusal):
+            metrics.joinRefused(.endToEndEncryptionRequired)
+            refuseJoin(.endToEndEncryptionRequired, message: refusal.text, logReason: refusal.text, sequence: message.sequence, peer: peer,
+                       address: address, size: size, now: now)
+            return
+        }
+        let session = makeSession(join, sequence: message.sequence, token: token, endToEnd: endToEnd, address: address, peer: peer, now: now)
         switch admit(session, replacing: existing, software: join.software, now: now) {
         case let .refused(code, text):
             refuseJoin(code, message: text, logReason: text, sequence: message.sequence, peer: peer, address: address, size: size, now: now)
@@ -60,18 +69,45 @@ extension RelayWorker {
         }
     }
 
-    /// A session for a verified join, with its `joined` answer ready.
-    func makeSession(_ join: ControlMessage.Join, sequence: UInt32, token: AccessToken, address: DatagramAddress, peer: PeerAddress, now: UInt64) -> Session {
+    struct EndToEndRefusal: Error {
+        let text: String
+    }
+
+    /// Whether the join's room is end-to-end encrypted (what its `joined` says), or why the
+    /// join cannot come in: a room that is, and a client that cannot take part; or a token that
+    /// asks for it, and a room already running without.
+    func endToEndEncryption(for join: ControlMessage.Join, token: AccessToken) -> Result<Bool, EndToEndRefusal> {
+        let endToEnd = rooms.isEndToEndEncrypted(join.room, tokenAsks: token.endToEndEncrypted)
+        let takesPart = join.capabilities.contains(.endToEndEncryption) && join.identityKey.count == ControlMessage.identityKeySize
+        if let problem = Room.endToEndProblem(room: join.room, endToEnd: endToEnd, tokenAsks: token.endToEndEncrypted, clientTakesPart: takesPart) {
+            return .failure(EndToEndRefusal(text: problem))
+        }
+        return .success(endToEnd)
+    }
+
+    /// A session for a verified join, with its `joined` answer ready. In an end-to-end
+    /// encrypted room the member's identity key goes in the roster; elsewhere it is not kept.
+    func makeSession(
+        _ join: ControlMessage.Join, sequence: UInt32, token: AccessToken, endToEnd: Bool, address: DatagramAddress, peer: PeerAddress, now: UInt64
+    ) -> Session {
         let session = Session(
             id: rooms.makeSessionID(), address: address, peer: peer, room: join.room, identity: token.identity,
-            ssrc: join.ssrc, canPublish: token.canPublish, isModerator: token.isModerator, capabilities: join.capabilities, cookie: UInt64.random(in: 1 ... .max), token: join.token,
+            ssrc: join.ssrc, canPublish: token.canPublish, isModerator: token.isModerator, capabilities: join.capabilities,
+            identityKey: endToEnd ? join.identityKey : [], isEndToEndEncrypted: endToEnd, cookie: UInt64.random(in: 1 ... .max), token: join.token,
             workerIndex: index, limits: limits, nowNanoseconds: now)
-        let joined = ControlMessage(sequence: sequence, body: .joined(ControlMessage.Joined(
+        var joined = ControlMessage.Joined(
             cookie: session.cookie, ssrc: session.ssrc, identity: session.identity, room: session.room,
-            canPublish: session.canPublish,
+            canPublish: session.canPublish, isEndToEndEncrypted: endToEnd,
             keepaliveIntervalMilliseconds: UInt32(limits.keepaliveIntervalMilliseconds),
-            idleTimeoutMilliseconds: UInt32(limits.idleTimeoutMilliseconds), clusterRelays: clusterFallbacks)))
-        session.joinedMessage = (try? joined.serialized()) ?? []
+            idleTimeoutMilliseconds: UInt32(limits.idleTimeoutMilliseconds), clusterRelays: clusterFallbacks)
+        // The identity and room are checked, so only the fallbacks (from the store) can fail to
+        // serialise: then the answer goes without them, never empty.
+        if let bytes = try? ControlMessage(sequence: sequence, body: .joined(joined)).serialized() {
+            session.joinedMessage = bytes
+        } else {
+            joined.clusterRelays = []
+            session.joinedMessage = (try? ControlMessage(sequence: sequence, body: .joined(joined)).serialized()) ?? []
+        }
         return session
     }
 
@@ -176,7 +212,7 @@ extension RelayWorker {
     /// The join inside an accepted handshake: the same checks as a plaintext join; the answer
     /// (joined, or the refusal) goes back inside the handshake response, so it is authenticated.
     func receiveSecureJoin(_ accepted: AcceptedHandshake, size: Int, from address: DatagramAddress, peer: PeerAddress, existing: Session?, now: UInt64,
-                           decided: ClusterMember.Route? = nil) {
+                           decided: PlacementRoute? = nil) {
         guard let message = try? ControlMessage(parsing: accepted.payload), case let .join(join) = message.body else {
             return drop(.malformed)
         }
@@ -187,7 +223,7 @@ extension RelayWorker {
             guard budgets.errorReplies.allow(peer.host, nowNanoseconds: now) else { return }
             refusalLogs.log(.notice, "join refused", metadata: ["from": "\(peer)", "reason": "\(logReason.logSafe(limit: 200))"], now: now)
             var handshake = refusalHandshake
-            let error = ControlMessage(sequence: message.sequence, body: .error(ControlMessage.ErrorReply(code: code, message: String(text.prefix(200)))))
+            let error = ControlMessage(sequence: message.sequence, body: .error(ControlMessage.ErrorReply(code: code, message: text)))
             guard let payload = try? error.serialized(),
                   let (response, _) = try? handshake.respond(relayIndex: 0, payload: payload, nowNanoseconds: now),
                   response.count <= size else { return }
@@ -229,10 +265,17 @@ extension RelayWorker {
             return drop(.handshakeReplayed)
         case .sourceOverQuota:
             metrics.joinRefused(.rateLimited)
-            return refuse(.rateLimited, "too many joins from your network in the last minutes; try again in a minute",
+            return refuse(.rateLimited, "too many joins from your network in the last minutes",
                           logReason: "handshake replay cache share of \(peer.host) spent")
         }
-        let session = makeSession(join, sequence: message.sequence, token: token, address: address, peer: peer, now: now)
+        let endToEnd: Bool
+        switch endToEndEncryption(for: join, token: token) {
+        case let .success(decided): endToEnd = decided
+        case let .failure(refusal):
+            metrics.joinRefused(.endToEndEncryptionRequired)
+            return refuse(.endToEndEncryptionRequired, refusal.text, logReason: refusal.text)
+        }
+        let session = makeSession(join, sequence: message.sequence, token: token, endToEnd: endToEnd, address: address, peer: peer, now: now)
         var handshake = accepted
         guard let (response, secureSession) = try? handshake.respond(
             relayIndex: UInt32.random(in: 1 ... .max), payload: session.joinedMessage, nowNanoseconds: now),

@@ -5,8 +5,8 @@ import ParleyWire
 /// Joins on a relay of a cluster: a verified join is admitted only for a room this relay
 /// hosts. For a room on another relay it is answered with a redirect (inside the handshake
 /// response, so the client knows the pinned relay wrote it); for a room nobody hosts yet
-/// it is parked while ``ClusterMember`` claims the room, then handled again on this loop.
-/// A relay without `--cluster` admits every join, as it always did.
+/// it is parked while the ``RoomPlacement`` (the cluster) places the room, then handled again
+/// on this loop. A relay without one admits every join, as it always did.
 extension RelayWorker {
     enum PlacementDecision {
         case admit
@@ -17,10 +17,10 @@ extension RelayWorker {
     }
 
     /// Where the join for `room` goes. `decided` is the answer a parked join resumes with.
-    func placeJoin(room: String, token: AccessToken, decided: ClusterMember.Route?,
-                   resume: @escaping @Sendable (ClusterMember.Route) -> Void) -> PlacementDecision {
-        guard let cluster = joins.cluster else { return .admit }
-        let route = decided ?? cluster.route(room: room, region: token.region, whenDecided: resume)
+    func placeJoin(room: String, token: AccessToken, decided: PlacementRoute?,
+                   resume: @escaping @Sendable (PlacementRoute) -> Void) -> PlacementDecision {
+        guard let placement else { return .admit }
+        let route = decided ?? placement.route(room: room, region: token.region, whenDecided: resume)
         switch route {
         case .here:
             return .admit
@@ -28,19 +28,19 @@ extension RelayWorker {
             return .parked
         case let .unavailable(text):
             return .refuse(text)
-        case let .elsewhere(record):
-            guard let relay = record.clientRelay, relay.publicKey.isEmpty == !joins.encrypted else {
-                return .refuse("the room is on a relay this one cannot send you to (\(joins.encrypted ? "it runs without encryption" : "its key is unreadable")); tell the cluster's operator")
+        case let .elsewhere(relay):
+            guard relay.publicKey.isEmpty == !joins.encrypted else {
+                return .refuse("the room is on a relay this one cannot send you to (\(joins.encrypted ? "it runs without encryption" : "it runs with encryption, this one without"))")
             }
             metrics.clusterRedirects.increment()
-            let others = cluster.fallbacks(limit: 4).compactMap(\.clientRelay).filter { $0.address != relay.address }
+            let others = placement.fallbacks(limit: 4).filter { $0.address != relay.address }
             return .redirect(ControlMessage.Redirect(room: room, relay: relay, others: others))
         }
     }
 
     /// Other relays of the cluster for a `joined` answer, so the member can fall back.
     var clusterFallbacks: [ControlMessage.ClusterRelay] {
-        joins.cluster?.fallbacks(limit: 4).compactMap(\.clientRelay) ?? []
+        placement?.fallbacks(limit: 4) ?? []
     }
 
     /// Answers an encrypted join with a redirect, inside the handshake response. No session
@@ -72,13 +72,4 @@ extension RelayWorker {
 /// used on that loop only; it crosses to the cluster's thread and back untouched.
 struct ParkedJoin<Value>: @unchecked Sendable {
     let value: Value
-}
-
-extension ClusterRelayRecord {
-    /// The record as a client needs it; nil when its key is unreadable.
-    var clientRelay: ControlMessage.ClusterRelay? {
-        if key.isEmpty { return ControlMessage.ClusterRelay(address: address, publicKey: []) }
-        guard let bytes = Base64URL.decode(key), bytes.count == ControlMessage.ClusterRelay.keySize else { return nil }
-        return ControlMessage.ClusterRelay(address: address, publicKey: bytes)
-    }
 }

@@ -53,6 +53,72 @@ extension RelayWorker {
         }
     }
 
+    // MARK: Sealed media keys (end-to-end encrypted rooms)
+
+    /// Sealed media keys from a member for others of its room: acknowledged (the client sends
+    /// them again until it is), then handed to each recipient, within the member's budget. The
+    /// relay reads only the SSRCs it routes by; the keys inside are sealed to the recipients.
+    func receiveMediaKeys(_ keys: ControlMessage.MediaKeys, sequence: UInt32, from session: Session, now: UInt64) {
+        guard session.state == .active, session.isEndToEndEncrypted else { return drop(.unexpectedControl) }
+        sendControl(.ack(ControlMessage.Ack(sequence: sequence)), sequence: 0, to: session, limit: nil)
+        // A retransmission whose ack was lost is acknowledged again, not delivered twice.
+        guard session.receivedMediaKeys.insert(sequence) else { return }
+        guard session.mediaKeyRate.allow(cost: keys.entries.count, nowNanoseconds: now) else {
+            metrics.mediaKeys[.refusedRate]?.increment(by: keys.entries.count)
+            return drop(.rateLimited)
+        }
+        let undeliverable = rooms.relayMediaKeys(keys.entries, from: session)
+        metrics.mediaKeys[.relayed]?.increment(by: keys.entries.count - undeliverable)
+        metrics.mediaKeys[.undeliverable]?.increment(by: undeliverable)
+    }
+
+    func deliverMediaKeys(_ session: Session, entry: ControlMessage.MediaKeys.Entry, from sender: UInt32) {
+        loop.execute {
+            guard session.state == .active else { return }
+            let waiting = session.pendingMediaKeys.count + session.reliable.count(of: .mediaKeys) * ControlMessage.MediaKeys.maximumEntries
+            guard waiting < Session.maximumMediaKeysInFlight else {
+                self.metrics.mediaKeys[.receiverQueueFull]?.increment()
+                return
+            }
+            // To a member, each entry names its sender (the recipient is the member itself).
+            session.pendingMediaKeys.append(ControlMessage.MediaKeys.Entry(ssrc: sender, package: entry.package))
+            if session.pendingMediaKeys.count >= ControlMessage.MediaKeys.maximumEntries {
+                self.sendPendingMediaKeys(to: session, now: monotonicNanoseconds())
+                self.flush()
+            } else {
+                self.pendingMediaKeys[session.peer] = session
+            }
+        }
+    }
+
+    /// Sends the member's gathered keys, as few reliable messages as fit a datagram.
+    func sendPendingMediaKeys(to session: Session, now: UInt64) {
+        guard session.state == .active else {
+            session.pendingMediaKeys = []
+            return
+        }
+        var entries = session.pendingMediaKeys[...]
+        session.pendingMediaKeys = []
+        while !entries.isEmpty {
+            var batch: [ControlMessage.MediaKeys.Entry] = []
+            var size = 0
+            while let next = entries.first, batch.count < ControlMessage.MediaKeys.maximumEntries,
+                  batch.isEmpty || size + 6 + next.package.count <= Self.mediaKeysMessageBudget {
+                batch.append(next)
+                size += 6 + next.package.count
+                entries = entries.dropFirst()
+            }
+            let sequence = session.takeSequence()
+            guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true, body: .mediaKeys(.init(entries: batch))).serialized() else { continue }
+            session.reliable.enqueue(sequence: sequence, kind: .mediaKeys, bytes: bytes, nowNanoseconds: now)
+            awaitingAcknowledgement[session.peer] = session
+            send(bytes, to: session, kind: .control)
+        }
+    }
+
+    /// The entries of one media-keys message to a member: well inside a datagram.
+    static let mediaKeysMessageBudget = 1_000
+
     // MARK: Text to a member
 
     func deliverText(_ session: Session, sender: String, text: String) {

@@ -19,6 +19,10 @@ extension RelayWorker {
         }
         for peer in acknowledged { awaitingAcknowledgement[peer] = nil }
         if !heldBackStates.isEmpty { applyHeldBackStates(now: now) }
+        if !pendingMediaKeys.isEmpty {
+            for session in pendingMediaKeys.values { sendPendingMediaKeys(to: session, now: now) }
+            pendingMediaKeys = [:]
+        }
         var expired: [(Session, RemovalReason)] = []
         for session in sweepSlices[nextSweepSlice].values {
             if session.state == .joining, now &- session.joinedNanoseconds > pending {

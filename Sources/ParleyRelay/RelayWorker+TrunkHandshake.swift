@@ -5,9 +5,11 @@ import ParleyWire
 /// A trunk's handshake at the loop: opening one (hello, cookie, trunk init, response) and
 /// accepting one from a trusted relay; once started, the trunk is `RelayWorker+Trunks.swift`'s.
 ///
-/// A stranger's trunk init costs what a client's does before anything is kept: the address
-/// cookie (an HMAC), the source's join budget, one Diffie-Hellman that reveals the opener's
-/// key, and only for a trusted key the second one (``RelayHandshake/openTrunk(_:trusts:)``).
+/// A trunk init is taken only from the address a trusted relay is registered at (a
+/// stranger's ends before any Diffie-Hellman, `trunk_unknown_source`); from there it costs
+/// what a client's does before anything is kept: the address cookie (an HMAC), the source's
+/// trunk budget, one Diffie-Hellman that reveals the opener's key, and only for a trusted key
+/// the second one (``RelayHandshake/openTrunk(_:trusts:)``).
 extension RelayWorker {
     // MARK: Opening a trunk (this relay opens)
 
@@ -61,6 +63,7 @@ extension RelayWorker {
 
     func receiveTrunkInit(_ buffer: ByteBuffer, from address: DatagramAddress, peer: PeerAddress, now: UInt64) {
         guard let trunkDirectory, let handshake = joins.handshake, !isShuttingDown else { return drop(.unexpectedControl) }
+        guard trunkDirectory.acceptsTrunkInit(from: peer.host) else { return drop(.trunkUnknownSource) }
         let size = buffer.readableBytes
         let unixTime = UInt64(unixSeconds())
         enum Outcome { case opened(AcceptedTrunkHandshake), overBudget, refused(SecurityError) }
@@ -98,7 +101,7 @@ extension RelayWorker {
         let relay = RelayPeer(address: HostAndPort(host: host, port: port), publicKey: accepted.peerPublicKey)
         var refusal = accepted
         func refuse(_ text: String) {
-            let error = ControlMessage(body: .error(.init(code: .rateLimited, message: String(text.prefix(200)))))
+            let error = ControlMessage(body: .error(.init(code: .rateLimited, message: text)))
             guard let payload = try? error.serialized(),
                   let (response, _) = try? refusal.respond(localIndex: 0, payload: payload, nowNanoseconds: now), response.count <= size else { return }
             send(response, to: address, kind: .control)

@@ -79,7 +79,16 @@ extension RelayWorker {
         if message.isReliable { sendToTrunk(.ack(.init(sequence: message.sequence)), trunk: trunk) }
         switch message.body {
         case let .roster(page):
-            guard let members = trunk.remoteRoster.add(page) else { return }
+            guard let announced = trunk.remoteRoster.add(page) else { return }
+            // A name from another relay is checked as a member's own is when it joins: one
+            // with control, bidirectional or invisible formatting characters could have come
+            // from no token, so it is left out rather than put on every member's screen.
+            let members = announced.filter { ParleyNames.problem(withIdentity: $0.identity) == nil }
+            if members.count < announced.count {
+                drop(.malformed, count: announced.count - members.count)
+                refusalLogs.log(.warning, "a relay of the room announced members whose names no token may carry; they are left out",
+                                metadata: ["trunk": "\(trunk.logDescription)", "left out": "\(announced.count - members.count)"], now: now)
+            }
             trunk.setRemoteMembers(members, limits: limits, now: now)
             let refused = rooms.setRemoteMembers(
                 members, streams: trunk.remoteStreams, of: trunk, localKey: trunkDirectory?.localKeyBytes ?? [], now: now)
@@ -112,6 +121,12 @@ extension RelayWorker {
                     "trunk": "\(trunk.logDescription)",
                 ], now: now)
             }
+        case let .mediaKeys(keys):
+            // Sealed keys from a member behind the trunk for members here; opaque to both relays.
+            guard message.isReliable, trunk.receivedReliable.insert(message.sequence) else { return }
+            let undeliverable = rooms.relayMediaKeys(keys.entries, from: keys.sender, over: trunk)
+            metrics.mediaKeys[.relayed]?.increment(by: keys.entries.count - undeliverable)
+            metrics.mediaKeys[.undeliverable]?.increment(by: undeliverable)
         case let .ping(ping):
             sendToTrunk(.pong(.init(timestamp: ping.timestamp)), trunk: trunk)
         case .pong:
@@ -169,6 +184,22 @@ extension RelayWorker {
             guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true, body: .moderate(request)).serialized() else { return }
             // Sent again for as long as a trunk waits before giving up on a silent peer, and more.
             trunk.reliable.enqueue(sequence: sequence, kind: .moderation, bytes: bytes, nowNanoseconds: monotonicNanoseconds(), attempts: 50)
+            self.send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
+            self.flush()
+        }
+    }
+
+    /// Sealed media keys from a member here for members behind the trunk, reliably.
+    func deliverTrunkMediaKeys(_ trunk: Trunk, keys: ControlMessage.MediaKeys) {
+        loop.execute {
+            guard trunk.state == .open else { return }
+            guard trunk.reliable.count(of: .mediaKeys) < Session.maximumMediaKeysInFlight else {
+                self.metrics.mediaKeys[.receiverQueueFull]?.increment(by: keys.entries.count)
+                return
+            }
+            let sequence = trunk.takeSequence()
+            guard let bytes = try? ControlMessage(sequence: sequence, isReliable: true, body: .mediaKeys(keys)).serialized() else { return }
+            trunk.reliable.enqueue(sequence: sequence, kind: .mediaKeys, bytes: bytes, nowNanoseconds: monotonicNanoseconds())
             self.send(bytes, to: trunk.destination, protector: trunk.protector, kind: .control)
             self.flush()
         }

@@ -40,6 +40,8 @@ final class RelayWorker: @unchecked Sendable {
     let loop: RelayLoop
     let rooms: any RoomMembership
     let joins: JoinVerifier
+    /// Where rooms live, in a cluster (`RelayWorker+Placement.swift`); nil on a relay on its own.
+    let placement: (any RoomPlacement)?
     /// The SSRC of the relay's own receiver reports.
     let relaySSRC: UInt32
     let limits: RelayLimits
@@ -68,6 +70,9 @@ final class RelayWorker: @unchecked Sendable {
     var awaitingAcknowledgement: [PeerAddress: Session] = [:]
     /// Sessions whose latest muted/deafened state waits for their rate (``MemberStatePacer``).
     var heldBackStates: [PeerAddress: Session] = [:]
+    /// Members with sealed media keys waiting to go out, gathered until the next tick (or a
+    /// full message), so a rotation reaches each member in a few messages, not one per sender.
+    var pendingMediaKeys: [PeerAddress: Session] = [:]
     var departures = Departures()
     /// What strangers and would-be members may spend: cookie replies, error replies, joins.
     var budgets: AdmissionBudgets
@@ -100,13 +105,14 @@ final class RelayWorker: @unchecked Sendable {
     /// Read bursts per wake-up before the loop looks at its tasks and timer again.
     static let maximumReadsPerWakeup = 8
 
-    init(index: Int, loop: RelayLoop, rooms: any RoomMembership, joins: JoinVerifier, relaySSRC: UInt32,
+    init(index: Int, loop: RelayLoop, rooms: any RoomMembership, joins: JoinVerifier, placement: (any RoomPlacement)? = nil, relaySSRC: UInt32,
          configuration: RelayConfiguration, metrics: RelayMetrics, logger: Logger, trunkDirectory: TrunkDirectory? = nil) {
         self.index = index
         self.trunkDirectory = trunkDirectory
         self.loop = loop
         self.rooms = rooms
         self.joins = joins
+        self.placement = placement
         self.relaySSRC = relaySSRC
         self.limits = configuration.limits
         self.metrics = metrics

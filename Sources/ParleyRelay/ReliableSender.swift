@@ -18,6 +18,8 @@ struct ReliableSender: Sendable {
         case text
         /// A moderation passed on to another relay of the room, over a trunk.
         case moderation
+        /// Sealed media keys for the member, or for members behind a trunk: never superseded.
+        case mediaKeys
     }
 
     struct Message: Sendable {

@@ -23,7 +23,8 @@ extension Room {
 
         func rosterEntry(of member: Member) -> ControlMessage.Roster.Member {
             ControlMessage.Roster.Member(ssrc: member.ssrc, identity: member.identity, canPublish: member.canPublish,
-                                         capabilities: member.capabilities, isServerMuted: serverMuted.contains(member.ssrc), state: member.state)
+                                         capabilities: member.capabilities, isServerMuted: serverMuted.contains(member.ssrc), state: member.state,
+                                         identityKey: member.identityKey)
         }
     }
 
@@ -96,7 +97,7 @@ extension Room {
             }
             var member = Member(
                 sessionID: id, identity: entry.identity, ssrc: entry.ssrc, canPublish: entry.canPublish,
-                capabilities: entry.capabilities, isActive: true)
+                capabilities: entry.capabilities, identityKey: entry.identityKey, isActive: true)
             member.state = entry.state
             admitted.append(member)
         }

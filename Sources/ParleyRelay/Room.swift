@@ -12,6 +12,8 @@ public struct Room: Sendable {
         public var canPublish: Bool
         /// What the member can receive (its join said), passed on in the roster.
         public var capabilities: ControlMessage.Capabilities
+        /// Its identity key (empty: none), passed on in the roster.
+        public var identityKey: [UInt8] = []
         /// False until the member proves its address with `ready`.
         public var isActive: Bool
         /// Muted, deafened, as the member said (paced by ``MemberStatePacer``).
@@ -19,8 +21,9 @@ public struct Room: Sendable {
 
         public init(
             sessionID: UInt64, identity: String, ssrc: UInt32, canPublish: Bool, capabilities: ControlMessage.Capabilities = [],
-            isActive: Bool = false
+            identityKey: [UInt8] = [], isActive: Bool = false
         ) {
+            self.identityKey = identityKey
             self.sessionID = sessionID
             self.identity = identity
             self.ssrc = ssrc
@@ -49,8 +52,25 @@ public struct Room: Sendable {
     public private(set) var serverMuted: Set<String> = []
     /// Server-mutes a room keeps at most; each needs a member present when it is made.
     public static let maximumServerMuted = 1_024
+    /// Whether the room is end-to-end encrypted: decided by the first member admitted here
+    /// (its token's `e2ee` claim) and fixed for the room's life; nil until then (a room that
+    /// only a trunk opened).
+    public internal(set) var isEndToEndEncrypted: Bool?
 
     public init(name: String) { self.name = name }
+
+    /// Why a join for a room that is (`endToEnd`) or is not end-to-end encrypted cannot come
+    /// in, given whether its token asks for it and its client can take part; nil if it can.
+    public static func endToEndProblem(room: String, endToEnd: Bool, tokenAsks: Bool, clientTakesPart: Bool) -> String? {
+        if endToEnd && !clientTakesPart {
+            return "room \(room) is end-to-end encrypted and this client cannot take part (it sent no identity key); update parley"
+        }
+        if !endToEnd && tokenAsks {
+            return "your invite is for an end-to-end encrypted room, but room \(room) is already running without end-to-end encryption; "
+                + "ask its owner for an invite made with --e2ee for a room that has it, or wait until the room is empty"
+        }
+        return nil
+    }
 
     /// No member here and no trunk: the room can close.
     public var isEmpty: Bool { members.isEmpty && trunks.isEmpty }
@@ -59,17 +79,21 @@ public struct Room: Sendable {
 
     /// Admits `candidate` as a joining member, unless the room is full or its SSRC is taken.
     /// A member with the same identity is replaced (a client that restarted, or moved network).
-    public mutating func admit(_ candidate: Member, maximumMembers: Int) -> Admission {
+    public mutating func admit(_ candidate: Member, maximumMembers: Int, endToEnd: Bool = false) -> Admission {
+        if let decided = isEndToEndEncrypted, decided != endToEnd {
+            // Another loop made the room in the other way since this join looked.
+            return .refused(.endToEndEncryptionRequired, "room \(name) changed while you joined; join again")
+        }
         let existing = members.firstIndex { $0.identity == candidate.identity }
         if let clash = members.first(where: { $0.ssrc == candidate.ssrc }), clash.identity != candidate.identity {
-            return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by another member of \(name); pick a new random SSRC and join again")
+            return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by another member of \(name)")
         }
         if remoteMember(ssrc: candidate.ssrc) != nil {
-            return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by a member of \(name) on another relay; pick a new random SSRC and join again")
+            return .refused(.ssrcInUse, "SSRC \(candidate.ssrc) is already used by a member of \(name) on another relay")
         }
         let others = members.count - (existing == nil ? 0 : 1)
         guard others < maximumMembers else {
-            return .refused(.roomFull, "room \(name) is full (\(maximumMembers) members); try again later")
+            return .refused(.roomFull, "room \(name) is full (\(maximumMembers) members)")
         }
         var replaced: Member?
         if let existing {
@@ -79,6 +103,7 @@ public struct Room: Sendable {
         var joining = candidate
         joining.isActive = false
         members.append(joining)
+        isEndToEndEncrypted = endToEnd
         return .admitted(replaced: replaced)
     }
 
@@ -120,7 +145,7 @@ public struct Room: Sendable {
     public var localRoster: [ControlMessage.Roster.Member] {
         members.filter(\.isActive).map {
             ControlMessage.Roster.Member(ssrc: $0.ssrc, identity: $0.identity, canPublish: $0.canPublish, capabilities: $0.capabilities,
-                                         isServerMuted: serverMuted.contains($0.identity), state: $0.state)
+                                         isServerMuted: serverMuted.contains($0.identity), state: $0.state, identityKey: $0.identityKey)
         }
     }
 
@@ -158,15 +183,22 @@ public struct RoomDirectory: Sendable {
 
     public subscript(name: String) -> Room? { rooms[name] }
 
+    /// Whether `room` is end-to-end encrypted, or would be if a join whose token says
+    /// `tokenAsks` opened it.
+    public func isEndToEndEncrypted(_ room: String, tokenAsks: Bool) -> Bool {
+        rooms[room]?.isEndToEndEncrypted ?? tokenAsks
+    }
+
     /// Admits `candidate` to `room`, opening the room if the relay has space for one more.
-    public mutating func admit(_ candidate: Room.Member, to room: String) -> Room.Admission {
+    /// `endToEnd` is what the join was told the room is (``isEndToEndEncrypted(_:tokenAsks:)``).
+    public mutating func admit(_ candidate: Room.Member, to room: String, endToEnd: Bool = false) -> Room.Admission {
         if rooms[room] == nil {
             guard rooms.count < limits.maximumRooms else {
-                return .refused(.tooManyRooms, "the relay has its maximum of \(limits.maximumRooms) rooms open; try again later")
+                return .refused(.tooManyRooms, "the relay has its maximum of \(limits.maximumRooms) rooms open")
             }
             rooms[room] = Room(name: room)
         }
-        let admission = rooms[room]!.admit(candidate, maximumMembers: limits.maximumMembersPerRoom)
+        let admission = rooms[room]!.admit(candidate, maximumMembers: limits.maximumMembersPerRoom, endToEnd: endToEnd)
         if case let .admitted(replaced) = admission {
             memberCount.joining += 1
             if let replaced { count(replaced, by: -1) }

@@ -29,6 +29,14 @@ protocol RoomMembership: AnyObject, Sendable {
     func relayText(_ text: String, from session: Session)
     /// A text from a member behind `trunk`, to the members here.
     func relayText(_ text: String, sender: String, over trunk: Trunk)
+    /// Whether `room` is end-to-end encrypted, or would be if a join whose token says
+    /// `tokenAsks` opened it (what that join's `joined` tells it).
+    func isEndToEndEncrypted(_ room: String, tokenAsks: Bool) -> Bool
+    /// Sealed media keys from `session` to the members its entries name, here or behind a
+    /// trunk; returns how many named nobody who can take them.
+    func relayMediaKeys(_ entries: [ControlMessage.MediaKeys.Entry], from session: Session) -> Int
+    /// Sealed media keys from the member `sender` behind `trunk`, to members here.
+    func relayMediaKeys(_ entries: [ControlMessage.MediaKeys.Entry], from sender: UInt32, over trunk: Trunk) -> Int
     /// A moderator's request in `room` (server-mute, kick, close); `moderator` is the name
     /// a removed member is told.
     /// `passOn`: the request came from a member or the admin API here, so it also goes to the
@@ -57,6 +65,10 @@ protocol SessionLoop: AnyObject, Sendable {
     func deliverTrunkEnd(_ trunk: Trunk, reason: TrunkEndReason)
     /// A text for `session` from the member `sender`.
     func deliverText(_ session: Session, sender: String, text: String)
+    /// A sealed media key for `session` from the member whose SSRC is `sender`.
+    func deliverMediaKeys(_ session: Session, entry: ControlMessage.MediaKeys.Entry, from sender: UInt32)
+    /// Sealed media keys from a member here, for members behind `trunk`.
+    func deliverTrunkMediaKeys(_ trunk: Trunk, keys: ControlMessage.MediaKeys)
     /// A text from the member `sender` here, for the members behind `trunk`.
     func deliverTrunkText(_ trunk: Trunk, sender: String, text: String)
     /// A moderation asked for here, for the relay behind `trunk` to carry out on its members.

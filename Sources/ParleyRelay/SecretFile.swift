@@ -1,12 +1,5 @@
+import ParleyBasics
 import ParleySecurity
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The relay's secret file, written by `parley-relay keygen`: a `KeyValueFile` with
 ///
@@ -102,46 +95,20 @@ public struct SecretFile: Sendable {
     /// Reads and parses `path`. Warns through `warn` when others may read the file.
     public static func load(path: String, warn: (String) -> Void = { _ in }) throws(ConfigurationError) -> SecretFile {
         let text = try FileText.read(path: path, what: "secret file", hint: "create one with `parley-relay keygen --out \(path)`")
-        var info = stat()
-        if stat(path, &info) == 0, info.st_mode & 0o077 != 0 {
-            warn("\(path) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))); run `chmod 600 \(path)`")
+        if let mode = TextFile.openToOthers(path: path) {
+            warn("\(path) can be read by other users (mode \(String(mode, radix: 8))); run `chmod 600 \(path)`")
         }
         return try SecretFile(parsing: text, source: path)
     }
 
-    /// Writes the file with mode 0600. Without `overwrite`, an existing file is an error.
+    /// Writes the file with mode 0600, whole. Without `overwrite`, an existing file is an error.
     public func write(path: String, overwrite: Bool) throws(ConfigurationError) {
-        let bytes = Array(text.utf8)
-        // Write a private temporary file then rename it over the target, so a reader never sees
-        // half a secret and the mode is 0600 from the first byte.
-        let temporary = path + ".tmp-\(getpid())"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw ConfigurationError("cannot create \(temporary): \(String(cString: strerror(errno))); check that the folder exists and is writable")
-        }
-        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-        let synced = fsync(descriptor)
-        close(descriptor)
-        guard written == bytes.count, synced == 0 else {
-            unlink(temporary)
-            throw ConfigurationError("cannot write \(temporary): \(String(cString: strerror(errno)))")
-        }
-        if overwrite {
-            guard rename(temporary, path) == 0 else {
-                let reason = String(cString: strerror(errno))
-                unlink(temporary)
-                throw ConfigurationError("cannot replace \(path): \(reason)")
-            }
-        } else {
-            // link(2) fails if the target exists, unlike rename: no window to clobber a file.
-            let linked = link(temporary, path)
-            let reason = String(cString: strerror(errno))
-            let exists = errno == EEXIST
-            unlink(temporary)
-            guard linked == 0 else {
-                if exists { throw ConfigurationError("\(path) already exists; pass --force to replace it (tokens signed with the old secret stop working)") }
-                throw ConfigurationError("cannot create \(path): \(reason)")
-            }
+        do {
+            try TextFile.writePrivately(
+                text, to: path, replacing: overwrite,
+                exists: "\(path) already exists; pass --force to replace it (tokens signed with the old secret stop working)")
+        } catch {
+            throw ConfigurationError(error.description)
         }
     }
 }

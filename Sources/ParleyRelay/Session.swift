@@ -27,6 +27,11 @@ final class Session: @unchecked Sendable {
     let isModerator: Bool
     /// What the member can receive, from its join; the roster tells the others.
     let capabilities: ControlMessage.Capabilities
+    /// The member's identity key from its join (empty: none), which the roster repeats so
+    /// others can seal media keys to it. The relay never holds a media key.
+    let identityKey: [UInt8]
+    /// Its room is end-to-end encrypted, as decided when it joined (and told in `joined`).
+    let isEndToEndEncrypted: Bool
     let cookie: UInt64
     /// The token the session joined with, to recognise a retransmitted join.
     let token: String
@@ -73,12 +78,24 @@ final class Session: @unchecked Sendable {
     /// Moderation requests are few; each takes the rooms' lock, so they are limited apart
     /// from the control rate.
     var moderationRate: TokenBucket
+    /// Entries of sealed media keys the member sends to others (each is delivered, and may
+    /// cross a trunk): limited apart from the control rate, which counts messages.
+    var mediaKeyRate: TokenBucket
+    /// Sequence numbers of the media-key messages already relayed, so a retransmission is not.
+    var receivedMediaKeys = RecentSequenceSet()
+    /// Sealed keys for the member not yet sent: each entry names its sender.
+    var pendingMediaKeys: [ControlMessage.MediaKeys.Entry] = []
+    /// Sealed keys waiting for the member at most, sent or not: a rotation of the largest
+    /// room, and a few more.
+    static let maximumMediaKeysInFlight = 1_024
 
     init(
         id: UInt64, address: DatagramAddress, peer: PeerAddress, room: String, identity: String, ssrc: UInt32,
-        canPublish: Bool, isModerator: Bool = false, capabilities: ControlMessage.Capabilities = [], cookie: UInt64, token: String,
-        workerIndex: Int, limits: RelayLimits, nowNanoseconds: UInt64
+        canPublish: Bool, isModerator: Bool = false, capabilities: ControlMessage.Capabilities = [], identityKey: [UInt8] = [],
+        isEndToEndEncrypted: Bool = false, cookie: UInt64, token: String, workerIndex: Int, limits: RelayLimits, nowNanoseconds: UInt64
     ) {
+        self.identityKey = identityKey
+        self.isEndToEndEncrypted = isEndToEndEncrypted
         self.id = id
         self.address = address
         self.peer = peer
@@ -99,7 +116,13 @@ final class Session: @unchecked Sendable {
         self.rtcpAndControlRate = TokenBucket(ratePerSecond: limits.controlPacketsPerSecondPerMember, burst: limits.controlPacketsPerSecondPerMember,
                                        nowNanoseconds: nowNanoseconds)
         self.moderationRate = TokenBucket(ratePerSecond: 5, burst: 10, nowNanoseconds: nowNanoseconds)
+        self.mediaKeyRate = TokenBucket(ratePerSecond: Self.mediaKeysPerSecond, burst: Self.mediaKeyBurst, nowNanoseconds: nowNanoseconds)
     }
+
+    /// Sealed media keys the member may send through the relay: a rotation sends one to each
+    /// other member (the burst covers the largest room's), a churning room a few a second.
+    static let mediaKeysPerSecond = 200
+    static let mediaKeyBurst = 1_000
 
     /// Attaches the keys agreed in the member's handshake; before the session is admitted only.
     func secure(with protector: PacketProtector, ephemeralKey: [UInt8], response: [UInt8]) {

@@ -1,4 +1,5 @@
 import Crypto
+import NIOCore
 import ParleyBasics
 import ParleySecurity
 import ParleyWire
@@ -43,6 +44,9 @@ final class TrunkDirectory: Sendable {
 
     private struct State {
         var trusted: Set<[UInt8]> = []
+        /// The hosts the trusted relays are registered at: a trunk init from any other source
+        /// is dropped before it costs a Diffie-Hellman.
+        var trustedHosts: Set<SourceHost> = []
         /// Openings from here that failed in a row, by room and peer, and when the last did.
         var failures: [Key: (count: Int, at: UInt64)] = [:]
         /// Keys taken out of the trusted set, and when: their open trunks close after a grace.
@@ -72,7 +76,25 @@ final class TrunkDirectory: Sendable {
             for key in state.trusted.subtracting(trusted) where state.distrustedSince[key] == nil { state.distrustedSince[key] = now }
             for key in trusted { state.distrustedSince[key] = nil }
             state.trusted = trusted
+            state.trustedHosts = Set(peers.flatMap(Self.hosts))
         }
+    }
+
+    /// Whether a trunk init from `host` may cost this relay a Diffie-Hellman: only when a
+    /// trusted relay is registered there. A stranger gets address cookies as anyone does, but
+    /// its trunk inits end here, so a relay that trusts no relay spends nothing on them.
+    func acceptsTrunkInit(from host: SourceHost) -> Bool {
+        state.withLock { $0.trustedHosts.contains(host) }
+    }
+
+    /// The sources a relay's datagrams can come from: its registered address, and that address
+    /// as a dual-stack socket reports an IPv4 peer (::ffff:a.b.c.d).
+    private static func hosts(of peer: RelayPeer) -> [SourceHost] {
+        var addresses = [try? peer.address.socketAddress()]
+        if !peer.address.host.contains(":") {
+            addresses.append(try? SocketAddress(ipAddress: "::ffff:" + peer.address.host, port: peer.address.port))
+        }
+        return addresses.compactMap { $0.flatMap(PeerAddress.init)?.host }
     }
 
     /// Keys out of the trusted set for longer than `grace`; their trunks are to be closed.

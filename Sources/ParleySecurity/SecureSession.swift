@@ -160,7 +160,7 @@ public final class SecureSession: Sendable {
         return needed
     }
 
-    /// Opens a sealed packet into `output` (at least `packet.count - 32` bytes); returns the
+    /// Opens a sealed packet into `output` (at least `packet.count - SealedHeader.overhead` bytes); returns the
     /// inner packet's size. Replays, stale packets and anything that fails authentication
     /// throw, and leave the session exactly as it was.
     public func open(_ packet: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws(SecurityError) -> Int {

@@ -188,6 +188,22 @@ public struct ByteWriter {
     }
 }
 
+extension String {
+    /// The longest start of the string, in whole characters, that takes at most `limit`
+    /// bytes of UTF-8: what fits a length field, cut where a reader sees a character end.
+    public func prefix(utf8Bytes limit: Int) -> String {
+        guard utf8.count > limit else { return self }
+        var result = ""
+        var bytes = 0
+        for character in self {
+            bytes += character.utf8.count
+            guard bytes <= limit else { break }
+            result.append(character)
+        }
+        return result
+    }
+}
+
 extension Array where Element == UInt8 {
     /// Serialises with a size query then a write, the two-step pattern every ParleyWire
     /// serialiser follows; for tests and cold paths that want an array.

@@ -90,12 +90,13 @@ extension ControlMessage {
 
     public struct ModerationReply: Sendable, Hashable {
         public var outcome: ModerationOutcome
-        /// For people: what was done, or why not and what to do.
-        public var message: String
+        /// For people: what was done, or why not and what to do; fitted to a one-byte length
+        /// (``ControlMessage/fitted(_:)``).
+        public var message: String { didSet { message = ControlMessage.fitted(message) } }
 
         public init(outcome: ModerationOutcome, message: String) {
             self.outcome = outcome
-            self.message = message
+            self.message = ControlMessage.fitted(message)
         }
 
         var serializedSize: Int { 1 + 1 + message.utf8.count }

@@ -20,9 +20,11 @@ extension ControlMessage {
             let room = try reader.readString8()
             let token = try reader.readString16()
             let software = try reader.readString8()
-            // Then the capabilities (zero padding from older clients); the rest is padding.
+            // Then the capabilities and the identity key (zero padding from older clients: no
+            // capabilities, no key); the rest is padding.
             let capabilities = Capabilities(rawValue: reader.isAtEnd ? 0 : try reader.readUInt8())
-            body = .join(Join(ssrc: ssrc, room: room, token: token, software: software, capabilities: capabilities))
+            let identityKey = reader.isAtEnd ? [] : try Self.readIdentityKey(&reader)
+            body = .join(Join(ssrc: ssrc, room: room, token: token, software: software, capabilities: capabilities, identityKey: identityKey))
         case .joined:
             let cookie = try reader.readUInt64()
             let ssrc = try reader.readUInt32()
@@ -35,7 +37,7 @@ extension ControlMessage {
             let relays = reader.isAtEnd ? [] : try ClusterRelay.readList(&reader)
             body = .joined(Joined(
                 cookie: cookie, ssrc: ssrc, identity: identity, room: room,
-                canPublish: permissions & 0x01 != 0,
+                canPublish: permissions & 0x01 != 0, isEndToEndEncrypted: permissions & 0x02 != 0,
                 keepaliveIntervalMilliseconds: keepalive, idleTimeoutMilliseconds: idle, clusterRelays: relays
             ))
         case .ready:
@@ -59,6 +61,7 @@ extension ControlMessage {
                     isServerMuted: flags & Roster.Member.serverMutedFlag != 0))
             }
             try Self.readRosterStates(&reader, into: &members)
+            try Self.readRosterKeys(&reader, into: &members)
             body = .roster(Roster(version: version, pageIndex: pageIndex, pageCount: pageCount, members: members))
         case .leave:
             body = .leave(Leave())
@@ -96,6 +99,8 @@ extension ControlMessage {
             body = .memberState(try Self.readMemberStateUpdate(&reader))
         case .text:
             body = .text(try Self.readText(&reader))
+        case .mediaKeys:
+            body = .mediaKeys(try MediaKeys(reading: &reader))
         }
     }
 
@@ -113,6 +118,7 @@ extension ControlMessage {
         switch body {
         case let .join(join):
             let natural = 4 + 1 + join.room.utf8.count + 2 + join.token.utf8.count + 1 + join.software.utf8.count + 1
+                + 1 + join.identityKey.count
             return max(Self.minimumJoinSize, Self.headerSize + natural)
         case let .joined(joined):
             bodySize = 8 + 4 + 1 + joined.identity.utf8.count + 1 + joined.room.utf8.count + 1 + 4 + 4
@@ -139,6 +145,8 @@ extension ControlMessage {
             bodySize = 4 + 1
         case let .text(text):
             bodySize = Self.serializedSize(of: text)
+        case let .mediaKeys(keys):
+            bodySize = keys.serializedSize
         }
         return Self.headerSize + bodySize
     }
@@ -157,13 +165,14 @@ extension ControlMessage {
             try writer.writeString16(join.token, element: .controlMessage)
             try writer.writeString8(join.software, element: .controlMessage)
             try writer.write(join.capabilities.rawValue)
+            try Self.writeIdentityKey(join.identityKey, to: &writer)
             try writer.writeZeros(max(0, Self.minimumJoinSize - (writer.offset - start)))
         case let .joined(joined):
             try writer.write(joined.cookie)
             try writer.write(joined.ssrc)
             try writer.writeString8(joined.identity, element: .controlMessage)
             try writer.writeString8(joined.room, element: .controlMessage)
-            try writer.write(UInt8(joined.canPublish ? 0x01 : 0x00))
+            try writer.write(UInt8(joined.canPublish ? 0x01 : 0x00) | (joined.isEndToEndEncrypted ? 0x02 : 0x00))
             try writer.write(joined.keepaliveIntervalMilliseconds)
             try writer.write(joined.idleTimeoutMilliseconds)
             if !joined.clusterRelays.isEmpty { try ClusterRelay.writeList(joined.clusterRelays, to: &writer) }
@@ -187,6 +196,7 @@ extension ControlMessage {
                 try writer.writeString8(member.identity, element: .controlMessage)
             }
             try Self.writeRosterStates(roster.members, to: &writer)
+            try Self.writeRosterKeys(roster.members, to: &writer)
         case .leave:
             break
         case let .ping(ping):
@@ -220,6 +230,8 @@ extension ControlMessage {
             try Self.write(update, to: &writer)
         case let .text(text):
             try Self.write(text, to: &writer)
+        case let .mediaKeys(keys):
+            try keys.write(to: &writer)
         }
     }
 

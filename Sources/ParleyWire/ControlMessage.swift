@@ -50,6 +50,15 @@ public struct ControlMessage: Sendable, Hashable {
     /// client proves its address (joined, error) are never larger than what it received.
     public static let minimumJoinSize = 512
 
+    /// The most a one-byte length field holds: a name, a reason, a relay's words to a member.
+    public static let maximumShortTextBytes = 255
+
+    /// `text` cut at a character boundary to fit a one-byte length field. The words of every
+    /// answer a relay sends (an error, a goodbye, a moderation reply) are fitted here, once:
+    /// a moderator's name and reason in three-byte characters run past 255 bytes in fewer
+    /// than 200 characters, and an answer that did not fit was not sent at all.
+    public static func fitted(_ text: String) -> String { text.prefix(utf8Bytes: maximumShortTextBytes) }
+
     public var sequence: UInt32
     /// Whether the sender wants an ``Ack``.
     public var isReliable: Bool
@@ -77,6 +86,7 @@ public struct ControlMessage: Sendable, Hashable {
         case redirect(Redirect)
         case memberState(MemberStateUpdate)
         case text(Text)
+        case mediaKeys(MediaKeys)
 
         public var type: MessageType {
             switch self {
@@ -95,6 +105,7 @@ public struct ControlMessage: Sendable, Hashable {
             case .redirect: return .redirect
             case .memberState: return .memberState
             case .text: return .text
+            case .mediaKeys: return .mediaKeys
             }
         }
     }
@@ -106,6 +117,8 @@ public struct ControlMessage: Sendable, Hashable {
         /// What members tell the room (`ControlMessage+Room.swift`): numbered from 48, a block
         /// of their own, apart from the session's messages and room control's.
         case memberState = 48, text
+        /// Sealed media keys of an end-to-end encrypted room (`ControlMessage+EndToEnd.swift`).
+        case mediaKeys
     }
 
     /// What a member can receive beyond plain Opus, as its join says and the roster repeats.
@@ -117,8 +130,11 @@ public struct ControlMessage: Sendable, Hashable {
         public static let redundantAudio = Capabilities(rawValue: 1 << 0)
         /// Text messages from the room (``Text``).
         public static let textMessages = Capabilities(rawValue: 1 << 1)
+        /// End-to-end encryption: the member seals its frames (SFrame) and takes part in the
+        /// room's key exchange (``MediaKeys``); its join carries an identity key.
+        public static let endToEndEncryption = Capabilities(rawValue: 1 << 2)
         /// What this build can receive.
-        public static let supported: Capabilities = [.redundantAudio, .textMessages]
+        public static let supported: Capabilities = [.redundantAudio, .textMessages, .endToEndEncryption]
         /// The most the roster's member flags carry (6 bits: bit 7 is the server-mute).
         static let rosterMask: UInt8 = 0x3F
     }
@@ -137,13 +153,17 @@ public struct ControlMessage: Sendable, Hashable {
         public var software: String
         /// What the client can receive; empty from clients that predate the field.
         public var capabilities: Capabilities
+        /// The member's long-term identity key (X25519, 32 bytes), which others seal their
+        /// media keys to; empty from clients that take no part in end-to-end encryption.
+        public var identityKey: [UInt8]
 
-        public init(ssrc: UInt32, room: String, token: String, software: String, capabilities: Capabilities = []) {
+        public init(ssrc: UInt32, room: String, token: String, software: String, capabilities: Capabilities = [], identityKey: [UInt8] = []) {
             self.ssrc = ssrc
             self.room = room
             self.token = token
             self.software = software
             self.capabilities = capabilities
+            self.identityKey = identityKey
         }
     }
 
@@ -156,6 +176,9 @@ public struct ControlMessage: Sendable, Hashable {
         public var identity: String
         public var room: String
         public var canPublish: Bool
+        /// The room is end-to-end encrypted (permissions bit 1): every member seals its frames
+        /// with its own media key, which only members hold.
+        public var isEndToEndEncrypted: Bool
         /// How often the client should ping, in milliseconds.
         public var keepaliveIntervalMilliseconds: UInt32
         /// Silence after which the relay removes a member, in milliseconds.
@@ -165,10 +188,11 @@ public struct ControlMessage: Sendable, Hashable {
         public var clusterRelays: [ClusterRelay]
 
         public init(
-            cookie: UInt64, ssrc: UInt32, identity: String, room: String, canPublish: Bool,
+            cookie: UInt64, ssrc: UInt32, identity: String, room: String, canPublish: Bool, isEndToEndEncrypted: Bool = false,
             keepaliveIntervalMilliseconds: UInt32, idleTimeoutMilliseconds: UInt32, clusterRelays: [ClusterRelay] = []
         ) {
             self.clusterRelays = clusterRelays
+            self.isEndToEndEncrypted = isEndToEndEncrypted
             self.cookie = cookie
             self.ssrc = ssrc
             self.identity = identity
@@ -199,21 +223,24 @@ public struct ControlMessage: Sendable, Hashable {
             public var isServerMuted: Bool
             /// Muted, deafened, as the member last told the relay (empty from older relays).
             public var state: MemberState
+            /// The identity key its join carried (empty: none, or an older relay).
+            public var identityKey: [UInt8]
 
             public init(ssrc: UInt32, identity: String, canPublish: Bool, capabilities: Capabilities = [], isServerMuted: Bool = false,
-                        state: MemberState = []) {
+                        state: MemberState = [], identityKey: [UInt8] = []) {
                 self.ssrc = ssrc
                 self.identity = identity
                 self.canPublish = canPublish
                 self.capabilities = Capabilities(rawValue: capabilities.rawValue & Capabilities.rosterMask)
                 self.isServerMuted = isServerMuted
                 self.state = state
+                self.identityKey = identityKey
             }
 
             static let serverMutedFlag: UInt8 = 0x80
 
-            /// Its entry, and its byte in the state block behind the members.
-            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count + 1 }
+            /// Its entry, its byte in the state block and its key in the key block.
+            var serializedSize: Int { 4 + 1 + 1 + identity.utf8.count + 1 + 1 + identityKey.count }
         }
 
         /// Increases with every change; a client ignores pages older than what it has.
@@ -281,7 +308,8 @@ public struct ControlMessage: Sendable, Hashable {
     /// sealed packet's tag, the hello's nonce), and a client acts on none without it.
     public struct ErrorReply: Sendable, Hashable {
         public var code: ErrorCode
-        public var message: String
+        /// For people; fitted to a one-byte length (``ControlMessage/fitted(_:)``).
+        public var message: String { didSet { message = ControlMessage.fitted(message) } }
         /// At most ``maximumEchoSize`` bytes of the datagram this answers; empty when the reply
         /// needs no binding (it travels inside a session or a handshake response).
         public var echo: [UInt8]
@@ -290,7 +318,7 @@ public struct ControlMessage: Sendable, Hashable {
 
         public init(code: ErrorCode, message: String, echo: [UInt8] = []) {
             self.code = code
-            self.message = message
+            self.message = ControlMessage.fitted(message)
             self.echo = echo
         }
     }
@@ -318,6 +346,10 @@ public struct ControlMessage: Sendable, Hashable {
         /// A relay of a cluster could not place the room now (its store is unreachable, or no
         /// relay is free); the client tries again a little later.
         case placementUnavailable
+        /// The room is end-to-end encrypted and the join cannot take part (a client that
+        /// predates it, or one without an identity key), or the join's token asks for end-to-end
+        /// encryption in a room already running without it.
+        case endToEndEncryptionRequired
         /// A moderator removed this identity from the room, and the ban has not yet run out.
         case kickedFromRoom = 32
         /// A code this build does not know; carried so that newer relays stay readable.
@@ -329,11 +361,12 @@ public struct ControlMessage: Sendable, Hashable {
     /// Relay → client: the relay ends the member's session.
     public struct Goodbye: Sendable, Hashable {
         public var reason: GoodbyeReason
-        public var message: String
+        /// For people; fitted to a one-byte length (``ControlMessage/fitted(_:)``).
+        public var message: String { didSet { message = ControlMessage.fitted(message) } }
 
         public init(reason: GoodbyeReason, message: String) {
             self.reason = reason
-            self.message = message
+            self.message = ControlMessage.fitted(message)
         }
     }
 

@@ -18,6 +18,8 @@ public enum WireElement: String, Sendable, Hashable {
     case secureMessage = "Parley secure transport message"
     case trunkOpening = "Parley trunk opening"
     case inviteURL = "invite URL"
+    case sframeHeader = "SFrame header"
+    case mediaKeyPackage = "end-to-end media key package"
 }
 
 /// Why bytes could not be read or written. Every parser in ParleyWire throws only this type.

@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
 import ParleyAudio
+import ParleyClient
+import ParleyE2EE
+import ParleyWire
 
 /// `parley-bench audio`: CPU per second of audio for each stage of the audio engine and for
 /// a full-duplex call (one outgoing stream with echo cancellation at 48 kHz, three incoming
@@ -67,11 +70,12 @@ struct AudioBenchmark: ParsableCommand {
                 _ = try packet.withUnsafeBytes { bytes in try out.withUnsafeMutableBufferPointer { try decoder.decode(bytes, into: $0) } }
             }
         }
-        try measure("echo canceller + preprocessor (200 ms tail, 10 ms frames)") {
+        try measure("echo canceller + preprocessor (200 ms tail, 20 ms frames)") {
             var configuration = OutgoingProcessor.Configuration()
             configuration.delay = .fixed(milliseconds: 40)
             try Self.runOutgoing(OutgoingProcessor(configuration), mic: mic, far: far)
         }
+        try measure(Self.outgoingRow) { try Self.runOutgoing(OutgoingProcessor(), mic: mic, far: far) }
         measure("delay estimator (GCC-PHAT, 0–500 ms)") {
             let estimator = DelayEstimator()
             far.withUnsafeBufferPointer { f in
@@ -94,6 +98,15 @@ struct AudioBenchmark: ParsableCommand {
         try measure("jitter buffer through a 300 ms spike every 5 s (its backlog shortened at speed)") {
             try Self.runJitterBuffers(count: 1, packets: packets, seconds: audioSeconds, mixer: nil, spikes: true)
         }
+        // End-to-end encryption: the sender's encode step with and without sealing each frame,
+        // and what a listener does for each speaker's frames before its jitter buffer.
+        try measure("sender's encode step (VoiceEncoder, 32 kb/s), plain room") { try Self.runVoiceEncoder(speech, sealing: false) }
+        try measure("sender's encode step, end-to-end encrypted (each frame sealed: SFrame AES-128-GCM)") {
+            try Self.runVoiceEncoder(speech, sealing: true)
+        }
+        let sealed = Self.seal(packets)
+        measure("listener: open one speaker's frames (SFrame header, keyring, AES-128-GCM)") { Self.open(sealed.frames, with: sealed.key) }
+
         try measure("full-duplex call: 1 outgoing (AEC auto + Opus) + 3 incoming (jitter buffers + mixer)") {
             try Self.runOutgoing(OutgoingProcessor(), mic: mic, far: far, encode: true)
             let mixer = Mixer<Int>()
@@ -114,8 +127,16 @@ struct AudioBenchmark: ParsableCommand {
             print("| \(name) | \(Self.format(value, 3)) | \(Self.format(value / 10, 2)) % | \(Self.format(value / memcpy, 0)) | \(Self.format(value / opus, 2)) |")
         }
         let call = rows.last!.1
+        let outgoing = rows.first { $0.0 == Self.outgoingRow }!.1
         print("")
+        print("outgoing path: \(Self.format(outgoing / 10, 2)) % of one core, \(Self.format(outgoing / opus, 2)) × Opus encoding (target ≤ 1.5 %): \(outgoing / 10 <= 1.5 ? "met" : "NOT MET")")
         print("full-duplex call: \(Self.format(call / 10, 2)) % of one core (target ≤ 10 %): \(call / 10 <= 10 ? "met" : "NOT MET")")
+        let plainSender = rows.first { $0.0.hasPrefix("sender's encode step (") }!.1
+        let sealingSender = rows.first { $0.0.hasPrefix("sender's encode step, end-to-end") }!.1
+        let opening = rows.first { $0.0.hasPrefix("listener: open") }!.1
+        print("end-to-end encryption adds \(Self.format(sealingSender - plainSender, 3)) ms of CPU per second of audio at the sender "
+              + "and \(Self.format(opening, 3)) ms per speaker at the listener (target ≤ 1 ms each): "
+              + "\(sealingSender - plainSender <= 1 && opening <= 1 ? "met" : "NOT MET")")
 
         try reportReadTimes(packets: packets, seconds: audioSeconds)
         try reportLatency()
@@ -143,14 +164,15 @@ struct AudioBenchmark: ParsableCommand {
         var configuration = OutgoingProcessor.Configuration()
         configuration.echoCanceller.denoise = false
         let processor = try OutgoingProcessor(configuration)
+        let step = processor.frameSamples
         var processed = [Float](repeating: 0, count: speech.count)
         speech.withUnsafeBufferPointer { m in
             silence.withUnsafeBufferPointer { f in
                 processed.withUnsafeMutableBufferPointer { o in
-                    for start in stride(from: 0, to: m.count - 479, by: 480) {
+                    for start in stride(from: 0, to: m.count - step + 1, by: step) {
                         processor.process(
-                            capture: UnsafeBufferPointer(rebasing: m[start..<start + 480]), played: UnsafeBufferPointer(rebasing: f[start..<start + 480]),
-                            into: UnsafeMutableBufferPointer(rebasing: o[start..<start + 480]))
+                            capture: UnsafeBufferPointer(rebasing: m[start..<start + step]), played: UnsafeBufferPointer(rebasing: f[start..<start + step]),
+                            into: UnsafeMutableBufferPointer(rebasing: o[start..<start + step]))
                     }
                 }
             }
@@ -198,6 +220,10 @@ struct AudioBenchmark: ParsableCommand {
 
     // MARK: Helpers
 
+    /// Everything the capture thread does to a frame before Opus: delay estimation, echo
+    /// cancellation, residual echo and noise suppression (`OutgoingProcessor` as a call runs it).
+    static let outgoingRow = "outgoing path: delay estimator + echo canceller + preprocessor (as in a call)"
+
     static func cpuSeconds(_ body: () throws -> Void) rethrows -> Double {
         var start = timespec(), end = timespec()
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start)
@@ -240,6 +266,54 @@ struct AudioBenchmark: ParsableCommand {
         return echo
     }
 
+    /// The sender's encode step over `signal`, each frame sealed with a media key or not.
+    static func runVoiceEncoder(_ signal: [Float], sealing: Bool) throws {
+        let key = SendingKey(sealing ? .sealed(MediaKey.fresh(epoch: 0).frameKey()) : .plain)
+        let encoder = try VoiceEncoder(encoder: OpusEncoder(), setting: EncoderAdaptation().setting, sealer: sealing ? FrameSealer(source: key) : nil)
+        var payload = [UInt8](repeating: 0, count: VoiceEncoder.maximumPayloadSize)
+        try signal.withUnsafeBufferPointer { source in
+            for (index, start) in stride(from: 0, to: source.count - 959, by: 960).enumerated() {
+                _ = try payload.withUnsafeMutableBytes {
+                    try encoder.encode(UnsafeBufferPointer(rebasing: source[start..<start + 960]),
+                                       metadata: FrameMetadata(ssrc: 1, timestamp: UInt32(truncatingIfNeeded: index * 960)), into: $0)
+                }
+            }
+        }
+    }
+
+    /// `packets` sealed as one sender would, and the key a listener derives to open them.
+    static func seal(_ packets: [[UInt8]]) -> (frames: [(bytes: [UInt8], timestamp: UInt32)], key: MediaKey) {
+        let key = MediaKey.fresh(epoch: 0)
+        var sealer = FrameSealer(source: SendingKey(.sealed(key.frameKey())))
+        var output = [UInt8](repeating: 0, count: OpusEncoder.maximumPacketSize + FrameSealer.maximumOverhead)
+        var frames: [(bytes: [UInt8], timestamp: UInt32)] = []
+        for (index, packet) in packets.enumerated() {
+            let timestamp = UInt32(truncatingIfNeeded: index * 960)
+            let outcome = packet.withUnsafeBytes { plain in
+                output.withUnsafeMutableBytes { sealer.seal(plain, metadata: FrameMetadata(ssrc: 1, timestamp: timestamp), into: $0) }
+            }
+            if case let .sealed(count) = outcome { frames.append((Array(output[..<count]), timestamp)) }
+        }
+        return (frames, key)
+    }
+
+    /// What a listener does for each frame of one speaker: read its SFrame header, find the
+    /// key in the speaker's keyring, open it.
+    static func open(_ frames: [(bytes: [UInt8], timestamp: UInt32)], with key: MediaKey) {
+        var keyring = SenderKeyring()
+        keyring.install(key, now: 0)
+        var plaintext = [UInt8](repeating: 0, count: OpusEncoder.maximumPacketSize)
+        for frame in frames {
+            frame.bytes.withUnsafeBytes { sealed in
+                guard let header = try? SFrameHeader(parsing: sealed), let size = SFrameHeader.size(of: sealed),
+                      let frameKey = keyring.key(for: header.keyID, now: 0) else { return }
+                _ = FrameMetadata(ssrc: 1, timestamp: frame.timestamp).withBytes { metadata in
+                    plaintext.withUnsafeMutableBytes { frameKey.open(sealed, headerSize: size, counter: header.counter, metadata: metadata, into: $0) }
+                }
+            }
+        }
+    }
+
     static func encode(_ signal: [Float]) throws -> [[UInt8]] {
         let encoder = try OpusEncoder()
         var packets = [[UInt8]]()
@@ -255,17 +329,20 @@ struct AudioBenchmark: ParsableCommand {
 
     static func runOutgoing(_ processor: OutgoingProcessor, mic: [Float], far: [Float], encode: Bool = false) throws {
         let encoder = try OpusEncoder()
-        var out = [Float](repeating: 0, count: 960)
+        let frame = encoder.frameSamples
+        precondition(frame % processor.frameSamples == 0)
+        let step = processor.frameSamples
+        var out = [Float](repeating: 0, count: frame)
         var packet = [UInt8](repeating: 0, count: OpusEncoder.maximumPacketSize)
         try mic.withUnsafeBufferPointer { m in
             try far.withUnsafeBufferPointer { f in
                 try out.withUnsafeMutableBufferPointer { o in
-                    for start in stride(from: 0, to: m.count - 959, by: 960) {
-                        for half in [0, 480] {
+                    for start in stride(from: 0, to: m.count - frame + 1, by: frame) {
+                        for part in stride(from: 0, to: frame, by: step) {
                             processor.process(
-                                capture: UnsafeBufferPointer(rebasing: m[start + half..<start + half + 480]),
-                                played: UnsafeBufferPointer(rebasing: f[start + half..<start + half + 480]),
-                                into: UnsafeMutableBufferPointer(rebasing: o[half..<half + 480]))
+                                capture: UnsafeBufferPointer(rebasing: m[start + part..<start + part + step]),
+                                played: UnsafeBufferPointer(rebasing: f[start + part..<start + part + step]),
+                                into: UnsafeMutableBufferPointer(rebasing: o[part..<part + step]))
                         }
                         if encode {
                             _ = try packet.withUnsafeMutableBytes { try encoder.encode(UnsafeBufferPointer(o), into: $0) }

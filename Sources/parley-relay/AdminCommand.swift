@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ParleyAdmin
 import ParleyBasics
 import ParleyRelay
 import ParleyWire
@@ -10,33 +11,33 @@ struct AdminCommand: ParsableCommand {
         commandName: "admin",
         abstract: "List rooms, kick, server-mute or close a room on a running relay (its admin API).",
         discussion: """
-        Talks to the relay's admin port (--admin, 127.0.0.1:9800 unless the relay was told otherwise) with the admin-token from its secret file. Examples:
+        Talks to the relay's admin port with the admin-token from its secret file, both found as `serve` finds them: --admin and --secret-file, else PARLEY_RELAY_ADMIN and PARLEY_RELAY_SECRET_FILE, else the config file (--config, PARLEY_RELAY_CONFIG, or /etc/parley/relay.conf), else 127.0.0.1:9800 and /etc/parley/relay.secret. Examples:
 
           parley-relay admin rooms
-          parley-relay admin kick standup bob --for 10m --reason "shouting over everyone"
+          parley-relay admin kick standup bob --for 10m \\
+              --reason "shouting over everyone"
           parley-relay admin mute standup bob
           parley-relay admin unmute standup bob
           parley-relay admin close standup --reason "the meeting is over"
-
-        Exit status: 0 done; 1 no relay answers at the address, or it answered wrongly; 2 a bad flag or value; 3 the admin token was refused, or the relay runs without the admin API; 4 no such room or member; 5 the relay refused the request for another reason (it says why).
-        """,
+        """ + "\n\n" + AdminExitStatus.helpText,
         subcommands: [Rooms.self, Kick.self, Mute.self, Unmute.self, Close.self]
     )
 
     struct Connection: ParsableArguments {
-        @Option(help: ArgumentHelp("The relay's admin address.", valueName: "host:port"))
-        var admin: String = "127.0.0.1:9800"
-        @Option(help: ArgumentHelp("The relay's secret file, which holds the admin-token.", valueName: "file"))
-        var secretFile: String = "/etc/parley/relay.secret"
+        @Option(help: ArgumentHelp("The relay's admin address. Default: as `serve` reads it, else 127.0.0.1:9800.", valueName: "host:port"))
+        var admin: String?
+        @Option(help: ArgumentHelp("The relay's secret file, which holds the admin-token. Default: as `serve` reads it.", valueName: "file"))
+        var secretFile: String?
+        @Option(help: ArgumentHelp("The relay's config file, to read admin and secret-file from.", valueName: "file"))
+        var config: String?
 
-        /// Sends the request; prints the answer's message, or fails with the exit code its status means.
+        /// Sends the request; prints the answer's message, or fails with the exit status its status means.
         func send(method: String, path: String, body: [String: Any]? = nil) throws -> [UInt8] {
-            let address: HostAndPort
-            do {
-                address = try HostAndPort(parsing: admin)
-            } catch {
-                throw ConfigurationError("--admin \(error.message)")
+            let layers = try ServeCommand.layers(flags: ["admin": admin, "secret-file": secretFile].compactMapValues { $0 }, config: config)
+            guard let address = try AdminSettings.resolve(layers).address else {
+                throw ConfigurationError("the relay's admin port is off (admin = off); give --admin HOST:PORT of a relay that serves it")
             }
+            let secretFile = try RelayConfiguration.resolve(layers).secretFile
             let secret = try SecretFile.load(path: secretFile) { warning in
                 var standardError = StandardError()
                 print("parley-relay: warning: \(warning)", to: &standardError)
@@ -50,17 +51,17 @@ struct AdminCommand: ParsableCommand {
             do {
                 answer = try AdminClient.send(method: method, path: path, body: bytes, token: token.text, to: address)
             } catch {
-                AdminCommand.fail("\(error)", code: 1)
+                AdminCommand.fail("\(error)", status: .noRelay)
             }
             guard answer.status == 200 else {
                 let outcome = try? JSONDecoder().decode(AdminAPI.Outcome.self, from: Data(answer.body))
                 let message = outcome?.error ?? String(decoding: answer.body.prefix(300), as: UTF8.self)
                 switch answer.status {
-                case 401: AdminCommand.fail("\(message) (the relay's admin-token differs from the one in \(secretFile)?)", code: 3)
-                case 404 where message.hasPrefix("the admin API is off"): AdminCommand.fail(message, code: 3)
-                case 404: AdminCommand.fail(message, code: 4)
-                case 400, 413: AdminCommand.fail(message, code: 5)
-                default: AdminCommand.fail("the relay answered \(answer.status): \(message)", code: 1)
+                case 401: AdminCommand.fail("\(message) (the relay's admin-token differs from the one in \(secretFile)?)", status: .refusedToken)
+                case 404 where message.hasPrefix("the admin API is off"): AdminCommand.fail(message, status: .refusedToken)
+                case 404: AdminCommand.fail(message, status: .noSuchMember)
+                case 400, 413: AdminCommand.fail(message, status: .refused)
+                default: AdminCommand.fail("the relay answered \(answer.status): \(message)", status: .noRelay)
                 }
             }
             return answer.body
@@ -73,14 +74,14 @@ struct AdminCommand: ParsableCommand {
         }
     }
 
-    static func fail(_ message: String, code: Int32) -> Never {
+    static func fail(_ message: String, status: AdminExitStatus) -> Never {
         var standardError = StandardError()
         print("parley-relay admin: \(message)", to: &standardError)
-        Foundation.exit(code)
+        Foundation.exit(status.rawValue)
     }
 
     struct Rooms: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Every room and its members: packets, loss, bitrate, server-muted, joined since.")
+        static let configuration = CommandConfiguration(abstract: "Every room and its members: packets, loss, bitrate, server-muted, joined since.", discussion: AdminExitStatus.helpText)
         @OptionGroup var connection: Connection
         @Flag(help: "Print the API's JSON instead of a table.")
         var json = false
@@ -92,7 +93,7 @@ struct AdminCommand: ParsableCommand {
                 return
             }
             guard let report = try? JSONDecoder().decode(AdminRoomsReport.self, from: Data(body)) else {
-                AdminCommand.fail("the relay's answer is not the rooms report this version reads; try --json", code: 1)
+                AdminCommand.fail("the relay's answer is not the rooms report this version reads; try --json", status: .noRelay)
             }
             if report.rooms.isEmpty { print("no rooms open") }
             for room in report.rooms {
@@ -112,7 +113,7 @@ struct AdminCommand: ParsableCommand {
     }
 
     struct Kick: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove a member; they cannot rejoin the room for --for (default 5m).")
+        static let configuration = CommandConfiguration(abstract: "Remove a member; they cannot rejoin the room for --for (default 5m).", discussion: AdminExitStatus.helpText)
         @OptionGroup var connection: Connection
         @Argument(help: "The room.") var room: String
         @Argument(help: "The member's name (identity).") var identity: String
@@ -137,7 +138,7 @@ struct AdminCommand: ParsableCommand {
     }
 
     struct Mute: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Server-mute a member: the relay drops their audio for everyone.")
+        static let configuration = CommandConfiguration(abstract: "Server-mute a member: the relay drops their audio for everyone.", discussion: AdminExitStatus.helpText)
         @OptionGroup var connection: Connection
         @Argument(help: "The room.") var room: String
         @Argument(help: "The member's name (identity).") var identity: String
@@ -146,7 +147,7 @@ struct AdminCommand: ParsableCommand {
     }
 
     struct Unmute: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Lift a server-mute.")
+        static let configuration = CommandConfiguration(abstract: "Lift a server-mute.", discussion: AdminExitStatus.helpText)
         @OptionGroup var connection: Connection
         @Argument(help: "The room.") var room: String
         @Argument(help: "The member's name (identity).") var identity: String
@@ -155,7 +156,7 @@ struct AdminCommand: ParsableCommand {
     }
 
     struct Close: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Close a room: every member is removed and told why.")
+        static let configuration = CommandConfiguration(abstract: "Close a room: every member is removed and told why.", discussion: AdminExitStatus.helpText)
         @OptionGroup var connection: Connection
         @Argument(help: "The room.") var room: String
         @Option(help: ArgumentHelp("What the members are told.", valueName: "text")) var reason: String?

@@ -12,7 +12,7 @@ struct KeygenCommand: ParsableCommand {
           parley-relay keygen --out /etc/parley/relay.secret
 
         The file holds `token-secret = …` (32 random bytes that sign access tokens), `relay-private-key = …` (the relay's X25519 key; invites carry its public key and clients pin it) and `admin-token = …` (opens the admin API: `parley-relay admin`, or curl with `Authorization: Bearer …`). It is never overwritten unless you pass --force, because every token and invite made with the old file stops working.
-        """
+        """ + "\n\n" + KeygenExitStatus.helpText
     )
 
     @Option(help: ArgumentHelp("Where to write the secret.", valueName: "file"))

@@ -8,10 +8,11 @@ import Glibc
 import Musl
 #endif
 
-/// `parley-relay`: serve rooms, mint access tokens, make the secret.
+/// `parley-relay`: serve rooms, mint access tokens, make the secret, run rooms.
 ///
-/// Exit codes scripts can rely on: 0 success, 1 a runtime failure (cannot bind, say),
-/// 2 a bad flag, variable or config value (the message says which and how to fix it).
+/// Each command's exit statuses are its own (``ServeExitStatus`` and the others, listed in
+/// its `--help`); 2 is always a bad flag, variable or config value, the message saying which
+/// and how to fix it.
 @main
 struct ParleyRelayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -22,7 +23,10 @@ struct ParleyRelayCommand: ParsableCommand {
 
           parley-relay keygen --out /etc/parley/relay.secret
           parley-relay serve --secret-file /etc/parley/relay.secret
-          parley-relay token --secret-file /etc/parley/relay.secret --room standup --identity ada --relay relay.example.org:7800
+          parley-relay token --secret-file /etc/parley/relay.secret \\
+              --room standup --identity ada --relay relay.example.org:7800
+
+        Each command's --help lists the exit statuses it uses.
         """,
         version: ParleyVersion.string,
         subcommands: [ServeCommand.self, TokenCommand.self, KeygenCommand.self, AdminCommand.self]

@@ -16,11 +16,11 @@ struct TokenCommand: ParsableCommand {
         discussion: """
         Example:
 
-          parley-relay token --secret-file /etc/parley/relay.secret --room standup --identity ada \\
-              --ttl 7d --relay relay.example.org:7800
+          parley-relay token --secret-file /etc/parley/relay.secret \\
+              --room standup --identity ada --ttl 7d --relay relay.example.org:7800
 
-        prints the token, then parley://relay.example.org:7800/standup?token=…&key=… which the client accepts. The key is the relay's public key: the client pins it, so nobody between the two can pose as the relay. With --moderator the person may server-mute, kick and close the room from their call. In a cluster whose relays have regions, --region says where the person is: the room is placed there if it is new, and the person joins on a relay of that region (trunked to the room's others) — docs/CLUSTER.md. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub, mod, region), so a web app holding the same secret can mint them too.
-        """
+        prints the token, then parley://relay.example.org:7800/standup?token=…&key=… which the client accepts. The key is the relay's public key: the client pins it, so nobody between the two can pose as the relay; mint an invite with the secret file of the relay it names. With --moderator the person may server-mute, kick and close the room from their call. With --e2ee the room is end-to-end encrypted: each member seals its voice with keys only members hold, so the relay forwards what it cannot hear (give it to every invite of the room; README, "End-to-end encryption"). In a cluster whose relays have regions, --region says where the person is: the room is placed there if it is new, and the person joins on a relay of that region (trunked to the room's others) — docs/CLUSTER.md. Tokens are standard HS256 JWTs (claims sub, room, iat, exp, nbf, pub, mod, region, e2ee), so a web app holding the same secret can mint them too.
+        """ + "\n\n" + TokenExitStatus.helpText
     )
 
     @Option(help: ArgumentHelp("The file `parley-relay keygen` wrote.", valueName: "file"))
@@ -41,11 +41,13 @@ struct TokenCommand: ParsableCommand {
     var region: String?
     @Flag(help: "Leave the relay's key out of the invite, for a relay run with --insecure.")
     var insecure = false
+    @Flag(help: "The room is end-to-end encrypted: the relay forwards voices it cannot open. Give it to every invite of the room.")
+    var e2ee = false
 
     func run() throws {
         if let problem = ParleyNames.problem(withRoom: room) { throw ConfigurationError("--room: \(problem)") }
         if let problem = ParleyNames.problem(withIdentity: identity) { throw ConfigurationError("--identity: \(problem)") }
-        if let region, let problem = ClusterSettings.problem(withRegion: region) { throw ConfigurationError("--region \(problem)") }
+        if let region, let problem = ParleyNames.problem(withRegion: region) { throw ConfigurationError("--region \(problem)") }
         guard let milliseconds = DurationText.milliseconds(ttl), milliseconds >= 1000 else {
             throw ConfigurationError("--ttl is \"\(ttl)\"; write a duration of at least 1s, such as 90m, 24h or 7d")
         }
@@ -65,7 +67,7 @@ struct TokenCommand: ParsableCommand {
         let (host, port) = try Self.parseRelay(relayText!)
         let now = unixNow()
         let token = AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + Int64(milliseconds / 1000),
-                                canPublish: !listenOnly, isModerator: moderator, region: region)
+                                canPublish: !listenOnly, isModerator: moderator, region: region, endToEndEncrypted: e2ee)
         let signed = token.signed(with: secret.tokenSecret)
         var parameters: [(name: String, value: String)] = []
         if !insecure {

@@ -31,8 +31,10 @@ struct CallCommand: ParsableCommand {
             at once: m mute, d deafen, t push-to-talk on/off, space talk/stop in push-to-talk, \
             up/down choose a person, +/- their volume, q leave, ? the keys, / types a text \
             message to the room (Enter sends, Esc gives up), and : types a request as parley \
-            ctl takes it (:volume bob 50). The roster shows who muted or deafened themselves \
-            and the last few messages; without a terminal each message is a line. From a \
+            ctl takes it (:volume bob 50). The roster shows who muted or deafened themselves or \
+            was muted by a moderator, each member's loss, jitter and concealment, and the last \
+            few messages; a narrow terminal drops whole columns, never part of a figure. \
+            Without a terminal each message is a line. From a \
             script or a desktop hotkey, `parley ctl` reaches the call by its --name (else its room):
               parley ctl mute
               parley ctl ptt press; parley ctl ptt release
@@ -40,13 +42,14 @@ struct CallCommand: ParsableCommand {
               parley ctl say back in five minutes
               parley ctl status
 
-            Exit status: 0 the call ended normally; 1 unexpected failure; 2 a bad flag or value; \
-            3 the relay is unreachable; 4 the relay's key or handshake is wrong; 5 the token \
-            was refused; 6 the room is full or the relay has too many rooms; 7 the relay \
-            refused for another reason; 8 you joined from somewhere else; 9 a sound device is \
-            missing or busy; 10 an input WAV cannot be used; 11 an output file cannot be written; \
-            12 a moderator removed you from the room (or you may not rejoin it yet); 13 the room was closed.
-            """)
+            End-to-end encrypted rooms (invites made with `parley-relay token --e2ee`): \
+            your voice is sealed with keys only the room's members hold, so the relay \
+            forwards what it cannot hear. Your identity key is --identity (default \
+            ~/.config/parley/identity, made on first use); the roster shows each \
+            person's fingerprint, `parley ctl verify NAME` (v on the call screen) the \
+            safety number you read aloud with them, and a person whose key changed is \
+            refused until `parley ctl trust NAME`.
+            """ + "\n\n" + CallExitStatus.helpText)
 
     @Argument(help: ArgumentHelp("The invite: parley://HOST:PORT/ROOM?token=…", valueName: "invite-url"))
     var invite: String?
@@ -107,6 +110,11 @@ struct CallCommand: ParsableCommand {
     @Flag(help: "No status line or notices; errors and the summary only.")
     var quiet = false
 
+    @Option(help: ArgumentHelp(
+        "Your identity for end-to-end encrypted rooms: a key file, made on first use (default ~/.config/parley/identity). Pinned keys of people you meet are kept beside it (known-keys).",
+        valueName: "FILE"))
+    var identity: String?
+
     // Diagnostics, for benchmarks and debugging; `parley call --help-hidden` shows them.
 
     @Option(help: ArgumentHelp(
@@ -138,6 +146,9 @@ struct CallCommand: ParsableCommand {
         if insecure, relayKey != nil {
             throw ValidationError("--insecure and --relay-key contradict each other: a relay key means the encrypted protocol.")
         }
+        if let identity, identity.isEmpty || identity.hasSuffix("/") {
+            throw ValidationError("--identity \(identity): give a file (made on first use), like ~/.config/parley/identity")
+        }
         if let name, name.isEmpty || name.count > 64 || name.contains(where: { $0.isNewline }) {
             throw ValidationError("--name must be 1 to 64 characters on one line.")
         }
@@ -146,7 +157,14 @@ struct CallCommand: ParsableCommand {
     }
 
     func run() throws {
-        let configuration = try makeConfiguration()
+        var configuration = try makeConfiguration()
+        do {
+            configuration.endToEnd = try EndToEndIdentity.load(
+                path: identity, token: configuration.token, environment: ProcessInfo.processInfo.environment,
+                notice: { message in if !quiet { FileHandle.standardError.write(Data("parley call: \(message)\n".utf8)) } })
+        } catch {
+            Self.fail(error)
+        }
 
         let console = ProxyConsole()
         let route = NoticeRoute()

@@ -20,6 +20,10 @@ final class CallTerminal: @unchecked Sendable {
     private var stopped = false
     private var readerDone = DispatchSemaphore(value: 0)
     private let readsKeys: Bool
+    /// The terminal changed size since the last drawing: the lines on it may have been
+    /// rewrapped to the new width, so moving up over them is no longer exact.
+    private var resized = false
+    private var resizes: (any DispatchSourceSignal)?
 
     /// Whether standard error is a terminal to draw on.
     static var canDraw: Bool { isatty(STDERR_FILENO) != 0 }
@@ -29,8 +33,17 @@ final class CallTerminal: @unchecked Sendable {
         readsKeys = isatty(STDIN_FILENO) != 0
     }
 
-    /// Enters raw mode (when standard input is a terminal) and starts reading keys.
+    /// Enters raw mode (when standard input is a terminal), starts reading keys, and redraws
+    /// whenever the terminal is resized (SIGWINCH).
     func start() {
+        signal(SIGWINCH, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGWINCH, queue: .global())
+        source.setEventHandler { [self] in
+            lock.withLock { resized = true }
+            redraw()
+        }
+        source.resume()
+        resizes = source
         guard readsKeys, TerminalMode.enterRaw() else { return }
         let thread = Thread { [self] in readKeys() }
         thread.name = "parley keys"
@@ -39,6 +52,7 @@ final class CallTerminal: @unchecked Sendable {
 
     /// Stops reading keys, erases the roster and gives the terminal back as it was.
     func finish() {
+        resizes?.cancel()
         let reading = lock.withLock { () -> Bool in
             stopped = true
             erase()
@@ -57,8 +71,16 @@ final class CallTerminal: @unchecked Sendable {
             lastStatistics = statistics
             let lines = RosterView.lines(
                 statistics, selected: keys.selected ?? RosterView.others(statistics).first, showHelp: showHelp, typing: reader.typing,
-                prompt: reader.prompt, width: Self.width() - 1)
-            var text = linesShown > 1 ? "\u{1B}[\(linesShown - 1)A" : ""
+                prompt: reader.prompt, bytesLeft: reader.bytesLeft, width: Self.width() - 1)
+            var text: String
+            if resized {
+                // After a resize the terminal may have rewrapped what was drawn: start over
+                // from the top of a cleared screen rather than leave parts of it behind.
+                text = "\u{1B}[H\u{1B}[2J"
+                resized = false
+            } else {
+                text = linesShown > 1 ? "\u{1B}[\(linesShown - 1)A" : ""
+            }
             text += "\r" + lines.map { $0 + "\u{1B}[K" }.joined(separator: "\r\n") + "\u{1B}[J"
             linesShown = lines.count
             FileHandle.standardError.write(Data(text.utf8))
@@ -123,7 +145,14 @@ final class CallTerminal: @unchecked Sendable {
         let requests = lock.withLock {
             keys.requests(for: key, state: statistics.controls ?? ControlState(), others: others, volume: { volumes[$0] ?? 100 })
         }
-        for request in requests { _ = session.perform(request) }
+        for request in requests {
+            let reply = session.perform(request)
+            if case .verify = request {
+                // The safety number, above the roster, as `parley ctl verify` prints it.
+                let words = reply.ok ? reply.message ?? "" : reply.error ?? "refused"
+                for line in words.split(separator: "\n") { printLine("parley call: \(line)") }
+            }
+        }
         redraw()
     }
 

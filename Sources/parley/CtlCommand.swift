@@ -13,25 +13,34 @@ struct CtlCommand: ParsableCommand {
             call's --name, else its room). With one call running, --call may be left out.
 
             Requests:
-              mute, unmute              stop or resume sending your microphone
-              deafen, undeafen          hear nothing and send nothing, or back as you were
-              ptt press, ptt release    push-to-talk: send only between press and release
-              ptt on, ptt off           push-to-talk mode on (silent until pressed) or off
-              volume PERSON PERCENT     PERSON's loudness here, 0 (silent) to 200
-              say TEXT                  a text message to everyone else in the room: one line, \
-            at most 500 bytes, at most 5 every 5 seconds
-              leave                     leave the call
-              status                    the call as JSON: members, who is muted or deafened \
-            (mutedMembers, deafenedMembers), speaking, the room's messages (texts), per-speaker \
-            loss, jitter buffer, concealment, rtt, bitrate, xruns
+              mute, unmute            stop or resume sending your microphone
+              deafen, undeafen        hear nothing and send nothing, or back as you were
+              ptt press, ptt release  push-to-talk: send only between press and release
+              ptt on, ptt off         push-to-talk mode on (silent until pressed) or off
+              volume PERSON PERCENT   PERSON's loudness here, 0 (silent) to 200
+              say TEXT                a text message to everyone else in the room: one
+                                      line of at most 500 bytes, at most 5 every 5 s
+              leave                   leave the call
+              verify [PERSON]         end-to-end encrypted rooms: the safety number
+                                      you share with PERSON (or everyone), to read
+                                      aloud to each other, and their fingerprint
+              trust PERSON            accept PERSON's changed identity key, once
+                                      you compared the safety number
+              status                  the call's figures as JSON: members, who is muted
+                                      or deafened, speaking, the room's messages, and
+                                      per speaker loss, jitter, jitter buffer and
+                                      concealment; rtt, bitrate, xruns
 
-            For moderators (a token minted with `parley-relay token --moderator`; the relay refuses others):
-              server-mute PERSON        the relay drops PERSON's audio for everyone until server-unmute
+            For moderators (a token minted with `parley-relay token --moderator`; the \
+            relay refuses others):
+              server-mute PERSON      the relay drops PERSON's audio for everyone until
+                                      server-unmute
               server-unmute PERSON
               kick PERSON [--for DURATION] [--reason TEXT]
-                                        remove PERSON; they cannot rejoin for DURATION (default 5m, at most 7d)
+                                      remove PERSON; they cannot rejoin for DURATION
+                                      (default 5m, at most 7d)
               close-room [--reason TEXT]
-                                        remove everyone (you too) and close the room
+                                      remove everyone (you too) and close the room
 
             Examples:
               parley ctl mute
@@ -39,11 +48,8 @@ struct CtlCommand: ParsableCommand {
               parley ctl ptt press; sleep 2; parley ctl ptt release
               parley ctl say "back in five minutes"
               parley ctl status | jq '.speakers[] | {identity, lossPercent}'
-              parley ctl kick bob --for 10m --reason shouting over everyone
-
-            Exit status: 0 done; 1 no call answers, or it answered wrongly; 2 the request was \
-            refused (a bad request, a person not in the call, or the relay refused a moderator's request).
-            """)
+              parley ctl kick bob --for 10m --reason "shouting over everyone"
+            """ + "\n\n" + CtlExitStatus.helpText)
 
     @Option(help: ArgumentHelp("The call to control, by its --name (needed when several run).", valueName: "name"))
     var call: String?
@@ -68,11 +74,12 @@ struct CtlCommand: ParsableCommand {
             reply = try ControlClient.send(control, to: path)
         } catch {
             FileHandle.standardError.write(Data("parley ctl: \(error)\n".utf8))
-            throw ExitCode(1)
+            if case .whichCall = error { throw ExitCode(CtlExitStatus.whichCall.rawValue) }
+            throw ExitCode(CtlExitStatus.noCall.rawValue)
         }
         guard reply.ok else {
             FileHandle.standardError.write(Data("parley ctl: \(reply.error ?? "refused")\n".utf8))
-            throw ExitCode(2)
+            throw ExitCode(CtlExitStatus.refused.rawValue)
         }
         if let status = reply.status {
             print(String(decoding: try status.json(), as: UTF8.self))

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ParleyClient
 import ParleyDevices
 
 /// `parley devices`: the ALSA PCMs this machine offers, for `--input` and `--output`.
@@ -12,7 +13,7 @@ struct DevicesCommand: ParsableCommand {
             convert rate and format for you, `hw:` names do not.
 
             Example: parley devices --capture
-            """)
+            """ + "\n\n" + DevicesExitStatus.helpText)
 
     @Flag(help: "Only devices that can capture (microphones).")
     var capture = false

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import ParleyClient
 import ParleyNetSim
 
 /// `parley netsim`: a UDP proxy that impairs the packets between clients and a relay.
@@ -40,11 +41,8 @@ struct NetsimCommand: ParsableCommand {
                   --up rate=64kbit,queue=300ms --down drift=-300ppm
 
             Scenarios (parley netsim --list-scenarios shows their parameters):
-              \(Scenario.all.map(\.name).joined(separator: ", "))
-
-            Exit codes: 0 stopped by a signal; 1 the proxy could not run (a port in use); \
-            2 a flag is wrong.
-            """)
+            \(indentedList(Scenario.all.map(\.name)))
+            """ + "\n\n" + NetsimExitStatus.helpText)
 
     @Option(help: ArgumentHelp("Where clients send: HOST:PORT (port 0 lets the system choose).", valueName: "host:port"))
     var listen: String?
@@ -146,7 +144,7 @@ struct NetsimCommand: ParsableCommand {
             Self.fail(usage: error.description)
         } catch {
             console.printLine("Error: \(error).")
-            throw ExitCode.failure
+            throw ExitCode(NetsimExitStatus.cannotRun.rawValue)
         }
 
         console.printLine(
@@ -191,7 +189,7 @@ struct NetsimCommand: ParsableCommand {
         print(report.finalReport)
         if failed.happened {
             console.printLine("Error: the proxy's socket failed; see the messages above.")
-            throw ExitCode.failure
+            throw ExitCode(NetsimExitStatus.cannotRun.rawValue)
         }
     }
 
@@ -269,7 +267,7 @@ struct NetsimCommand: ParsableCommand {
     /// Prints a usage mistake the way every `parley netsim` mistake is printed, and exits 2.
     static func fail(usage message: String) -> Never {
         FileHandle.standardError.write(Data("Error: \(message)\nUsage: \(configuration.usage!)\n  See 'parley netsim --help'.\n".utf8))
-        Self.exit(withError: ExitCode(2))
+        Self.exit(withError: ExitCode(NetsimExitStatus.badUsage.rawValue))
     }
 
     static func unknownArgumentMessage(_ argument: String) -> String {
@@ -318,4 +316,21 @@ private func editDistance(_ a: String, _ b: String) -> Int {
         previous = current
     }
     return a.isEmpty ? b.count : previous[b.count]
+}
+
+/// `items` after two spaces, as many to a line as fit in 80 columns: a help line a terminal
+/// never has to wrap.
+func indentedList(_ items: [String]) -> String {
+    var lines: [String] = []
+    var line = ""
+    for item in items {
+        let next = line.isEmpty ? "  " + item : line + ", " + item
+        if next.count > 78, !line.isEmpty {
+            lines.append(line + ",")
+            line = "  " + item
+        } else {
+            line = next
+        }
+    }
+    return (lines + [line]).joined(separator: "\n")
 }

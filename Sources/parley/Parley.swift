@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ParleyClient
 import ParleyWire
 
 @main
@@ -11,13 +12,8 @@ struct Parley: ParsableCommand {
             Start with the invite you were sent:
               parley call 'parley://relay.example.org:7800/standup?token=…&key=…'
 
-            Exit status, the same for every command: 0 done; 1 unexpected failure; 2 a bad \
-            flag or value; 3 the relay is unreachable; 4 the relay's key or handshake is wrong; \
-            5 the token was refused; 6 the room is full or the relay has too many rooms; \
-            7 the relay refused for another reason; 8 replaced by another session of yours; \
-            9 a sound device is missing or busy; 10 an input WAV cannot be used; 11 an output \
-            file cannot be written.
-            """,
+            Each command's --help lists the exit statuses it uses; `parley call`'s:
+            """ + "\n" + CallExitStatus.helpText,
         version: ParleyVersion.string,
         subcommands: [
             CallCommand.self,

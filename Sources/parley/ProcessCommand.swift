@@ -1,4 +1,5 @@
 import ArgumentParser
+import ParleyClient
 import Foundation
 import ParleyAudio
 
@@ -20,10 +21,7 @@ struct ProcessCommand: ParsableCommand {
               parley process --mic mic.wav --far far.wav --out sent.wav
             and listen to sent.wav. If echo remains, compare the reported delay with your \
             device's, and try --tail 300 for a reverberant room.
-
-            Exit status (as for every parley command): 0 done, 2 a bad option, 10 an input \
-            cannot be read or is not usable audio, 11 OUT cannot be written.
-            """)
+            """ + "\n\n" + ProcessExitStatus.helpText)
 
     enum Switch: String, ExpressibleByArgument, CaseIterable {
         case on, off
@@ -89,7 +87,7 @@ struct ProcessCommand: ParsableCommand {
         do {
             samples = try OfflineOutgoingPath.validate(mic: micAudio, far: farAudio)
         } catch {
-            fail("\(error)", code: 10)
+            fail("\(error)", status: .inputFile)
         }
 
         var options = OfflineOutgoingPath.Options()
@@ -103,7 +101,7 @@ struct ProcessCommand: ParsableCommand {
         do {
             try WAVAudio(sampleRate: AudioClock.sampleRate, samples: report.output).write(to: out)
         } catch {
-            fail("\(error)", code: 11)
+            fail("\(error)", status: .outputFile)
         }
         print(Self.summary(report, options: options, duration: micAudio.duration, output: out))
     }
@@ -139,13 +137,13 @@ struct ProcessCommand: ParsableCommand {
         do {
             return try WAVAudio(contentsOf: path)
         } catch {
-            if case .cannotOpen = error { fail("\(name) \(error)", code: 10) }
-            fail("\(name) (\(path)): \(error)", code: 10)
+            if case .cannotOpen = error { fail("\(name) \(error)", status: .inputFile) }
+            fail("\(name) (\(path)): \(error)", status: .inputFile)
         }
     }
 
-    private func fail(_ message: String, code: Int32) -> Never {
+    private func fail(_ message: String, status: ProcessExitStatus) -> Never {
         FileHandle.standardError.write(Data("parley process: error: \(message)\n".utf8))
-        Foundation.exit(code)
+        Foundation.exit(status.rawValue)
     }
 }

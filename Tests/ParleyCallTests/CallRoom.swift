@@ -2,8 +2,10 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import ParleyAdmin
 import ParleyAudio
 import ParleyClient
+import ParleyE2EE
 import ParleyEvaluation
 import ParleyNetSim
 import ParleyRelay
@@ -23,20 +25,36 @@ final class CallRoom: @unchecked Sendable {
     let relayKey = RelayKey()
     let room: String
     private(set) var relay: Relay
+    /// The relay's admin port, when the room has an admin token.
+    private(set) var admin: AdminServer?
     let relayPort: Int
     private var proxyGroup: MultiThreadedEventLoopGroup?
     private(set) var proxy: ImpairmentProxy?
     let directory: String
-    /// With one, the relay serves the admin API on a port of its own (``Relay/adminAddress``).
+    /// With one, the relay serves the admin API on a port of its own (``admin``).
     let adminToken: AdminToken?
+    /// The relay and the clients talk without hop encryption, so a tap sees what the relay sees.
+    let insecure: Bool
+    /// The room is end-to-end encrypted: tokens say so, and each talker has an identity
+    /// (``identities``) and takes part.
+    let endToEnd: Bool
+    /// Each talker's identity key, made on first use and kept for the room's life.
+    let identities = Mutex<[String: IdentityKey]>([:])
+    /// A forwarder in front of the relay that keeps every datagram both ways (`tap: true`).
+    private(set) var tap: SpoofingFront?
 
-    init(room: String = "standup", scenario: Scenario? = nil, seed: UInt64 = 7, adminToken: AdminToken? = nil) async throws {
+    init(room: String = "standup", scenario: Scenario? = nil, seed: UInt64 = 7, adminToken: AdminToken? = nil,
+         insecure: Bool = false, endToEnd: Bool = false, tap: Bool = false) async throws {
         self.room = room
         self.adminToken = adminToken
+        self.insecure = insecure
+        self.endToEnd = endToEnd
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-call-\(room)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        relay = try Self.startRelay(port: 0, secret: secret, relayKey: relayKey, adminToken: adminToken)
+        relay = try Self.startRelay(port: 0, secret: secret, relayKey: insecure ? nil : relayKey)
         relayPort = relay.localAddress.port!
+        admin = try startAdmin()
+        if tap { self.tap = SpoofingFront(relayPort: relayPort, capture: true) }
         if let scenario {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             // The proxy is the network here: it runs at the calls' priority (see startRelay).
@@ -49,10 +67,10 @@ final class CallRoom: @unchecked Sendable {
         }
     }
 
-    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey, adminToken: AdminToken? = nil, host: String = "127.0.0.1") throws -> Relay {
+    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey?, host: String = "127.0.0.1") throws -> Relay {
         var configuration = RelayConfiguration()
+        configuration.insecure = relayKey == nil
         configuration.listen = HostAndPort(host: host, port: port)
-        configuration.admin = adminToken == nil ? nil : HostAndPort(host: "127.0.0.1", port: 0)
         configuration.threads = 1
         configuration.shutdownGraceMilliseconds = 500
         var logger = Logger(label: "parley-call-test-relay")
@@ -62,11 +80,17 @@ final class CallRoom: @unchecked Sendable {
         // same (Relay.start creates one thread per loop, named relay-loop-N). Without the
         // privilege nothing changes.
         let before = threadNames()
-        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, adminToken: adminToken, logger: logger)
+        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger)
         for (thread, name) in threadNames() where before[thread] == nil && name.hasPrefix("relay-loop") {
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(thread), -11)
         }
         return relay
+    }
+
+    /// The relay's admin port on a free port, when the room has an admin token.
+    private func startAdmin() throws -> AdminServer? {
+        guard let adminToken else { return nil }
+        return try AdminServer.start(serving: relay, at: HostAndPort(host: "127.0.0.1", port: 0), token: adminToken, logger: Logger(label: "parley-call-test-admin"))
     }
 
     /// This process's threads and their names, from /proc.
@@ -80,18 +104,32 @@ final class CallRoom: @unchecked Sendable {
         return names
     }
 
-    /// Where clients send: the proxy when there is one.
-    var clientPort: Int { proxy?.localAddress.port ?? relayPort }
+    /// Where clients send: the proxy when there is one, else the tap when there is one.
+    var clientPort: Int { proxy?.localAddress.port ?? tap?.port ?? relayPort }
 
     func token(_ identity: String, moderator: Bool = false) -> String {
         let now = Int64(Date().timeIntervalSince1970)
-        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600, isModerator: moderator).signed(with: secret)
+        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600, isModerator: moderator,
+                           endToEndEncrypted: endToEnd).signed(with: secret)
+    }
+
+    /// `talker`'s identity, made the first time it is asked for.
+    func identity(of talker: String) -> IdentityKey {
+        identities.withLock { keys in
+            if let key = keys[talker] { return key }
+            let key = IdentityKey()
+            keys[talker] = key
+            return key
+        }
     }
 
     /// A call for `talker`, reading `input` and recording what it hears under the room's directory.
     func configuration(for talker: String, input: CallConfiguration.Input, durationSeconds: Double) -> CallConfiguration {
-        var configuration = CallConfiguration(relayHost: "127.0.0.1", relayPort: clientPort, room: room, token: token(talker), security: .secure(relayKey: relayKey.publicKey))
+        var configuration = CallConfiguration(
+            relayHost: "127.0.0.1", relayPort: clientPort, room: room, token: token(talker),
+            security: insecure ? .insecure : .secure(relayKey: relayKey.publicKey))
         configuration.name = talker
+        if endToEnd { configuration.endToEnd = EndToEndIdentity(identity: identity(of: talker), required: true) }
         configuration.input = input
         configuration.output = .wav(path: directory + "/\(talker)-heard.wav")
         configuration.recordReceivedDirectory = receivedDirectory(of: talker)
@@ -109,14 +147,18 @@ final class CallRoom: @unchecked Sendable {
     /// Shuts the relay down (members are told goodbye) and starts a new one on the same port.
     func restartRelay(downFor seconds: Double) throws {
         relay.shutdown()
+        admin?.close()
         Thread.sleep(forTimeInterval: seconds)
-        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: relayKey, adminToken: adminToken)
+        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: insecure ? nil : relayKey)
+        admin = try startAdmin()
     }
 
     func close() async {
+        tap?.stop()
         if let proxy { _ = try? await proxy.stop().get() }
         try? await proxyGroup?.shutdownGracefully()
         relay.shutdown()
+        admin?.close()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
@@ -186,29 +228,31 @@ func runOnThread<Result: Sendable>(_ body: @escaping @Sendable () -> Result) asy
     }
 }
 
-/// At most `limit` of the calls that ask run at once: each is real time, and two cores
-/// carry only so many before scheduling delays would be measured as network delay.
+/// At most `limit` slots' worth of calls run at once: each is real time, and two cores
+/// carry only so many before scheduling delays would be measured as network delay. A call
+/// heavier than one relay and its members (a cascade: three relays and their trunks) takes
+/// more than one slot.
 actor CallSlots {
     static let shared = CallSlots(limit: 3)
     private let limit: Int
     private var running = 0
-    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private var waiting: [(slots: Int, continuation: CheckedContinuation<Void, Never>)] = []
     /// Calls that want the machine to themselves (they load it on purpose, as an attack does);
     /// while one waits, no new call starts, so the running ones drain.
     private var waitingAlone: [CheckedContinuation<Void, Never>] = []
 
     init(limit: Int) { self.limit = limit }
 
-    func acquire() async {
-        if running < limit, waitingAlone.isEmpty {
-            running += 1
+    private func acquire(_ slots: Int) async {
+        if running + slots <= limit, waitingAlone.isEmpty, waiting.isEmpty {
+            running += slots
             return
         }
-        await withCheckedContinuation { waiting.append($0) }
+        await withCheckedContinuation { waiting.append((slots, $0)) }
     }
 
-    func release() {
-        running -= 1
+    private func release(_ slots: Int) {
+        running -= slots
         admitWaiting()
     }
 
@@ -225,6 +269,7 @@ actor CallSlots {
         admitWaiting()
     }
 
+    /// Starts waiting calls in the order they asked (a heavy one is not overtaken for ever).
     private func admitWaiting() {
         if !waitingAlone.isEmpty {
             guard running == 0 else { return }
@@ -232,9 +277,9 @@ actor CallSlots {
             waitingAlone.removeFirst().resume()
             return
         }
-        while running < limit, !waiting.isEmpty {
-            running += 1
-            waiting.removeFirst().resume()
+        while let first = waiting.first, running + first.slots <= limit {
+            running += first.slots
+            waiting.removeFirst().continuation.resume()
         }
     }
 
@@ -251,14 +296,16 @@ actor CallSlots {
         }
     }
 
-    func withSlot<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        await acquire()
+    /// Runs `body` once `slots` (at most the limit) are free.
+    func withSlot<T: Sendable>(_ slots: Int = 1, _ body: @Sendable () async throws -> T) async throws -> T {
+        let slots = min(max(slots, 1), limit)
+        await acquire(slots)
         do {
             let result = try await body()
-            release()
+            release(slots)
             return result
         } catch {
-            release()
+            release(slots)
             throw error
         }
     }

@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import ParleyAudio
 import ParleyClient
+import ParleyE2EE
 import ParleyNetSim
 import ParleyRelay
 import ParleySecurity
@@ -18,14 +19,17 @@ final class CascadedRoom: @unchecked Sendable {
     let keys: [RelayKey]
     let relays: [Relay]
     let placement: [String: Int]
+    /// The room is end-to-end encrypted: tokens say so, and each talker takes part.
+    let endToEnd: Bool
     private var proxyGroup: MultiThreadedEventLoopGroup?
     private(set) var proxy: ImpairmentProxy?
     let directory: String
 
     /// `trunks`: (opener, peer) pairs; `impaired`: the one pair whose trunk crosses the proxy.
     init(room: String, relayCount: Int, placement: [String: Int], trunks: [(Int, Int)],
-         impaired: (opener: Int, peer: Int, scenario: Scenario)? = nil, seed: UInt64 = 7) async throws {
+         impaired: (opener: Int, peer: Int, scenario: Scenario)? = nil, seed: UInt64 = 7, endToEnd: Bool = false) async throws {
         self.room = room
+        self.endToEnd = endToEnd
         self.placement = placement
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-cascade-\(room)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -48,6 +52,10 @@ final class CascadedRoom: @unchecked Sendable {
             let proxy = try await ImpairmentProxy.start(configuration, on: group.next()).get()
             self.proxy = proxy
             let throughProxy = RelayPeer(address: HostAndPort(host: "127.0.0.1", port: proxy.localAddress.port!), publicKey: keys[impaired.peer].publicKey)
+            // The peer sees the opener at the proxy's address, and trusts it there (trunk inits
+            // are taken only from where a trusted relay is registered).
+            let opener = RelayPeer(address: HostAndPort(host: "127.0.0.1", port: 1), publicKey: keys[impaired.opener].publicKey)
+            relays[impaired.peer].setTrustedRelays(peers.enumerated().filter { $0.offset != impaired.peer }.map(\.element) + [opener])
             try relays[impaired.opener].openTrunk(room: room, to: throughProxy)
         }
         let expected = trunks.count + (impaired == nil ? 0 : 1)
@@ -60,7 +68,7 @@ final class CascadedRoom: @unchecked Sendable {
 
     func token(_ identity: String) -> String {
         let now = Int64(Date().timeIntervalSince1970)
-        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600).signed(with: secret)
+        return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600, endToEndEncrypted: endToEnd).signed(with: secret)
     }
 
     func configuration(for talker: String, input: CallConfiguration.Input, durationSeconds: Double) -> CallConfiguration {
@@ -69,6 +77,7 @@ final class CascadedRoom: @unchecked Sendable {
             relayHost: "127.0.0.\(relay + 11)", relayPort: relays[relay].localAddress.port!, room: room, token: token(talker),
             security: .secure(relayKey: keys[relay].publicKey))
         configuration.name = talker
+        if endToEnd { configuration.endToEnd = EndToEndIdentity(identity: IdentityKey(), required: true) }
         configuration.input = input
         configuration.output = .wav(path: directory + "/\(talker)-heard.wav")
         configuration.recordReceivedDirectory = directory + "/\(talker)-received"

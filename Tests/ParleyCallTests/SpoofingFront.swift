@@ -8,7 +8,9 @@ import Glibc
 /// A plain UDP forwarder in front of the relay, whose address the clients take for the
 /// relay's, so a test can send them datagrams "from the relay": what an attacker who forges
 /// the relay's source address (anyone, on the internet) can do. Each client gets an upstream
-/// socket of its own, so the relay still sees one address per client.
+/// socket of its own, so the relay still sees one address per client. With `capture`, it also
+/// keeps every datagram both ways, with when it passed: everything the relay received and
+/// sent, for a test to read as the relay (or its network) could.
 final class SpoofingFront: @unchecked Sendable {
     // @unchecked: the tables are touched by the forwarding thread and by `inject`, under `lock`.
     private let front: Int32
@@ -19,9 +21,12 @@ final class SpoofingFront: @unchecked Sendable {
     private var byClient: [UInt64: Int32] = [:]            // client address → upstream socket
     private let stopFlag = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
+    private let capturing: Bool
+    private var kept: [(toRelay: Bool, nanoseconds: UInt64, bytes: [UInt8])] = []
 
-    init(relayPort: Int) {
+    init(relayPort: Int, capture: Bool = false) {
         self.relayPort = UInt16(relayPort)
+        capturing = capture
         let front = Self.boundSocket()
         var address = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -40,6 +45,9 @@ final class SpoofingFront: @unchecked Sendable {
     }
 
     var clientCount: Int { lock.withLock { _ in upstreams.count } }
+
+    /// Every datagram that passed, in order (with `capture`).
+    var captured: [(toRelay: Bool, nanoseconds: UInt64, bytes: [UInt8])] { lock.withLock { _ in kept } }
 
     func stop() {
         guard !stopFlag.exchange(true, ordering: .relaxed) else { return }
@@ -64,6 +72,12 @@ final class SpoofingFront: @unchecked Sendable {
                 }
                 guard count > 0 else { continue }
                 let datagram = Array(buffer[..<count])
+                if capturing {
+                    var now = timespec()
+                    clock_gettime(CLOCK_MONOTONIC, &now)
+                    let nanoseconds = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+                    lock.withLock { _ in kept.append((poller.fd == front, nanoseconds, datagram)) }
+                }
                 if poller.fd == front {
                     send(datagram, on: upstream(for: source), to: Self.loopback(port: relayPort))
                 } else if let client = lock.withLock({ _ in upstreams[poller.fd] }) {

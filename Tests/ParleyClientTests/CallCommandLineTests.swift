@@ -10,10 +10,12 @@ struct CallCommandLineTests {
         URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("parley")
     }
 
-    static func call(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    /// Runs `parley ARGUMENTS`: its status, and all it printed.
+    static func run(_ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = parley
-        process.arguments = ["call"] + arguments
+        process.arguments = arguments
+        if let environment { process.environment = environment }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
@@ -22,6 +24,8 @@ struct CallCommandLineTests {
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
+
+    static func call(_ arguments: [String]) throws -> (status: Int32, output: String) { try run(["call"] + arguments) }
 
     static let relay = ["--relay", "127.0.0.1:9", "--room", "r", "--token", "t", "--insecure"]
 
@@ -53,17 +57,10 @@ struct CallCommandLineTests {
     @Test func helpShowsTheKeysOfACallAndHowToDriveItWithCtl() throws {
         let help = try Self.call(["--help"])
         #expect(help.output.contains("m mute, d deafen, t push-to-talk") && help.output.contains("parley ctl --call standup volume bob 50"))
-        let process = Process()
-        process.executableURL = Self.parley
-        process.arguments = ["ctl", "--help"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let ctl = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let (status, ctl) = try Self.run(["ctl", "--help"])
+        #expect(status == 0)
         #expect(ctl.contains("ptt press, ptt release") && ctl.contains("parley ctl status"), "\(ctl)")
-        #expect(ctl.contains("say TEXT") && ctl.contains("at most 500 bytes, at most 5 every 5 seconds"), "\(ctl)")
+        #expect(ctl.contains("say TEXT") && ctl.contains("line of at most 500 bytes, at most 5 every 5 s"), "\(ctl)")
         let words = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")  // as wrapped for the terminal
         #expect(words.contains("/ types a text message to the room") && help.output.contains("parley ctl say back in five minutes"))
     }
@@ -73,17 +70,8 @@ struct CallCommandLineTests {
             (["say", String(repeating: "é", count: 251)], "the message is 502 bytes; the most is 500 bytes of UTF-8"),
             (["say"], "'say' takes the message after it, like: say back in five minutes"),
         ] {
-            let process = Process()
-            process.executableURL = Self.parley
-            process.arguments = ["ctl"] + words
-            process.environment = ["XDG_RUNTIME_DIR": "/nonexistent", "PATH": "/usr/bin:/bin"]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            try process.run()
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 2 && output.contains(expected), "\(output)")
+            let (status, output) = try Self.run(["ctl"] + words, environment: ["XDG_RUNTIME_DIR": "/nonexistent", "PATH": "/usr/bin:/bin"])
+            #expect(status == 2 && output.contains(expected), "\(output)")
         }
     }
 }

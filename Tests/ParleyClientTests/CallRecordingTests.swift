@@ -41,7 +41,15 @@ struct CallRecordingTests {
         }
         let summary = CallStatusLine.summary(statistics)
         print(summary)
-        #expect(summary.contains("from bob") && summary.contains("FEC rebuilt 3.0%"))
+        #expect(summary.contains("from bob: 100 packets, lost 4.8% on the way, 0 late; of 105 frames due, FEC rebuilt 3.0% (3), "
+            + "redundant copies 0.0% (0), concealed 2.0% (2)"), "what the network did, then what became of the frames due, with counts")
+        // A quiet member: one frame rebuilt of 53 due, after one late packet and no loss, says so.
+        var quiet = statistics
+        quiet.speakers[0] = CallStatistics.Speaker(
+            identity: "cy", ssrc: 2, packetsReceived: 53, packetsLost: 0, lossPercent: 0, fecRecoveredFrames: 1, fecRecoveredPercent: 100.0 / 53,
+            concealedFrames: 0, concealedPercent: 0, underruns: 0, latePackets: 1, duplicatePackets: 0, jitterBufferDelayMilliseconds: 40,
+            jitterBufferTargetMilliseconds: 40, networkJitterMilliseconds: 2, restarts: 0, audioFrames: 53, meanJitterBufferDelayMilliseconds: nil, receiving: false)
+        #expect(CallStatusLine.summary(quiet).contains("lost 0.0% on the way, 1 late; of 53 frames due, FEC rebuilt 1.9% (1)"))
         var reconnecting = statistics
         reconnecting.phase = .reconnecting
         #expect(CallStatusLine.line(reconnecting).contains("reconnecting"))

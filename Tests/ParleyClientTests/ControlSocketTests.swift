@@ -126,12 +126,33 @@ struct ControlSocketTests {
         #expect(throws: ControlSocketError.self) { try Self.server(at: path) }
     }
 
+    /// `parley ctl` itself: with several calls and no --call it says which run and exits 3,
+    /// which the help gives that case, not 1, which means no call answers.
+    @Test func parleyCtlExitsThreeWhenItMustBeToldWhichCallAndOneWhenNoneAnswers() throws {
+        let runtime = "/tmp/parley-ctl-runtime-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
+        let paths = ControlSocketPath(directory: runtime + "/parley")
+        try paths.prepare()
+        func ctl(_ arguments: [String]) throws -> (Int32, String) {
+            try CallCommandLineTests.run(["ctl"] + arguments, environment: ["XDG_RUNTIME_DIR": runtime, "PATH": "/usr/bin:/bin"])
+        }
+        let first = try Self.server(at: paths.socket(forCall: "standup"))
+        let second = try Self.server(at: paths.socket(forCall: "retro"))
+        let (several, said) = try ctl(["mute"])
+        #expect(several == CtlExitStatus.whichCall.rawValue && said.contains("say which with --call"), "exit \(several): \(said)")
+        #expect(try ctl(["--call", "retro", "mute"]).0 == CtlExitStatus.done.rawValue)
+        first.close()
+        second.close()
+        #expect(try ctl(["mute"]).0 == CtlExitStatus.noCall.rawValue)
+    }
+
     @Test func withSeveralCallsRunningCtlMustBeToldWhichAndListsThem() throws {
         let folder = try Folder()
         let first = try Self.server(at: folder.paths.socket(forCall: "standup"))
         let second = try Self.server(at: folder.paths.socket(forCall: "retro"))
         defer { first.close(); second.close() }
-        #expect(throws: ControlSocketError.noCall("2 calls are running: retro, standup; say which with --call NAME")) {
+        #expect(throws: ControlSocketError.whichCall("2 calls are running: retro, standup; say which with --call NAME")) {
             try folder.paths.resolve(call: nil)
         }
         #expect(try folder.paths.resolve(call: "retro") == folder.paths.socket(forCall: "retro"))

@@ -93,17 +93,62 @@ struct KeyboardControlsTests {
     @Test func theRosterShowsEachPersonsMeterVolumeAndFiguresAndYourOwnState() {
         let lines = RosterView.lines(Self.statistics(), selected: "carol", showHelp: false, width: 200)
         #expect(lines[0] == "alice · 1:23 in standup · you: MUTED · rtt 12 ms · loss up 0.0% · 32 kb/s · xruns 1")
-        #expect(lines[1] == "    bob    [■■■■■■■■  ]  speaking  vol  50%  loss 2.0%  jb 62 ms  concealed 0.5%")
-        #expect(lines[2] == "  ▸ carol  [          ]  quiet     muted here  loss 2.0%  jb 62 ms  concealed 0.5%")
+        #expect(lines[1] == "    bob    [■■■■■■■■  ]  speaking  vol  50%    loss 2.0%  jitter 3 ms  jb 62 ms  concealed 0.5%")
+        #expect(lines[2] == "  ▸ carol  [          ]  quiet     muted here  loss 2.0%  jitter 3 ms  jb 62 ms  concealed 0.5%")
         #expect(lines[3] == "    dave   [          ]  silent    vol 100%", "a member not heard yet")
         #expect(lines[4] == "? keys · / message")
         #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: true, width: 200).last == CallKey.helpLine)
         let narrow = RosterView.lines(Self.statistics(), selected: nil, showHelp: true, width: 60)
-        #expect(narrow.suffix(3) == ["m mute · d deafen · t push-to-talk on/off · space talk/stop", "↑↓ choose a person · +/- their volume · q leave",
-                                     "/message to the room · :request (as parley ctl) · ? help"], "the keys wrap, none is cut")
+        #expect(narrow.suffix(4) == ["m mute · d deafen · t push-to-talk on/off · space talk/stop", "↑↓ choose a person · +/- their volume",
+                                     "v their safety number · q leave · /message to the room", ":request (as parley ctl) · ? help"],
+                "the keys wrap, none is cut")
         #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: false, width: 30).allSatisfy { $0.count <= 30 })
         #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: false, typing: "volume bo").last == ":volume bo", "what is typed shows under the roster")
-        #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: false, typing: "back in 5", prompt: "/").last == "/back in 5")
+        #expect(RosterView.lines(Self.statistics(), selected: nil, showHelp: false, typing: "back in 5", prompt: "/", bytesLeft: 491).last
+            == "/back in 5 (491 bytes left)")
+    }
+
+    /// A narrower terminal drops whole columns, the least important first, the same ones on
+    /// every member's line; a figure is never cut, and a name is shortened only last.
+    @Test func aNarrowTerminalDropsWholeColumnsLeastImportantFirst() {
+        var statistics = Self.statistics()
+        statistics.serverMuted = ["dave"]
+        let columns = ["[", "speaking", "vol", "loss", "jitter", "jb", "concealed"]
+        var shownBefore = Set(columns)
+        for width in [120, 96, 80, 72, 60, 48, 40, 30] {
+            let lines = RosterView.lines(statistics, selected: nil, showHelp: false, width: width)
+            #expect(lines.allSatisfy { RosterView.displayWidth($0) <= width }, "\(width): \(lines)")
+            let bob = lines[1]
+            let shown = Set(columns.filter { bob.contains($0) })
+            #expect(shown.isSubset(of: shownBefore), "\(width) columns show no field 'wider' ones dropped: \(bob)")
+            shownBefore = shown
+            for figure in ["loss", "jitter", "jb", "concealed"] where bob.contains(figure + " ") {
+                #expect(bob.contains(try! Regex(figure + #" \d+(\.\d)?(%| ms)"#)), "\(figure) is whole at \(width): \(bob)")
+            }
+            #expect(lines[3].contains("MUTED BY MODERATOR") || width < 40, "why dave is silent stays: \(lines[3])")
+            #expect(!lines[0].hasSuffix("·") && !lines[0].contains("rtt ·"), "the call's line is whole fields: \(lines[0])")
+        }
+        let sixty = RosterView.lines(statistics, selected: nil, showHelp: false, width: 60)
+        #expect(sixty[1].contains("speaking") && sixty[1].contains("loss 2.0%") && !sixty[1].contains("jb "), "\(sixty[1])")
+    }
+
+    @Test func aTypedLineStopsAtItsLimitAtAWholeCharacter() {
+        var reader = CallKey.Reader()
+        _ = reader.keys(from: Array("/".utf8))
+        _ = reader.keys(from: Array(String(repeating: "x", count: 498).utf8))
+        #expect(reader.bytesLeft == 2)
+        _ = reader.keys(from: Array("€".utf8))  // three bytes do not fit in two
+        #expect(reader.typing?.count == 498 && reader.bytesLeft == 2, "a character that would cross the limit is not typed at all")
+        _ = reader.keys(from: Array("éx".utf8))
+        #expect(reader.bytesLeft == 0 && reader.typing?.hasSuffix("é") == true)
+        let keys = reader.keys(from: [0x0D])
+        #expect(keys == [.message(String(repeating: "x", count: 498) + "é")], "what is sent is what was shown, within the limit")
+        var request = CallKey.Reader()
+        _ = request.keys(from: Array(":".utf8))
+        #expect(request.bytesLeft == CallControl.maximumLineBytes)
+        let line = RosterView.lines(Self.statistics(), selected: nil, showHelp: false, typing: String(repeating: "y", count: 300), prompt: "/",
+                                    bytesLeft: 200, width: 80).last ?? ""
+        #expect(line.hasPrefix("/…") && line.hasSuffix("yy (200 bytes left)") && line.count <= 80, "the end of a long line and the count stay in view: \(line)")
     }
 
     @Test func othersWhoMutedOrDeafenedThemselvesShowSoAndTheLastMessagesShowUnderTheMembers() {

@@ -142,6 +142,6 @@ struct RelayLinkClusterTests {
         }
         guard case let .failed(failure) = harness.link.phase else { Issue.record("phase \(harness.link.phase)"); return }
         #expect(failure == .refused(code: .placementUnavailable, message: "the relay cannot reach its cluster's store"))
-        #expect(failure.description.contains("could not find the room a place in its cluster"))
+        #expect(failure.description.contains("could not give the room a place"))
     }
 }

@@ -1,4 +1,6 @@
-@testable import ParleyRelay
+@testable import ParleyCluster
+import ParleyRelay
+import ParleySecurity
 import Testing
 
 /// Placement as a relay decides it from its view of the cluster: plain values, no store.
@@ -90,6 +92,21 @@ struct ClusterViewTests {
         #expect(view.placements.isEmpty)
     }
 
+    /// A record must read as a relay a client can be sent to: an address a `joined` can carry
+    /// (HOST:PORT, at most 255 bytes) and a key that is a key, else it is not a relay at all.
+    @Test func relayRecordsWhoseAddressOrKeyCannotServeAClientAreIgnored() {
+        var view = view
+        let key = RelayKey().publicKeyText
+        let long = String(repeating: "a", count: 290) + ".example:7800"
+        view.apply(.put(Self.relay(long, key: key)))
+        view.apply(.put(Self.relay("10.0.0.7", key: key)))
+        view.apply(.put(Self.relay("10.0.0.8:7800", key: "not-a-key")))
+        view.apply(.put(Self.relay("10.0.0.9:7800", key: String(key.dropLast(2)))))
+        #expect(view.relays.count == 3, "only the three sound relays: \(view.relays.keys.sorted())")
+        view.apply(.put(Self.relay("10.0.0.6:7800", key: key)))
+        #expect(view.relays.count == 4, "a sound record is taken")
+    }
+
     @Test func fallbacksAreTheOtherRelaysLeastLoadedFirst() {
         #expect(view.others(limit: 4).map(\.address) == ["10.0.0.2:7800", "10.0.0.3:7800"])
         #expect(view.others(limit: 1).map(\.address) == ["10.0.0.2:7800"])
@@ -101,8 +118,11 @@ struct ClusterViewTests {
         EtcdEntry(key: "/parley/present/\(room)/\(relay)", value: RoomPlacementRecord(relay: relay).encoded)
     }
 
+    /// A relay's key as records carry it (a record whose key is not one is not read).
+    static let key = RelayKey().publicKeyText
+
     /// Relays eu-1 (this one), eu-2, us-1 and ap-1; "world" lives on us-1.
-    static func regional(selfID: String = "10.0.1.1:7800", selfRegion: String? = "eu", key: String = "k") -> ClusterView {
+    static func regional(selfID: String = "10.0.1.1:7800", selfRegion: String? = "eu", key: String = ClusterViewTests.key) -> ClusterView {
         var view = ClusterView(selfID: selfID, selfRegion: selfRegion)
         view.reset(to: [
             relay("10.0.1.1:7800", load: 3, region: "eu", key: key), relay("10.0.1.2:7800", load: 0, region: "eu", key: key),

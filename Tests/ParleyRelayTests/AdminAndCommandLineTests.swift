@@ -1,5 +1,6 @@
 import ParleyBasics
 import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Testing
 
@@ -12,13 +13,13 @@ extension RelayOverUDP {
     @Suite("Admin port and command line")
     struct AdminAndCommandLineTests {
         @Test func metricsParseAsPrometheusAndPerStreamSeriesLeaveWithTheirMember() throws {
-            let fixture = try RelayFixture.start()
-            defer { fixture.relay.shutdown() }
+            let fixture = try RelayFixture.start(admin: true)
+            defer { fixture.stop() }
             let members = try fixture.room("metrics", size: 2)
             for sequence in 0..<30 { members[0].sendRTP(sequence: UInt16(sequence)) }
             members[1].pump(timeout: 2) { $0.mediaInbox.count >= 30 }
             usleep(1_200_000)  // one receiver report interval, so the upstream gauges are set
-            let adminPort = fixture.relay.adminAddress!.port!
+            let adminPort = try #require(fixture.adminPort)
             let (status, body) = try httpGet(port: adminPort, path: "/metrics")
             #expect(status == 200)
             try checkPrometheusText(body)
@@ -171,19 +172,9 @@ func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors
 
 /// A GET over a plain TCP socket: (status, body).
 func httpGet(port: Int, path: String) throws -> (Int, String) {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = UInt16(port).bigEndian
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw TestFailure("cannot connect to the admin port") }
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8)
-    _ = request.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-    let response = readAll(dup(descriptor))
+    guard let connection = LoopbackTCP(port: port) else { throw TestFailure("cannot connect to the admin port") }
+    connection.send("GET \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    let response = readAll(dup(connection.descriptor))
     // Swift treats "\r\n" as one Character, so split on that.
     let parts = response.split(separator: "\r\n", maxSplits: Int.max, omittingEmptySubsequences: false)
     guard let blank = parts.firstIndex(of: "") else { throw TestFailure("no HTTP response") }

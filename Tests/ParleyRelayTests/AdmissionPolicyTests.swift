@@ -84,6 +84,10 @@ struct AdmissionPolicyTests {
         #expect("line\u{2028}sep".logSafe() == "line\\u{2028}sep")
         #expect(String(repeating: "x", count: 100).logSafe(limit: 10) == "xxxxxxxxxx…")
         #expect("Zoë 👩‍👩‍👧".logSafe() == "Zoë 👩‍👩‍👧", "ordinary text, joiners included, is left alone")
+        #expect("ad\u{200B}min".logSafe() == "ad\\u{200b}min", "a zero-width space is shown, so the name cannot pass for another")
+        #expect("a\u{200D}b\u{00AD}c\u{2060}d\u{FEFF}".logSafe() == "a\\u{200d}b\\u{ad}c\\u{2060}d\\u{feff}", "every invisible formatting character is shown")
+        #expect("❤️‍🔥 and 👩🏽‍💻".logSafe() == "❤️‍🔥 and 👩🏽‍💻", "a joiner between emoji only joins the picture")
+        #expect("\u{1B}]0;title\u{7}\u{9B}31m".logSafe() == "\\u{1b}]0;title\\u{7}\\u{9b}31m", "OSC, BEL and C1 controls are shown, never sent")
     }
 
     @Test func identitiesThatReorderOrBreakTextAreRefused() {
@@ -93,5 +97,9 @@ struct AdmissionPolicyTests {
         #expect(ParleyNames.problem(withIdentity: "a\u{2067}b")?.contains("bidirectional") == true)
         #expect(ParleyNames.problem(withIdentity: "a\u{2028}b")?.contains("line break") == true)
         #expect(ParleyNames.problem(withIdentity: "a\nb")?.contains("U+000A") == true)
+        #expect(ParleyNames.problem(withIdentity: "ad\u{200B}min")?.contains("invisible formatting character (U+200B)") == true)
+        #expect(ParleyNames.problem(withIdentity: "ad\u{200D}min")?.contains("U+200D") == true, "a joiner between letters is refused")
+        #expect(ParleyNames.problem(withIdentity: "ada\u{00AD}") != nil && ParleyNames.problem(withIdentity: "\u{FEFF}ada") != nil)
+        #expect(ParleyNames.problem(withIdentity: "ada 👩🏽‍💻") == nil, "an emoji sequence is a name's to have")
     }
 }

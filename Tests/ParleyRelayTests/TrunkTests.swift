@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import ParleyClient
 @testable import ParleyRelay
+import ParleyRelayTestSupport
 import ParleySecurity
 import ParleyWire
 import Synchronization
@@ -69,6 +70,24 @@ final class TrunkEventLog: Sendable {
     private let events = Mutex<[TrunkEvent]>([])
     func append(_ event: TrunkEvent) { events.withLock { $0.append(event) } }
     var all: [TrunkEvent] { events.withLock { $0 } }
+}
+
+extension SecureMember {
+    /// Asks the relay `request` as a moderator, and runs `members` (this one among them)
+    /// until its answer comes; nil when none came within `timeout` seconds.
+    func moderationAnswer(to request: ControlMessage.ModerationRequest, pumping members: [SecureMember], timeout: Double = 3) -> ControlMessage.ModerationReply? {
+        let (sequence, output) = link.moderate(request, now: clock())
+        take(output)
+        var reply: ControlMessage.ModerationReply?
+        pumpAll(members, timeout: timeout) {
+            reply = events.lazy.compactMap { event -> ControlMessage.ModerationReply? in
+                if case let .moderationAnswered(answered, reply) = event, answered == sequence { return reply }
+                return nil
+            }.first
+            return reply != nil
+        }
+        return reply
+    }
 }
 
 /// Runs every member's link for `seconds`.
@@ -211,17 +230,7 @@ extension RelayOverUDP {
             try joined(members, rosterSize: 3)
 
             func ask(_ request: ControlMessage.ModerationRequest) -> ControlMessage.ModerationReply? {
-                let (sequence, output) = moderator.link.moderate(request, now: moderator.clock())
-                moderator.take(output)
-                var reply: ControlMessage.ModerationReply?
-                pumpAll(members, timeout: 3) {
-                    reply = moderator.events.lazy.compactMap { event -> ControlMessage.ModerationReply? in
-                        if case let .moderationAnswered(answered, reply) = event, answered == sequence { return reply }
-                        return nil
-                    }.first
-                    return reply != nil
-                }
-                return reply
+                moderator.moderationAnswer(to: request, pumping: members)
             }
             func talk(_ frames: Int) {
                 for _ in 0..<frames {
@@ -276,6 +285,9 @@ extension RelayOverUDP {
             let path = try PausableForwarder(host: "127.0.0.14", to: (host: "127.0.0.12", port: trio.fixtures[1].port))
             defer { path.stop() }
             let throughPath = RelayPeer(address: HostAndPort(host: path.address.host, port: path.address.port), publicKey: trio.fixtures[1].relayKey!.publicKey)
+            // Relay 1 sees relay 0 at the path's address, and trusts it there (trunk inits are
+            // taken only from where a trusted relay is registered).
+            trio.fixtures[1].relay.setTrustedRelays([RelayPeer(address: HostAndPort(host: path.address.host, port: 1), publicKey: trio.fixtures[0].relayKey!.publicKey)])
             let members = [trio.member(on: 0, room: "link", identity: "ada"), trio.member(on: 1, room: "link", identity: "cy")]
             try trio.fixtures[0].relay.openTrunk(room: "link", to: throughPath)
             #expect(trio.waitForOpenTrunks(1, on: [0, 1]))
@@ -392,10 +404,11 @@ extension RelayOverUDP {
         }
 
         @Test func aRelayWithoutThePeersKeyInItsTrustedSetRefusesTheTrunk() throws {
-            // Relay 1 trusts a stranger's key, not relay 0's.
+            // Relay 1 trusts a stranger's key, registered at relay 0's address: relay 0's init
+            // comes from where a trusted relay is, and its key is refused after one Diffie-Hellman.
             let trio = try RelayTrio(count: 2, trusts: [[1], []])
             defer { trio.shutdown() }
-            trio.fixtures[1].relay.setTrustedRelays([RelayPeer(address: HostAndPort(host: "127.0.0.9", port: 1), publicKey: RelayKey().publicKey)])
+            trio.fixtures[1].relay.setTrustedRelays([RelayPeer(address: trio.peers[0].address, publicKey: RelayKey().publicKey)])
             let members = [trio.member(on: 0, room: "private", identity: "ada"), trio.member(on: 1, room: "private", identity: "bob")]
             try trio.openTrunk("private", from: 0, to: 1)
             try joined(members, rosterSize: 1)
@@ -408,6 +421,40 @@ extension RelayOverUDP {
             pumpAll(members, seconds: 0.3)
             #expect(members[1].received(from: members[0].link.ssrc).isEmpty)
             #expect(members.allSatisfy { $0.link.roster.count == 1 })
+        }
+
+        /// Anyone can fetch an address cookie; a trunk init costs its receiver a Diffie-Hellman.
+        /// So a stranger's inits are dropped before any: a relay that trusts no key takes none,
+        /// and one that trusts relays takes them only from those relays' registered addresses.
+        @Test func aStrangersTrunkInitsAreDroppedBeforeAnyDiffieHellman() throws {
+            let trio = try RelayTrio(count: 2)
+            defer { trio.shutdown() }
+            let alone = try RelayFixture.startSecure { $0.listen = HostAndPort(host: "127.0.0.14", port: 0) }
+            defer { alone.relay.shutdown() }
+            let targets = [("a relay of a cluster", trio.fixtures[0], "127.0.0.11"), ("a relay that trusts no key", alone, "127.0.0.14")]
+            for (what, target, host) in targets {
+                let stranger = TestClient(relayPort: target.port, relayHost: host, localHost: "127.0.0.9")
+                var sent = 0
+                for _ in 0..<20 {
+                    var opener = TrunkOpener(relayKey: RelayKey(), peerPublicKey: target.relayKey!.publicKey)
+                    stranger.send(opener.helloBytes)
+                    guard let cookie = stranger.receiveRaw(timeout: 1) else { break }
+                    let opening = try TrunkOpening(room: "intrude").serialized()
+                    stranger.send(try cookie.withUnsafeBytes { try opener.makeInit(cookieReply: $0, payload: opening) })
+                    sent += 1
+                }
+                #expect(sent == 20, "\(what): the stranger got its cookies")
+                usleep(300_000)
+                let metrics = try target.relay.metricsText()
+                let afterOne = metricValue(metrics, #"parley_relay_packets_dropped_total{reason="trunk_untrusted"}"#) ?? 0
+                let beforeAny = metricValue(metrics, #"parley_relay_packets_dropped_total{reason="trunk_unknown_source"}"#) ?? 0
+                print("\(what): of \(sent) trunk inits from a stranger, \(Int(beforeAny)) dropped before any Diffie-Hellman, \(Int(afterOne)) after one")
+                #expect(afterOne == 0 && beforeAny == Double(sent), "\(what): every init dropped before a Diffie-Hellman")
+                #expect(target.relay.openTrunks.isEmpty)
+            }
+            // The relay the cluster registered at that address still opens its trunk.
+            try trio.openTrunk("intrude", from: 1, to: 0)
+            #expect(trio.waitForOpenTrunks(1, on: [0, 1]), "a trusted relay's trunk opens: \(trio.recordedEvents)")
         }
 
         @Test func theTrunkClosesOnceTheRoomEmptiesOnOneSideAndTheOtherSideForgetsItsMembers() throws {

@@ -101,8 +101,57 @@ struct ControlMessageTests {
             .init(ssrc: 6, identity: "b", canPublish: true, capabilities: .redundantAudio),
         ]))).serialized()
         // version, page, pages, count, then per member: ssrc, flags, name; then the state block
-        #expect(Array(roster[8...]) == hex("00000001 00 01 02 00000005 02 0161 00000006 03 0162 0000"))
+        // and the key block
+        #expect(Array(roster[8...]) == hex("00000001 00 01 02 00000005 02 0161 00000006 03 0162 0000 0000"))
         #expect(roster[19] & 0x01 == 0 && roster[26] & 0x01 == 1, "bit 0, all an older client reads, is still publish")
+    }
+
+    /// Identity keys (end-to-end encryption) ride behind the states: in a join after the
+    /// capabilities, in a roster as a last block an older client never reads, and a roster
+    /// from a relay before them reads as nobody having a key.
+    @Test func identityKeysFollowEverythingOlderPeersRead() throws {
+        let key = Array(UInt8(1)...UInt8(32))
+        let join = try ControlMessage(body: .join(.init(ssrc: 1, room: "r", token: "t", software: "s", capabilities: .endToEndEncryption,
+                                                        identityKey: key))).serialized()
+        #expect(join.count == ControlMessage.minimumJoinSize)
+        #expect(Array(join[19..<21]) == [0x04, 32] && Array(join[21..<53]) == key)
+        guard case let .join(parsed) = try ControlMessage(parsing: join).body else { Issue.record("not a join"); return }
+        #expect(parsed.identityKey == key && parsed.capabilities == .endToEndEncryption)
+        var badLength = join
+        badLength[20] = 31
+        #expect(throws: WireError.self, "a key is 32 bytes or none") { try ControlMessage(parsing: badLength) }
+
+        let members: [ControlMessage.Roster.Member] = [
+            .init(ssrc: 5, identity: "a", canPublish: true, identityKey: key),
+            .init(ssrc: 6, identity: "b", canPublish: true),
+        ]
+        let roster = try ControlMessage(body: .roster(.init(version: 1, members: members))).serialized()
+        guard case let .roster(read) = try ControlMessage(parsing: roster).body else { Issue.record("not a roster"); return }
+        #expect(read.members == members)
+        guard case let .roster(old) = try ControlMessage(parsing: Array(roster.dropLast(34))).body else { Issue.record("not a roster"); return }
+        #expect(old.members.map(\.identityKey.isEmpty) == [true, true], "a roster from a relay before keys")
+        let pages = ControlMessage.Roster.pages(version: 1, members: Array(repeating: members[0], count: 40), maximumMessageSize: 1200)
+        for page in pages { #expect(try ControlMessage(body: .roster(page)).serialized().count <= 1200, "pages count the keys") }
+
+        let joined = try ControlMessage(body: .joined(.init(cookie: 1, ssrc: 1, identity: "a", room: "r", canPublish: true,
+                                                            isEndToEndEncrypted: true, keepaliveIntervalMilliseconds: 1,
+                                                            idleTimeoutMilliseconds: 1))).serialized()
+        guard case let .joined(confirmed) = try ControlMessage(parsing: joined).body else { Issue.record("not joined"); return }
+        #expect(confirmed.isEndToEndEncrypted && confirmed.canPublish)
+    }
+
+    @Test func mediaKeysRoundTripAndRefuseWhatNoSenderMakes() throws {
+        let keys = ControlMessage.MediaKeys(sender: 7, entries: [.init(ssrc: 1, package: [1, 2, 3]), .init(ssrc: 2, package: Array(repeating: 9, count: 120))])
+        let bytes = try ControlMessage(sequence: 4, isReliable: true, body: .mediaKeys(keys)).serialized()
+        #expect(bytes.count == ControlMessage(body: .mediaKeys(keys)).serializedSize)
+        guard case let .mediaKeys(read) = try ControlMessage(parsing: bytes).body else { Issue.record("not media keys"); return }
+        #expect(read == keys)
+        #expect(throws: WireError.self, "a package over 256 bytes") {
+            try ControlMessage(body: .mediaKeys(.init(entries: [.init(ssrc: 1, package: Array(repeating: 0, count: 257))]))).serialized()
+        }
+        #expect(throws: WireError.self, "more entries than a message carries") {
+            try ControlMessage(body: .mediaKeys(.init(entries: Array(repeating: .init(ssrc: 1, package: []), count: 9)))).serialized()
+        }
     }
 
     /// Members' states ride behind the members, where an older client stops reading; a roster
@@ -113,12 +162,12 @@ struct ControlMessageTests {
             .init(ssrc: 6, identity: "b", canPublish: true, state: [.muted, .deafened]),
         ]
         let bytes = try ControlMessage(body: .roster(.init(version: 1, members: members))).serialized()
-        #expect(Array(bytes[8...]) == hex("00000001 00 01 02 00000005 01 0161 00000006 01 0162 01 03"))
-        guard case let .roster(old) = try ControlMessage(parsing: Array(bytes.dropLast(2))).body else { Issue.record("not a roster"); return }
+        #expect(Array(bytes[8...]) == hex("00000001 00 01 02 00000005 01 0161 00000006 01 0162 01 03 00 00"))
+        guard case let .roster(old) = try ControlMessage(parsing: Array(bytes.dropLast(4))).body else { Issue.record("not a roster"); return }
         #expect(old.members.map(\.state) == [[], []], "an older relay's roster: states unknown, so empty")
         #expect(old.members.map(\.identity) == ["a", "b"])
         #expect(throws: WireError.self, "a state block shorter than the members is cut off") {
-            try ControlMessage(parsing: Array(bytes.dropLast()))
+            try ControlMessage(parsing: Array(bytes.dropLast(3)))
         }
         #expect(ControlMessage.MemberState([.muted, .deafened]).summary == "deafened")
         #expect(ControlMessage.MemberState.muted.summary == "muted" && ControlMessage.MemberState().summary == "live")

@@ -1,0 +1,106 @@
+@testable import ParleyRelay
+import ParleyRelayTestSupport
+import ParleyWire
+import Testing
+
+/// What the relay does for an end-to-end encrypted room: who may come in, what the roster
+/// carries, and the mailbox for sealed media keys, through a real relay over UDP on 127.0.0.1
+/// with clients that speak the protocol by hand.
+extension RelayOverUDP {
+    @Suite("End-to-end encrypted rooms at the relay")
+    struct EndToEndRelayTests {
+        static let takesPart: ControlMessage.Capabilities = [.endToEndEncryption, .textMessages]
+
+        static func key(_ seed: UInt8) -> [UInt8] { (0..<32).map { seed &+ UInt8($0) } }
+
+        static func keys(_ client: TestClient) -> [ControlMessage.MediaKeys] {
+            client.controlInbox.compactMap { if case let .mediaKeys(keys) = $0.body { return keys }; return nil }
+        }
+
+        @Test func aRoomMadeEndToEndEncryptedSaysSoAndRefusesWhoCannotTakePartOrWhoAsksForItTooLate() throws {
+            let fixture = try RelayFixture.start()
+            defer { fixture.relay.shutdown() }
+            let ada = try fixture.member("ada", room: "sealed", capabilities: Self.takesPart, identityKey: Self.key(1), endToEnd: true)
+            #expect(ada.joined?.isEndToEndEncrypted == true)
+
+            // An older client, or one without an identity key, cannot come in, even with a plain token.
+            let old = TestClient(relayPort: fixture.port)
+            let refused = old.join(room: "sealed", token: fixture.token(room: "sealed", identity: "old"), ssrc: 7)
+            guard case let .error(error) = refused else { Issue.record("an older client joined an end-to-end encrypted room: \(String(describing: refused))"); return }
+            #expect(error.code == .endToEndEncryptionRequired && error.message.contains("end-to-end encrypted"))
+
+            // A capable client with a plain token takes part: the room decides.
+            let bob = try fixture.member("bob", room: "sealed", capabilities: Self.takesPart, identityKey: Self.key(2))
+            #expect(bob.joined?.isEndToEndEncrypted == true)
+            #expect(bob.waitForRoster(["ada", "bob"]))
+            #expect(bob.latestRoster?.first { $0.identity == "ada" }?.identityKey == Self.key(1), "the roster repeats each identity key")
+
+            // An invite that asks for end-to-end encryption is refused by a room running without it.
+            _ = try fixture.member("cy", room: "plain", capabilities: Self.takesPart, identityKey: Self.key(3))
+            let late = TestClient(relayPort: fixture.port)
+            let answer = late.join(room: "plain", token: fixture.token(room: "plain", identity: "dee", endToEnd: true), ssrc: 9,
+                                   capabilities: Self.takesPart, identityKey: Self.key(4))
+            guard case let .error(downgrade) = answer else { Issue.record("an end-to-end invite joined a plain room: \(String(describing: answer))"); return }
+            #expect(downgrade.code == .endToEndEncryptionRequired && downgrade.message.contains("without end-to-end encryption"))
+        }
+
+        @Test func sealedKeysGoOnlyToTheMemberTheyNameSayingWhoSentThemAndAFloodIsCut() throws {
+            let fixture = try RelayFixture.start()
+            defer { fixture.relay.shutdown() }
+            let members = try ["ada", "bob", "cy"].enumerated().map { index, name in
+                try fixture.member(name, room: "mail", capabilities: Self.takesPart, identityKey: Self.key(UInt8(index)), endToEnd: true)
+            }
+            for member in members { #expect(member.waitForRoster(["ada", "bob", "cy"])) }
+            let (ada, bob, cy) = (members[0], members[1], members[2])
+            // Ada claims to be someone else; the relay says who sent it.
+            let sequence = ada.takeSequence()
+            ada.send(ControlMessage(sequence: sequence, isReliable: true, body: .mediaKeys(.init(sender: 12_345, entries: [
+                .init(ssrc: bob.ssrc, package: [1, 2, 3]), .init(ssrc: 0xDEAD, package: [4]),
+            ]))))
+            #expect(ada.pump(timeout: 1) { $0.controlInbox.contains { $0.body == .ack(.init(sequence: sequence)) } })
+            #expect(bob.pump(timeout: 1) { !Self.keys($0).isEmpty })
+            #expect(Self.keys(bob) == [ControlMessage.MediaKeys(entries: [.init(ssrc: ada.ssrc, package: [1, 2, 3])])],
+                    "each entry names its sender, whatever the sender claimed")
+            cy.drain(quiet: 0.3)
+            #expect(Self.keys(cy).isEmpty, "cy was not named")
+
+            // A retransmission (the ack was lost) is acknowledged again and not delivered twice.
+            bob.controlInbox.removeAll()
+            ada.send(ControlMessage(sequence: sequence, isReliable: true, body: .mediaKeys(.init(entries: [.init(ssrc: bob.ssrc, package: [1, 2, 3])]))))
+            bob.drain(quiet: 0.3)
+            #expect(Self.keys(bob).isEmpty)
+
+            // Far more entries than any rotation sends: the relay passes its budget's worth, not the flood.
+            cy.controlInbox.removeAll()
+            for _ in 0..<400 {
+                ada.send(ControlMessage(sequence: ada.takeSequence(), isReliable: true,
+                                        body: .mediaKeys(.init(entries: Array(repeating: .init(ssrc: cy.ssrc, package: [9]), count: 8)))))
+            }
+            cy.drain(quiet: 1)
+            // Counted once each, however often the relay sent a message again.
+            var seen = Set<UInt32>()
+            let delivered = cy.controlInbox.reduce(0) { total, message in
+                guard case let .mediaKeys(keys) = message.body, seen.insert(message.sequence).inserted else { return total }
+                return total + keys.entries.count
+            }
+            print("a flood of 3,200 sealed keys delivered \(delivered)")
+            #expect(delivered <= Session.mediaKeyBurst + Session.mediaKeysPerSecond * 2)
+            #expect(Set(cy.controlInbox.compactMap { message -> UInt32? in
+                if case .mediaKeys = message.body { return message.sequence }
+                return nil
+            }).count <= delivered / 4, "gathered into few messages, not one per entry")
+        }
+
+        @Test func aPlainRoomTakesNoSealedKeys() throws {
+            let fixture = try RelayFixture.start()
+            defer { fixture.relay.shutdown() }
+            let ada = try fixture.member("ada", room: "plain", capabilities: Self.takesPart, identityKey: Self.key(1))
+            let bob = try fixture.member("bob", room: "plain", capabilities: Self.takesPart, identityKey: Self.key(2))
+            #expect(bob.waitForRoster(["ada", "bob"]))
+            #expect(bob.latestRoster?.allSatisfy { $0.identityKey.isEmpty } == true, "a plain room keeps no identity keys")
+            ada.send(ControlMessage(sequence: ada.takeSequence(), isReliable: true, body: .mediaKeys(.init(entries: [.init(ssrc: bob.ssrc, package: [1])]))))
+            bob.drain(quiet: 0.3)
+            #expect(Self.keys(bob).isEmpty)
+        }
+    }
+}
