@@ -84,12 +84,14 @@ struct AdminAPIOverHTTPTests {
         let slow = (0..<5).compactMap { _ in LoopbackTCP(port: address.port) }
         for connection in slow { connection.send("GET /metrics HTTP/1.1\r\nHost: relay\r\n") }
         let start = Date()
-        while Date().timeIntervalSince(start) < 12, !(slow + idle).allSatisfy { $0.closedByRelay } {
+        while Date().timeIntervalSince(start) < 20, !(slow + idle).allSatisfy { $0.closedByRelay } {
             try await Task.sleep(for: .milliseconds(100))
         }
         let waited = Date().timeIntervalSince(start)
         print("connections without a whole request were closed after \(String(format: "%.1f", waited)) s")
         #expect((slow + idle).allSatisfy { $0.closedByRelay }, "a connection that sends no whole request is closed")
-        #expect(waited < 8)
+        // The request timeout is 5 s; a suite running beside this one on two cores has been
+        // seen to add 3.4 s to when the closes are noticed. Without the timeout they stay open.
+        #expect(waited < 11)
     }
 }
