@@ -2,6 +2,7 @@ import Foundation
 import NIOPosix
 import ParleyCluster
 import ParleyRelay
+import ParleyRelayTestSupport
 import Testing
 
 /// How the test store is reached: as most single-network clusters run it, or as a cluster
@@ -151,18 +152,7 @@ final class EtcdServer: @unchecked Sendable {
     }
 
     /// Whether something listens on `port` of 127.0.0.1.
-    static func accepts(port: Int) -> Bool {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
-    }
+    static func accepts(port: Int) -> Bool { LoopbackTCP(port: port) != nil }
 
     // MARK: TLS and users
 
@@ -226,19 +216,9 @@ final class EtcdServer: @unchecked Sendable {
 
     /// Whether etcd answers its health check on `port` (plain HTTP).
     static func answers(port: Int) -> Bool {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { return false }
-        let request = Array("GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
+        guard let connection = LoopbackTCP(port: port) else { return false }
+        let descriptor = connection.descriptor
+        connection.send("GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
         var timeout = timeval(tv_sec: 1, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var buffer = [UInt8](repeating: 0, count: 512)
