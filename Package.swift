@@ -31,6 +31,7 @@ let package = Package(
         .library(name: "ParleyWire", targets: ["ParleyWire"]),
         .library(name: "ParleySecurity", targets: ["ParleySecurity"]),
         .library(name: "ParleyClient", targets: ["ParleyClient"]),
+        .library(name: "ParleyWebRTC", targets: ["ParleyWebRTC"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -47,6 +48,11 @@ let package = Package(
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        // The relay's two: DTLS with browsers (OpenSSL, through the C layer CParleyDTLS) and SRTP
+        // (libsrtp2). Neither is an audio library; `Scripts/check-relay-deps` allows these two.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        .target(name: "CParleyDTLS", dependencies: ["COpenSSL"]),
 
         // Linux calls Glibc's module hides: batched datagram I/O, epoll and eventfd for the
         // relay's loops and the benchmarks, naming and pinning threads.
@@ -68,6 +74,9 @@ let package = Package(
         // MARK: End-to-end encryption: SFrame, media keys and their rotation, identities, HPKE
         // key packages, safety numbers, pinned keys. Clients only: the relay never holds a key.
         .target(name: "ParleyE2EE", dependencies: ["ParleyWire", "ParleyBasics", "CParleyAEAD", crypto]),
+
+        // MARK: Browsers' transport: ICE-lite answers, DTLS-SRTP keys, SRTP, the SDP answer.
+        .target(name: "ParleyWebRTC", dependencies: ["ParleyWire", "ParleyBasics", "CParleyDTLS", "CSRTP", crypto]),
 
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         .target(
@@ -115,6 +124,7 @@ let package = Package(
         .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire", "ParleyBasics"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
         .testTarget(name: "ParleySecurityTests", dependencies: ["ParleyBasics", "ParleySecurity", "ParleyWire"]),
+        .testTarget(name: "ParleyWebRTCTests", dependencies: ["ParleyBasics", "ParleyWebRTC", "ParleyWire"]),
         .testTarget(name: "ParleyE2EETests", dependencies: ["ParleyBasics", "ParleyE2EE", "ParleyWire"]),
         .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyBasics", "ParleyRelay", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyBasics", "ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
