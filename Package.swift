@@ -81,7 +81,7 @@ let package = Package(
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         .target(
             name: "ParleyRelay",
-            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "CParleyNet", nioCore, nioPosix, nioHTTP1, crypto, logging, metrics, prometheus, atomics]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyWebRTC", "CParleyNet", nioCore, nioPosix, nioHTTP1, crypto, logging, metrics, prometheus, atomics]
         ),
 
         // MARK: Network impairment models and the UDP impairment proxy.

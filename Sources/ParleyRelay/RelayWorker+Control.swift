@@ -11,9 +11,16 @@ extension RelayWorker {
     func receiveControl(_ buffer: ByteBuffer, from session: Session, receivedSize size: Int, now: UInt64) {
         let parsed = buffer.withUnsafeReadableBytes { raw -> ControlMessage? in try? ControlMessage(parsing: raw) }
         guard let message = parsed else { return drop(.malformed) }
+        handleControl(message, from: session, receivedSize: size, now: now)
+    }
+
+    /// A member's control message, read from its datagram or (a browser member's) handed over
+    /// by its page's signalling.
+    func handleControl(_ message: ControlMessage, from session: Session, receivedSize size: Int, now: UInt64) {
         if case .join = message.body {
-            // On a secure relay joins come inside a handshake, never inside a session.
-            guard !session.protector.isSecure else { return drop(.unexpectedControl) }
+            // On a secure relay joins come inside a handshake, never inside a session; a
+            // browser's came as its offer.
+            guard !session.protector.isSecure, session.browser == nil else { return drop(.unexpectedControl) }
             // Joins are handled even over the rate: a client retransmits them with backoff.
             return receiveJoin(message, size: size, from: session.address, peer: session.peer, existing: session, now: now)
         }
@@ -33,8 +40,7 @@ extension RelayWorker {
             sendControl(.pong(ControlMessage.Pong(timestamp: ping.timestamp)), sequence: message.sequence, to: session, limit: size)
         case let .ack(ack):
             session.lastHeardNanoseconds = now
-            session.reliable.acknowledge(sequence: ack.sequence)
-            if ack.sequence == session.texts.inFlight { textSettled(session, now: now) }
+            acknowledge(ack.sequence, from: session, now: now)
         case .leave:
             // An ack is larger than a leave, so an address that never proved itself gets none.
             if session.state == .active {
@@ -58,6 +64,12 @@ extension RelayWorker {
         case .join, .joined, .roster, .error, .goodbye, .moderationReply, .redirect:
             drop(.unexpectedControl)
         }
+    }
+
+    /// The member has a reliable message: it is not sent again, and a text's successor may go.
+    func acknowledge(_ sequence: UInt32, from session: Session, now: UInt64) {
+        session.reliable.acknowledge(sequence: sequence)
+        if sequence == session.texts.inFlight { textSettled(session, now: now) }
     }
 
     // MARK: Strangers

@@ -21,6 +21,10 @@ extension RelayWorker {
         metrics.removals[reason]?.increment()
         let goodbye = Departures.goodbye(to: session, reason: reason, text: text, tellMember: tellMember, now: now)
         if let bytes = goodbye.bytes { send(bytes, to: session, kind: .control) }
+        if let browser = session.browser {
+            // The page's WebSocket carried the goodbye, reliably: nothing to retransmit.
+            return finishClosingBrowser(session, transport: browser, reason: reason)
+        }
         if reason != .neverReady, sessions[session.peer] == nil {
             departures.record(session, goodbye: goodbye.sender, now: now)
         }

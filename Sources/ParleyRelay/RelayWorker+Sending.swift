@@ -29,8 +29,12 @@ extension RelayWorker {
         send(bytes, to: address, protector: .plaintext, kind: kind)
     }
 
-    /// Bytes for a member, sealed with its keys on a secure relay.
+    /// Bytes for a member, sealed with its keys on a secure relay; a browser member's control
+    /// messages go to its page's WebSocket instead.
     func send(_ bytes: [UInt8], to session: Session, kind: SentKind) {
+        if kind == .control, let browser = session.browser {
+            return sendToPage(bytes, member: browser.member, session: session)
+        }
         send(bytes, to: session.address, protector: session.protector, kind: kind)
     }
 }

@@ -44,6 +44,8 @@ extension RelayWorker {
         }
         rooms.publishDueRosters(now: now)
         tickTrunks(now: now)
+        if !handshakingBrowsers.isEmpty { retransmitBrowserHandshakes(now: now) }
+        if index == 0, let browsers, nextSweepSlice == 0 { browsers.offers.expire(now: now) }
         membershipLogs.flushSummary(now: now)
         refusalLogs.flushSummary(now: now)
         for resend in departures.due(now: now) {

@@ -24,7 +24,7 @@ extension RelayWorker {
         case .rtp: forwardFromTrunk(inner, trunk: trunk, now: now)
         case .rtcp: receiveTrunkRTCP(inner, trunk: trunk, now: now)
         case .control: receiveTrunkControl(inner, trunk: trunk, now: now)
-        case .handshake, .sealed, .unknown: drop(.malformed)
+        case .handshake, .sealed, .stun, .dtls, .unknown: drop(.malformed)
         }
     }
 

@@ -48,6 +48,9 @@ final class RelayWorker: @unchecked Sendable {
     /// Trunks to other relays: trusted keys and openings, shared by the loops (nil on an
     /// `--insecure` relay, which has no key to prove).
     let trunkDirectory: TrunkDirectory?
+    /// Browser members' offers and DTLS certificate, shared by the loops (nil: the relay takes
+    /// no browsers, its web port is off).
+    let browsers: BrowserEdge?
 
     // MARK: Loop-confined state
 
@@ -71,6 +74,8 @@ final class RelayWorker: @unchecked Sendable {
     /// Members with sealed media keys waiting to go out, gathered until the next tick (or a
     /// full message), so a rotation reaches each member in a few messages, not one per sender.
     var pendingMediaKeys: [PeerAddress: Session] = [:]
+    /// Browser members whose DTLS handshake runs: the tick retransmits their flights.
+    var handshakingBrowsers: [PeerAddress: Session] = [:]
     var departures = Departures()
     /// What strangers and would-be members may spend: cookie replies, error replies, joins.
     var budgets: AdmissionBudgets
@@ -104,8 +109,10 @@ final class RelayWorker: @unchecked Sendable {
     static let maximumReadsPerWakeup = 8
 
     init(index: Int, loop: RelayLoop, rooms: any RoomMembership, joins: JoinVerifier, relaySSRC: UInt32,
-         configuration: RelayConfiguration, metrics: RelayMetrics, logger: Logger, trunkDirectory: TrunkDirectory? = nil) {
+         configuration: RelayConfiguration, metrics: RelayMetrics, logger: Logger, trunkDirectory: TrunkDirectory? = nil,
+         browsers: BrowserEdge? = nil) {
         self.index = index
+        self.browsers = browsers
         self.trunkDirectory = trunkDirectory
         self.loop = loop
         self.rooms = rooms
@@ -211,10 +218,11 @@ final class RelayWorker: @unchecked Sendable {
         }
         if let session = sessions[peer] {
             switch kind {
-            case .rtp: forwardMedia(buffer, from: session, now: now)
-            case .rtcp: receiveRTCP(buffer, from: session, now: now)
-            case .control: receiveControl(buffer, from: session, receivedSize: size, now: now)
+            case .rtp where session.browser == nil: forwardMedia(buffer, from: session, now: now)
+            case .rtcp where session.browser == nil: receiveRTCP(buffer, from: session, now: now)
+            case .control where session.browser == nil: receiveControl(buffer, from: session, receivedSize: size, now: now)
             case .handshake: refuseHandshakeOnInsecureRelay(buffer, from: address, peer: peer, now: now)
+            case .rtp, .rtcp, .control, .stun, .dtls: receiveBrowserDatagram(buffer, kind: kind, from: address, peer: peer, session: session, now: now)
             case .sealed, .unknown: drop(.unknownKind)
             }
         } else {
@@ -224,6 +232,7 @@ final class RelayWorker: @unchecked Sendable {
                 answerStranger(peer, address: address, receivedSize: size, echo: [], now: now)
             case .control: receiveStrangerControl(buffer, from: address, peer: peer, now: now)
             case .handshake: refuseHandshakeOnInsecureRelay(buffer, from: address, peer: peer, now: now)
+            case .stun, .dtls: receiveBrowserDatagram(buffer, kind: kind, from: address, peer: peer, session: nil, now: now)
             case .sealed, .unknown: drop(.unknownKind)
             }
         }
@@ -244,7 +253,7 @@ final class RelayWorker: @unchecked Sendable {
                 case .rtp: forwardMedia(inner, from: session, now: now)
                 case .rtcp: receiveRTCP(inner, from: session, now: now)
                 case .control: receiveControl(inner, from: session, receivedSize: size, now: now)
-                case .handshake, .sealed, .unknown: drop(.malformed)
+                case .handshake, .sealed, .stun, .dtls, .unknown: drop(.malformed)
                 }
             } else if !trunks.isEmpty, let trunk = trunk(for: buffer, from: peer) {
                 receiveFromTrunk(buffer, trunk: trunk, now: now)
@@ -267,8 +276,14 @@ final class RelayWorker: @unchecked Sendable {
             sendError(.encryptionRequired, "this relay accepts encrypted clients only: use an invite with a key= and no --insecure",
                       sequence: message.sequence, to: address, limit: size)
         case .rtp, .rtcp:
+            // SRTP from a browser member looks like plaintext RTP; it is told by its source.
+            if let session = sessions[peer], session.browser != nil {
+                return receiveBrowserDatagram(buffer, kind: kind, from: address, peer: peer, session: session, now: now)
+            }
             drop(.plaintextRefused)
             if sessions[peer] == nil { answerStranger(peer, address: address, receivedSize: size, echo: [], now: now) }
+        case .stun, .dtls:
+            receiveBrowserDatagram(buffer, kind: kind, from: address, peer: peer, session: sessions[peer], now: now)
         case .unknown:
             drop(.unknownKind)
         }
@@ -296,7 +311,7 @@ final class RelayWorker: @unchecked Sendable {
 
     /// An RTP packet from a member: to every other active member of its room, exactly once,
     /// payload untouched.
-    private func forwardMedia(_ buffer: ByteBuffer, from session: Session, now: UInt64) {
+    func forwardMedia(_ buffer: ByteBuffer, from session: Session, now: UInt64) {
         let decision = buffer.withUnsafeReadableBytes { packet in
             MediaAdmission.admit(packet, from: &session.media, isActive: session.state == .active, nowNanoseconds: now)
         }

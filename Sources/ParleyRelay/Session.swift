@@ -37,6 +37,9 @@ final class Session: @unchecked Sendable {
     let token: String
     /// Index of the worker (event loop) that owns the session.
     let workerIndex: Int
+    /// A browser member's transport (ICE-lite, DTLS, SRTP, its page's signalling); nil for a
+    /// `parley` member, whose hop is sealed by ``protector`` alone.
+    let browser: BrowserTransport?
     /// The member's hop keys (plaintext on an `--insecure` relay). Set once, before the
     /// session is admitted and shared with other loops.
     private(set) var protector: PacketProtector = .plaintext
@@ -92,8 +95,10 @@ final class Session: @unchecked Sendable {
     init(
         id: UInt64, address: DatagramAddress, peer: PeerAddress, room: String, identity: String, ssrc: UInt32,
         canPublish: Bool, isModerator: Bool = false, capabilities: ControlMessage.Capabilities = [], identityKey: [UInt8] = [],
-        isEndToEndEncrypted: Bool = false, cookie: UInt64, token: String, workerIndex: Int, limits: RelayLimits, nowNanoseconds: UInt64
+        isEndToEndEncrypted: Bool = false, cookie: UInt64, token: String, workerIndex: Int, limits: RelayLimits, nowNanoseconds: UInt64,
+        browser: BrowserTransport? = nil
     ) {
+        self.browser = browser
         self.identityKey = identityKey
         self.isEndToEndEncrypted = isEndToEndEncrypted
         self.id = id
@@ -128,6 +133,12 @@ final class Session: @unchecked Sendable {
     func secure(with protector: PacketProtector, ephemeralKey: [UInt8], response: [UInt8]) {
         self.protector = protector
         self.handshake = (ephemeralKey, response)
+    }
+
+    /// Attaches a browser member's SRTP once its DTLS handshake is done; before the session is
+    /// active (and so in any receiver list) only.
+    func secure(browser protection: BrowserProtection) {
+        protector = PacketProtector(browser: protection)
     }
 
     func takeSequence() -> UInt32 {

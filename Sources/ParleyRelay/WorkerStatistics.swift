@@ -11,6 +11,8 @@ extension PacketKind {
         case .handshake: return 3
         case .sealed: return 4
         case .unknown: return 5
+        case .stun: return 6
+        case .dtls: return 7
         }
     }
 }
