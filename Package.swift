@@ -18,6 +18,8 @@ let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift
 let crypto: Target.Dependency = .product(name: "Crypto", package: "swift-crypto")
 let atomics: Target.Dependency = .product(name: "Atomics", package: "swift-atomics")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
+let httpClient: Target.Dependency = .product(name: "AsyncHTTPClient", package: "async-http-client")
+let nioSSL: Target.Dependency = .product(name: "NIOSSL", package: "swift-nio-ssl")
 
 let package = Package(
     name: "parley",
@@ -32,6 +34,9 @@ let package = Package(
         .library(name: "ParleySecurity", targets: ["ParleySecurity"]),
         .library(name: "ParleyClient", targets: ["ParleyClient"]),
         .library(name: "ParleyWebRTC", targets: ["ParleyWebRTC"]),
+        // The client fuzzer's driver (the receive path joined to an in-process relay), which
+        // the property tests share.
+        .library(name: "ParleyClientTestSupport", targets: ["ParleyClientTestSupport"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -42,6 +47,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        // The cluster's store client: HTTP/1.1 to etcd's JSON gateway over TLS (BoringSSL).
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // MARK: C libraries, found through pkg-config; only client-side targets may depend on them.
@@ -79,9 +87,18 @@ let package = Package(
         .target(name: "ParleyWebRTC", dependencies: ["ParleyWire", "ParleyBasics", "CParleyDTLS", "CSRTP", crypto]),
 
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
+        // It knows the cluster only as a `RoomPlacement`, and speaks no HTTP.
         .target(
             name: "ParleyRelay",
-            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyWebRTC", "CParleyNet", nioCore, nioPosix, nioHTTP1, crypto, logging, metrics, prometheus, atomics]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyWebRTC", "CParleyNet", nioCore, nioPosix, crypto, logging, metrics, prometheus, atomics]
+        ),
+        // The relay's admin port: /metrics, /healthz and the admin API over HTTP, and its client.
+        .target(name: "ParleyAdmin", dependencies: ["ParleyRelay", "ParleyWire", "ParleyBasics", nioCore, nioPosix, nioHTTP1, logging]),
+        // The cluster: etcd, the view of the relays and rooms, placement and the trunk plan; the
+        // relay's `RoomPlacement`.
+        .target(
+            name: "ParleyCluster",
+            dependencies: ["ParleyRelay", "ParleyWire", "ParleyBasics", httpClient, nioSSL, nioCore, nioPosix, nioHTTP1, logging, metrics, prometheus]
         ),
 
         // MARK: Network impairment models and the UDP impairment proxy.
@@ -108,16 +125,33 @@ let package = Package(
         ),
         .executableTarget(
             name: "parley-relay",
-            dependencies: ["ParleyWire", "ParleyBasics", "ParleyRelay", argumentParser, logging]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleyRelay", "ParleyAdmin", "ParleyCluster", argumentParser, logging]
         ),
         // Benchmarks kept in the repo; each reports against a baseline measured in the same run.
         .executableTarget(
             name: "parley-bench",
             dependencies: [
-                "ParleyWire", "ParleyBasics", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleyE2EE", "ParleyEvaluation",
-                "CParleyNet",
+                "ParleyWire", "ParleyBasics", "ParleyRelay", "ParleyCluster", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleyE2EE", "ParleyEvaluation",
+                "CParleyNet", "CParleyAllocationCounter",
                 argumentParser, nioCore, nioPosix, logging,
             ]
+        ),
+        // Counts heap allocations per thread for the benchmarks that show a path allocates
+        // nothing: linked into parley-bench only, where it stands in for libc's malloc.
+        .target(name: "CParleyAllocationCounter"),
+
+        // MARK: Helpers the tests share, each a target of its own (no file is linked into two
+        // targets): clients over real UDP for the relay and call tests, and the client's receive
+        // path driven by scripts for its property test and Fuzz/.
+        .target(
+            name: "ParleyRelayTestSupport",
+            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyAdmin", "ParleyClient", "ParleyWire", "ParleySecurity", crypto, nioCore, logging],
+            path: "Tests/ParleyRelayTestSupport"
+        ),
+        .target(
+            name: "ParleyClientTestSupport",
+            dependencies: ["ParleyClient", "ParleySecurity", "ParleyWire"],
+            path: "Tests/ParleyClientTestSupport"
         ),
 
         // MARK: Tests, one target per module.
@@ -126,21 +160,30 @@ let package = Package(
         .testTarget(name: "ParleySecurityTests", dependencies: ["ParleyBasics", "ParleySecurity", "ParleyWire"]),
         .testTarget(name: "ParleyWebRTCTests", dependencies: ["ParleyBasics", "ParleyWebRTC", "ParleyWire"]),
         .testTarget(name: "ParleyE2EETests", dependencies: ["ParleyBasics", "ParleyE2EE", "ParleyWire"]),
-        .testTarget(name: "ParleyRelayTests", dependencies: ["ParleyBasics", "ParleyRelay", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]),
+        .testTarget(
+            name: "ParleyRelayTests",
+            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyRelayTestSupport", "ParleyWire", "ParleySecurity", "ParleyWebRTC", "ParleyClient", nioCore, nioPosix]
+        ),
+        .testTarget(name: "ParleyAdminTests", dependencies: ["ParleyAdmin", "ParleyRelay", "ParleyRelayTestSupport", "ParleyBasics", "ParleyWire", logging]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyBasics", "ParleyNetSim", "ParleyWire", nioCore, nioPosix]),
         .testTarget(name: "ParleyAudioTests", dependencies: ["ParleyBasics", "ParleyAudio", "ParleyWire"]),
-        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleyWire", "ParleySecurity", "ParleyAudio", "ParleyE2EE"]),
+        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleyClientTestSupport", "ParleyWire", "ParleySecurity", "ParleyAudio", "ParleyE2EE"]),
         .testTarget(name: "ParleyEvaluationTests", dependencies: ["ParleyEvaluation", "ParleyAudio", "ParleyBasics"]),
         .testTarget(name: "ParleyDevicesTests", dependencies: ["ParleyBasics", "ParleyDevices", "ParleyAudio", "CALSA"]),
         // End to end: relay, impairment proxy and calls in one process, over real UDP on 127.0.0.1.
         .testTarget(
             name: "ParleyCallTests",
-            dependencies: ["ParleyClient", "ParleyRelay", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyEvaluation", "ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyE2EE", nioCore, nioPosix, logging]
+            dependencies: [
+                "ParleyClient", "ParleyRelay", "ParleyAdmin", "ParleyRelayTestSupport", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyEvaluation", "ParleyWire",
+                "ParleyBasics", "ParleySecurity", "ParleyE2EE", nioCore, nioPosix, logging,
+            ]
         ),
-        // The cluster: a real etcd, relays on 127.0.0.1–3, clients sent where their room lives.
+        // The cluster: its view, placement, plan and records as plain values; then a real etcd
+        // (plain, and with TLS and authentication), relays on 127.0.0.1–3, clients sent where
+        // their room lives.
         .testTarget(
             name: "ParleyClusterTests",
-            dependencies: ["ParleyRelay", "ParleyClient", "ParleyAudio", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
+            dependencies: ["ParleyCluster", "ParleyRelay", "ParleyRelayTestSupport", "ParleyAdmin", "ParleyClient", "ParleyAudio", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
         ),
         // Deploy/: installs into a temporary root, runs a call through the installed relay.
         .testTarget(name: "DeployTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleySecurity", "ParleyWire", "ParleyAudio"]),

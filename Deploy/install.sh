@@ -27,8 +27,16 @@ Installs or upgrades parley-relay on this Debian or Ubuntu machine (run as root)
   --room NAME          room of the first invite (default lobby)
   --identity NAME      name in the first invite (default admin)
   --ttl DURATION       validity of the first invite (default 7d)
-  --cluster URL        join a cluster: etcd's client URL, e.g. http://10.0.0.2:2379
-                       (docs/CLUSTER.md); the relay registers as PUBLIC-HOST:PORT
+  --cluster URL        join a cluster: etcd's client URL, e.g. https://10.0.0.2:2379, or
+                       http:// on a private network (docs/CLUSTER.md); the relay registers
+                       as PUBLIC-HOST:PORT
+  --cluster-ca FILE    with an https:// cluster: the CA that signed etcd's certificate (PEM)
+  --cluster-cert FILE  with an https:// cluster: this relay's client certificate (PEM)...
+  --cluster-key FILE   ...and its private key (PEM)
+  --cluster-user NAME  with an https:// cluster: the etcd user this relay logs in as...
+  --cluster-password-file FILE
+                       ...and a file holding its password; the files are copied into
+                       /etc/parley/cluster/, readable by the relay's user only
   --region NAME        with --cluster: this relay's region, e.g. eu-west
   --token-secret-from FILE
                        with --cluster: take the token secret from another relay's secret
@@ -40,8 +48,10 @@ Installs or upgrades parley-relay on this Debian or Ubuntu machine (run as root)
 
 Example, on a fresh VPS:
   sudo Deploy/install.sh --public-host relay.example.org
-A second relay of a cluster, given the first one's secret file:
-  sudo Deploy/install.sh --public-host 198.51.100.8 --cluster http://10.0.0.2:2379 \
+A second relay of a cluster, given the first one's secret file, its store over TLS:
+  sudo Deploy/install.sh --public-host 198.51.100.8 --cluster https://10.0.0.2:2379 \
+      --cluster-ca etcd-ca.pem --cluster-cert relay.pem --cluster-key relay.key \
+      --cluster-user parley --cluster-password-file etcd-password \
       --region eu-west --token-secret-from first-relay.secret
 EOF
 }
@@ -58,6 +68,9 @@ use_systemd=1
 cluster=""
 region=""
 token_secret_from=""
+# --cluster-ca, -cert, -key, -user, -password-file, by the name of their relay.conf key.
+declare -A cluster_files=()
+cluster_user=""
 
 need_value() { [[ $# -ge 2 && -n "$2" ]] || usage_error "$1 needs a value"; }
 while (($# > 0)); do
@@ -72,6 +85,9 @@ while (($# > 0)); do
     --ttl) need_value "$@"; ttl=$2; shift 2 ;;
     --root) need_value "$@"; root=${2%/}; shift 2 ;;
     --cluster) need_value "$@"; cluster=$2; shift 2 ;;
+    --cluster-ca | --cluster-cert | --cluster-key | --cluster-password-file)
+        need_value "$@"; cluster_files[${1#--}]=$2; shift 2 ;;
+    --cluster-user) need_value "$@"; cluster_user=$2; shift 2 ;;
     --region) need_value "$@"; region=$2; shift 2 ;;
     --token-secret-from) need_value "$@"; token_secret_from=$2; shift 2 ;;
     --no-systemd) use_systemd=0; shift ;;
@@ -95,10 +111,28 @@ esac
 if [[ -n "$public_host" ]] && ! [[ "$public_host" =~ ^(\[?[0-9a-fA-F:]+\]?|[A-Za-z0-9.-]+)$ ]]; then
     usage_error "--public-host is '$public_host'; give the host name or IP address clients reach, without a port"
 fi
-cluster_pattern='^http://[][A-Za-z0-9.:-]+/?$'
+cluster_pattern='^https?://[][A-Za-z0-9.:-]+/?$'
 if [[ -n "$cluster" ]] && ! [[ "$cluster" =~ $cluster_pattern ]]; then
-    usage_error "--cluster is '$cluster'; give etcd's client URL such as http://10.0.0.2:2379 (plain HTTP, on a private network)"
+    usage_error "--cluster is '$cluster'; give etcd's client URL such as https://10.0.0.2:2379 (or http:// on a private network)"
 fi
+if [[ -z "$cluster" && ( ${#cluster_files[@]} -gt 0 || -n "$cluster_user" ) ]]; then
+    usage_error "--cluster-ca, --cluster-cert, --cluster-key, --cluster-user and --cluster-password-file belong to a cluster member; add --cluster URL"
+fi
+if [[ "$cluster" == http://* && ( ${#cluster_files[@]} -gt 0 || -n "$cluster_user" ) ]]; then
+    usage_error "--cluster-* files and users are for a store reached over TLS; give --cluster as https://… (a password never goes over plain http://)"
+fi
+if [[ -z "${cluster_files[cluster-cert]:-}" && -n "${cluster_files[cluster-key]:-}" ]] || [[ -n "${cluster_files[cluster-cert]:-}" && -z "${cluster_files[cluster-key]:-}" ]]; then
+    usage_error "--cluster-cert and --cluster-key go together: the relay's client certificate and its private key"
+fi
+if [[ -z "$cluster_user" && -n "${cluster_files[cluster-password-file]:-}" ]] || [[ -n "$cluster_user" && -z "${cluster_files[cluster-password-file]:-}" ]]; then
+    usage_error "--cluster-user and --cluster-password-file go together: an etcd user and a file holding its password"
+fi
+if [[ -n "$cluster_user" ]] && ! [[ "$cluster_user" =~ ^[[:graph:]]{1,128}$ ]]; then
+    usage_error "--cluster-user is '$cluster_user'; give the etcd user's name, without spaces"
+fi
+for key in "${!cluster_files[@]}"; do
+    [[ -r "${cluster_files[$key]}" && -f "${cluster_files[$key]}" ]] || usage_error "--$key ${cluster_files[$key]} cannot be read"
+done
 if [[ -n "$region" ]] && ! [[ "$region" =~ ^[A-Za-z0-9._-]{1,32}$ ]]; then
     usage_error "--region is '$region'; a region is 1 to 32 letters, digits, '.', '_' or '-', e.g. eu-west"
 fi
@@ -241,6 +275,34 @@ if [[ -n "$cluster" ]]; then
     set_config cluster "$cluster"
     set_config public-address "$cluster_host:$port"
     [[ -z "$region" ]] || set_config region "$region"
+    [[ -z "$cluster_user" ]] || set_config cluster-user "$cluster_user"
+fi
+# The store's CA, the relay's certificate, key and password: copied where the relay's
+# sandbox reads (/etc/parley), owned by root and readable by the relay's group only; the
+# key and the password by the relay's user only.
+if ((${#cluster_files[@]} > 0)); then
+    mkdir -p "$conf_dir/cluster"
+    chmod 750 "$conf_dir/cluster"
+    [[ -z "$ids" ]] || ((EUID != 0)) || chown "root:${ids#*:}" "$conf_dir/cluster"
+    declare -A cluster_names=([cluster-ca]=ca.pem [cluster-cert]=client.pem [cluster-key]=client.key [cluster-password-file]=password)
+    for key in "${!cluster_files[@]}"; do
+        name=${cluster_names[$key]}
+        target="$conf_dir/cluster/$name"
+        if ! cmp -s "${cluster_files[$key]}" "$target" 2>/dev/null; then
+            cp "${cluster_files[$key]}" "$target"
+            say "copied ${cluster_files[$key]} to /etc/parley/cluster/$name"
+            changed=1
+        fi
+        case "$key" in
+        cluster-key | cluster-password-file)
+            chmod 600 "$target"
+            [[ -z "$ids" ]] || ((EUID != 0)) || chown "$ids" "$target" ;;
+        *)
+            chmod 640 "$target"
+            [[ -z "$ids" ]] || ((EUID != 0)) || chown "root:${ids#*:}" "$target" ;;
+        esac
+        set_config "$key" "/etc/parley/cluster/$name"
+    done
 fi
 admin=$(config_value admin)
 admin=${admin:-127.0.0.1:9800}

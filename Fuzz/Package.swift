@@ -20,14 +20,13 @@ let package = Package(
             name: "parley-webrtc-fuzz",
             dependencies: [.product(name: "ParleyWebRTC", package: "parley"), .product(name: "ParleyWire", package: "parley")]
         ),
-        // The client's receive path from a joined peer; its script player is the one the
-        // property tests use (Sources/parley-client-fuzz/JoinedPeer.swift links to it).
+        // The client's receive path from a joined peer, played by the same script player
+        // (`JoinedPeer`) as the property tests.
         .executableTarget(
             name: "parley-client-fuzz",
             dependencies: [
                 .product(name: "ParleyClient", package: "parley"),
-                .product(name: "ParleySecurity", package: "parley"),
-                .product(name: "ParleyWire", package: "parley"),
+                .product(name: "ParleyClientTestSupport", package: "parley"),
             ]
         ),
     ]

@@ -14,13 +14,16 @@ public enum AudioClock {
 /// Converts between the two sample representations the engine uses: `Int16` (SpeexDSP,
 /// ALSA, 16-bit WAV) and `Float` in −1…1 (Opus, the mixer, 32-bit WAV).
 public enum SampleConversion {
-    /// Rounds and saturates; a value outside −1…1 becomes full scale, never wraps around.
+    /// Rounds (halves away from zero) and saturates; a value outside −1…1 becomes full
+    /// scale, never wraps around. Adding ±0.5 before the conversion's truncation rounds as
+    /// `rounded()` does, without its call into libm: the capture thread converts every
+    /// sample twice a frame.
     @inline(__always)
     public static func int16(_ value: Float) -> Int16 {
-        let scaled = (value * 32_768).rounded()
+        let scaled = value * 32_768
         if scaled >= 32_767 { return 32_767 }
         if scaled <= -32_768 { return -32_768 }
-        return Int16(scaled)
+        return Int16(scaled + (scaled < 0 ? -0.5 : 0.5))
     }
 
     @inline(__always)

@@ -141,11 +141,16 @@ public final class DelayEstimator {
                 farAccumulator = 0
                 micAccumulator = 0
                 phase = 0
-                if sinceHop >= hop {
+                // Until the first estimate, look twice as often and from half a window on:
+                // the canceller restarts when the reference is first aligned, so every
+                // fraction of a second before then is convergence lost (0.5 s of far-end
+                // speech finds a room's echo; a weak or long one waits for a confident peak).
+                let searching = estimate == nil
+                if sinceHop >= (searching ? hop / 2 : hop) {
                     let rms = (farEnergySinceHop / Double(sinceHop)).squareRoot()
                     sinceHop = 0
                     farEnergySinceHop = 0
-                    if filled == windowLength && rms >= Double(configuration.silenceThreshold) { update() }
+                    if filled >= (searching ? windowLength / 2 : windowLength) && rms >= Double(configuration.silenceThreshold) { update() }
                 }
             }
         }

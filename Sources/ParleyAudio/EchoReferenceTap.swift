@@ -105,10 +105,26 @@ public final class EchoReferenceTap: Sendable {
                 return
             }
             let start = captureIndex + offset
-            let oldest = state.written - capacity
-            for index in 0..<output.count {
-                let position = start + index
-                output[index] = position >= 0 && position >= oldest && position < state.written ? state.ring[position % capacity] : 0
+            // What was played and is still in the ring: [max(start, oldest, 0), written).
+            let first = max(start, state.written - capacity, 0)
+            let end = min(start + output.count, state.written)
+            guard let target = output.baseAddress else { return }
+            guard first < end else {
+                target.update(repeating: 0, count: output.count)
+                return
+            }
+            target.update(repeating: 0, count: first - start)
+            (target + (end - start)).update(repeating: 0, count: start + output.count - end)
+            let capacity = capacity
+            state.ring.withUnsafeBufferPointer { ring in
+                // At most two runs: to the end of the ring, then from its start.
+                var position = first
+                while position < end {
+                    let slot = position % capacity
+                    let run = min(end - position, capacity - slot)
+                    (target + (position - start)).update(from: ring.baseAddress! + slot, count: run)
+                    position += run
+                }
             }
         }
     }

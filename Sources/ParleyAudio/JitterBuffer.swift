@@ -292,6 +292,7 @@ public final class JitterBuffer {
     // MARK: Observing
 
     func observe(now: Double) -> PlayoutDecision.Observation {
+        if highestPlayed == nil { startAtTheTarget(now: now) }
         if !playing, let next = nextSequence, !store.contains(next), let first = store.firstStored(after: next - 1) {
             // Resuming after the speaker stopped: what was not received meanwhile is gone.
             skipFrames(to: first, concealed: true)
@@ -361,6 +362,25 @@ public final class JitterBuffer {
             statistics.playbackRate += (rate - statistics.playbackRate) * 0.005
         }
         mediaStretch = 0
+    }
+
+    /// The stream's first frames, when they are filed long after they arrived (held for their
+    /// key in an end-to-end encrypted room), start where the target delay would have them:
+    /// the frames before are dropped, not played late and caught up on for seconds (a 600 ms
+    /// wait took 4 s to catch up). Only before anything was played: later, a backlog holds
+    /// the words of a talker already being heard, and is caught up instead.
+    private func startAtTheTarget(now: Double) {
+        guard let next = nextSequence, let highest = store.highest, highest > next else { return }
+        let allowance = targetLead + configuration.decisions.gentleExcessSeconds
+        var start = next
+        var candidate = store.contains(next) ? next : store.firstStored(after: next)
+        while let sequence = candidate, let packet = store.packet(sequence),
+              let lead = delays.delay(ofMediaTime: Double(packet.timestamp) / sampleRate, at: now), lead > allowance,
+              let following = store.firstStored(after: sequence) {
+            start = following
+            candidate = following
+        }
+        if start > next { skipFrames(to: start, concealed: false) }
     }
 
     /// Records that `sequence`'s time has passed; `received` when its own packet was

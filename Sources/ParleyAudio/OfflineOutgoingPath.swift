@@ -86,7 +86,7 @@ public enum OfflineOutgoingPath {
     public static func run(mic: [Float], far: [Float], options: Options) throws -> Report {
         precondition(mic.count == far.count, "validate() first")
         var configuration = OutgoingProcessor.Configuration()
-        configuration.echoCanceller.cancelEcho = options.cancelEcho
+        configuration.echoCanceller = .forUse(cancellingEcho: options.cancelEcho)
         configuration.echoCanceller.tailMilliseconds = options.tailMilliseconds
         configuration.echoCanceller.denoise = options.denoise
         configuration.delay = options.delay

@@ -23,8 +23,13 @@ public struct ReferenceDelayLine: PlayedSignal {
         precondition(played.count <= ring.count - capacity, "a block of \(played.count) samples is longer than a frame")
         let size = ring.count
         let start = (blockStart + blockCount) % size
-        ring.withUnsafeMutableBufferPointer { buffer in
-            for index in 0..<played.count { buffer[(start + index) % size] = played[index] }
+        if let source = played.baseAddress {
+            ring.withUnsafeMutableBufferPointer { buffer in
+                // At most two runs: to the end of the ring, then from its start.
+                let first = min(played.count, size - start)
+                (buffer.baseAddress! + start).update(from: source, count: first)
+                if first < played.count { buffer.baseAddress!.update(from: source + first, count: played.count - first) }
+            }
         }
         blockStart = start
         blockCount = played.count
@@ -38,8 +43,11 @@ public struct ReferenceDelayLine: PlayedSignal {
         let size = ring.count
         var read = (blockStart - delay) % size
         if read < 0 { read += size }
+        guard let target = output.baseAddress else { return }
         ring.withUnsafeBufferPointer { buffer in
-            for index in 0..<output.count { output[index] = buffer[(read + index) % size] }
+            let first = min(output.count, size - read)
+            target.update(from: buffer.baseAddress! + read, count: first)
+            if first < output.count { (target + first).update(from: buffer.baseAddress!, count: output.count - first) }
         }
     }
 }

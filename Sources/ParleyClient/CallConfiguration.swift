@@ -1,4 +1,5 @@
 import NIOCore
+import ParleyBasics
 import ParleyAudio
 import ParleyDevices
 import ParleyE2EE
@@ -88,7 +89,7 @@ public struct CallConfiguration: Sendable {
     }
 
     /// "host:port", with brackets around an IPv6 address.
-    public var relay: String { relayHost.contains(":") ? "[\(relayHost)]:\(relayPort)" : "\(relayHost):\(relayPort)" }
+    public var relay: String { HostPortText.format(host: relayHost, port: relayPort) }
 
     /// Whether the echo canceller runs, once `auto` is resolved.
     public var cancelsEcho: Bool {

@@ -123,7 +123,7 @@ public final class CallSession: @unchecked Sendable {
         var processor: OutgoingProcessor?
         if configuration.cancelsEcho || configuration.denoise {
             var processing = OutgoingProcessor.Configuration()
-            processing.echoCanceller.cancelEcho = configuration.cancelsEcho
+            processing.echoCanceller = .forUse(cancellingEcho: configuration.cancelsEcho)
             processing.echoCanceller.denoise = configuration.denoise
             do {
                 processor = try OutgoingProcessor(processing)

@@ -62,9 +62,12 @@ final class CapturePipeline {
         let period = Self.periodSamples
         let frameSamples = encoder.frameSamples
         var capture = [Float](repeating: 0, count: period)
-        var frame = [Float](repeating: 0, count: frameSamples)
+        let step = processor?.frameSamples ?? frameSamples
+        precondition(frameSamples % step == 0, "the outgoing processor cleans whole parts of the encoder's frames")
+        precondition(frameSamples % period == 0, "an encoder frame is a whole number of capture periods")
+        var captured = [Float](repeating: 0, count: frameSamples)  // the frame's raw capture, a period at a time
+        var cleaned = [Float](repeating: 0, count: frameSamples)
         var filled = 0
-        var voiceInFrame = false
         var packet = [UInt8](repeating: 0, count: RTPPacketizer.maximumPacketSize)
         var encoded = [UInt8](repeating: 0, count: VoiceEncoder.maximumPayloadSize)
         var captureIndex = 0
@@ -106,31 +109,41 @@ final class CapturePipeline {
                 do { try raw?.append(UnsafeBufferPointer(rebasing: buffer[0..<count])) } catch { throw .cannotWriteOutput("--record-raw: \(error)") }
             }
 
-            // Clean the period into its place in the frame.
-            let voice: Bool = frame.withUnsafeMutableBufferPointer { frameBuffer in
-                let destination = UnsafeMutableBufferPointer(rebasing: frameBuffer[filled..<filled + period])
-                return capture.withUnsafeBufferPointer { captureBuffer in
-                    guard let processor else {
-                        for index in 0..<period { destination[index] = captureBuffer[index] }
-                        return Self.rms(captureBuffer) > 0.003
-                    }
-                    let played = tap.frame(captureIndex: captureIndex, count: period)
-                    return processor.process(capture: captureBuffer, played: played, into: destination)
+            // Collect the frame's raw capture; the processor cleans it when it is whole (the
+            // echo canceller works on the encoder's 20 ms, so waiting for it adds no delay).
+            captured.withUnsafeMutableBufferPointer { capturedBuffer in
+                capture.withUnsafeBufferPointer { captureBuffer in
+                    (capturedBuffer.baseAddress! + filled).update(from: captureBuffer.baseAddress!, count: period)
                 }
             }
             captureIndex += period
-            voiceInFrame = voiceInFrame || voice
-            try frame.withUnsafeBufferPointer { buffer throws(CallError) in
-                do { try sent?.append(UnsafeBufferPointer(rebasing: buffer[filled..<filled + period])) } catch { throw .cannotWriteOutput("--record-sent: \(error)") }
-            }
             filled += period
             shared.update { $0.capturedSamples = captureIndex }
             guard filled == frameSamples else { continue }
             filled = 0
+            let frameStart = captureIndex - frameSamples
+            let voice: Bool = cleaned.withUnsafeMutableBufferPointer { cleanedBuffer in
+                captured.withUnsafeBufferPointer { rawBuffer in
+                    guard let processor else {
+                        cleanedBuffer.baseAddress!.update(from: rawBuffer.baseAddress!, count: frameSamples)
+                        return Self.rms(rawBuffer) > 0.003
+                    }
+                    var voice = false
+                    for part in stride(from: 0, to: frameSamples, by: step) {
+                        let played = tap.frame(captureIndex: frameStart + part, count: step)
+                        voice = processor.process(
+                            capture: UnsafeBufferPointer(rebasing: rawBuffer[part..<part + step]), played: played,
+                            into: UnsafeMutableBufferPointer(rebasing: cleanedBuffer[part..<part + step])) || voice
+                    }
+                    return voice
+                }
+            }
+            try cleaned.withUnsafeBufferPointer { buffer throws(CallError) in
+                do { try sent?.append(buffer) } catch { throw .cannotWriteOutput("--record-sent: \(error)") }
+            }
             try encodeAndSend(
-                frame: frame, voice: voiceInFrame, capturedAt: frameCapturedAt, startSample: captureIndex - frameSamples,
+                frame: cleaned, voice: voice, capturedAt: frameCapturedAt, startSample: frameStart,
                 encoded: &encoded, packet: &packet)
-            voiceInFrame = false
         }
     }
 

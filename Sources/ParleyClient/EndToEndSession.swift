@@ -265,7 +265,8 @@ final class EndToEndSession {
         }
         let ourCount = views.last?.count ?? 0
         for (person, difference) in differing where now &- difference.since >= Self.viewGraceNanoseconds {
-            if views.last?.digest == difference.digest {
+            // Our roster caught up with theirs meanwhile (and may have moved on since).
+            if views.contains(where: { $0.digest == difference.digest }) {
                 differing.removeValue(forKey: person)
                 continue
             }

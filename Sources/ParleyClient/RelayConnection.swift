@@ -215,19 +215,9 @@ final class RelayConnection: @unchecked Sendable {
 
     /// "HOST:PORT" or "[v6]:PORT" as a socket address; nil if it names nothing.
     static func resolve(_ text: String) -> SocketAddress? {
-        let host: Substring, port: Substring
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
-            host = text[text.index(after: text.startIndex)..<close]
-            port = text[close...].dropFirst(2)
-        } else if let colon = text.lastIndex(of: ":") {
-            host = text[..<colon]
-            port = text[text.index(after: colon)...]
-        } else {
-            return nil
-        }
-        guard let number = Int(port), (1...65_535).contains(number) else { return nil }
-        return (try? SocketAddress(ipAddress: String(host), port: number))
-            ?? (try? SocketAddress.makeAddressResolvingHost(String(host), port: number))
+        guard let parts = try? HostPortText(parsing: text), let port = parts.port, port >= 1 else { return nil }
+        let host = String(parts.host)
+        return (try? SocketAddress(ipAddress: host, port: port)) ?? (try? SocketAddress.makeAddressResolvingHost(host, port: port))
     }
 
     private func reschedule(now: UInt64) {

@@ -9,6 +9,9 @@
 ///   newcomer cannot derive the generation before, so it opens nothing said before it came.
 ///   An epoch out of generations starts a fresh one instead, used after the delay.
 ///
+/// - **Someone came back** (the same person and identity key in a new session: a client that
+///   restarted, and so holds no key): given the keys in use again, nothing changes for the rest.
+///
 /// Every change sends every member a package, not only the newcomer: each package also
 /// carries the sender's view of the room, which is how the others notice a member the relay
 /// shows to some of them only (``RoomView``).
@@ -38,7 +41,8 @@ public struct MediaKeySchedule {
     public private(set) var current: MediaKey
     /// A fresh epoch on its way to the members, and when it takes over.
     public private(set) var pending: (key: MediaKey, switchAt: UInt64)?
-    private var holders: Set<RoomView.Member> = []
+    /// Who holds our keys, and the SSRC of the session that got them.
+    private var holders: [RoomView.Member: UInt32] = [:]
     private var nextEpoch: UInt64
 
     /// Between sealing a fresh key to the members and using it: time for the packages to
@@ -56,15 +60,19 @@ public struct MediaKeySchedule {
     /// packages to seal and send. A departure wins over a join made at the same time.
     public mutating func recipientsChanged(to recipients: [Recipient], now: UInt64) -> [Delivery] {
         let people = Set(recipients.map(\.person))
-        let departed = !holders.subtracting(people).isEmpty
-        let joined = !people.subtracting(holders).isEmpty
-        holders = people
+        let departed = !Set(holders.keys).subtracting(people).isEmpty
+        let joined = !people.subtracting(holders.keys).isEmpty
+        let returned = recipients.filter { recipient in holders[recipient.person].map { $0 != recipient.ssrc } ?? false }
+        holders = Dictionary(recipients.map { ($0.person, $0.ssrc) }, uniquingKeysWith: { $1 })
         if departed {
             let fresh = takeFreshKey()
             pending = (fresh, now &+ Self.switchDelayNanoseconds)
             return recipients.map { Delivery(recipient: $0, key: fresh) }
         }
-        guard joined else { return [] }
+        guard joined else {
+            // A new session of someone who had our keys: the keys in use again, to it alone.
+            return returned.flatMap { person in ([current] + (pending.map { [$0.key] } ?? [])).map { Delivery(recipient: person, key: $0) } }
+        }
         if let waiting = pending {
             // The newcomer is given the epoch about to take over, one generation on.
             let next = waiting.key.ratcheted() ?? takeFreshKey()

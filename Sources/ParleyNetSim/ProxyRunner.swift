@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import ParleyBasics
 
 /// An ``ImpairmentProxy`` run as a program runs it: addresses written `HOST:PORT`, its own
 /// event loop thread, and calls that block, so a command line needs no event loop of its
@@ -16,35 +17,29 @@ public final class ProxyRunner: Sendable {
         /// Reads `HOST:PORT`; `flag` names the flag in errors; port 0 (any free port) only
         /// where `allowsAnyPort`.
         public init(parsing text: String, flag: String, allowsAnyPort: Bool = false) throws(ImpairmentOptionError) {
-            let host: Substring
-            let port: Substring
-            if text.hasPrefix("[") {
-                guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
-                    throw ImpairmentOptionError("\(flag) \(text): write an IPv6 address in brackets with a port, like [::1]:7000")
-                }
-                host = text[text.index(after: text.startIndex)..<close]
-                port = text[text.index(close, offsetBy: 2)...]
-            } else {
-                guard let colon = text.lastIndex(of: ":"), !text[..<colon].contains(":") else {
-                    throw ImpairmentOptionError("\(flag) \(text): give a host and a port, like 127.0.0.1:7000")
-                }
-                host = text[..<colon]
-                port = text[text.index(after: colon)...]
+            let lowest = allowsAnyPort ? 0 : 1
+            let badPort = ImpairmentOptionError(
+                "\(flag) \(text): the port must be a number from \(lowest) to 65535" + (allowsAnyPort ? " (0 lets the system choose)" : ""))
+            let parts: HostPortText
+            do {
+                parts = try HostPortText(parsing: text)
+            } catch .badPort {
+                throw badPort
+            } catch {
+                throw ImpairmentOptionError("\(flag) \(text): write an IPv6 address in brackets with a port, like [::1]:7000")
             }
-            guard !host.isEmpty else {
+            guard let port = parts.port else {
+                throw ImpairmentOptionError("\(flag) \(text): give a host and a port, like 127.0.0.1:7000")
+            }
+            guard !parts.host.isEmpty else {
                 throw ImpairmentOptionError("\(flag) \(text): the host is missing; give one, like 127.0.0.1:\(port)")
             }
-            let lowest = allowsAnyPort ? 0 : 1
-            guard let number = Int(port), (lowest...65_535).contains(number) else {
-                throw ImpairmentOptionError(
-                    "\(flag) \(text): the port must be a number from \(lowest) to 65535"
-                        + (allowsAnyPort ? " (0 lets the system choose)" : ""))
-            }
-            self.host = String(host)
-            self.port = number
+            guard port >= lowest else { throw badPort }
+            self.host = String(parts.host)
+            self.port = port
         }
 
-        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+        public var description: String { HostPortText.format(host: host, port: port) }
 
         func resolved(flag: String) throws(ImpairmentOptionError) -> SocketAddress {
             do {

@@ -134,7 +134,7 @@ public struct AccessToken: Sendable, Hashable {
         }
         return AccessToken(identity: claims.sub, room: claims.room, issuedAt: issued, expiresAt: expires,
                            notBefore: notBefore, canPublish: claims.pub ?? true, isModerator: claims.mod ?? false,
-                           region: claims.region.flatMap { ClusterSettings.problem(withRegion: $0) == nil ? $0 : nil },
+                           region: claims.region.flatMap { ParleyNames.problem(withRegion: $0) == nil ? $0 : nil },
                            endToEndEncrypted: claims.e2ee ?? false)
     }
 

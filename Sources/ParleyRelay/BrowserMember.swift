@@ -2,68 +2,57 @@ import ParleyWebRTC
 import ParleyWire
 import Synchronization
 
-/// A person in a browser, from the offer it posted to the end of its call: the signalling's
-/// side of a browser member, shared by the web server (its WebSocket) and the relay loop
-/// whose socket receives its media.
+/// A person in a browser, from the offer its page posted to the end of its call: the
+/// signalling's side of a browser member, shared by the web port (any thread) and the loop
+/// whose socket receives its media (which makes its ``BrowserLeg``).
 ///
-/// Made by ``Relay/acceptBrowserOffer(_:)`` once the token verified and the offer was read;
-/// no DTLS state exists yet. The loop makes the member's ``Session`` (a member like any
-/// other, whose transport is ``BrowserTransport``) when a DTLS ClientHello arrives from an
-/// address that already passed an authentic ICE check for this member's credentials.
+/// Made by ``Relay/acceptBrowserOffer(_:token:candidateHost:)`` once the token verified and the
+/// offer was read; no DTLS state exists until an authentic ICE check and then a ClientHello
+/// arrive from the browser.
 ///
-/// What the relay tells the member (joined, rosters, texts, moderation answers, sealed media
-/// keys, goodbye) arrives here as Parley control messages and goes to the page over its
-/// WebSocket (``attach(_:)``), in order; what the page says goes to the loop as the same
-/// control messages a `parley` client sends (``submit(_:)``). The WebSocket is reliable, so
-/// the relay's reliable messages are acknowledged as soon as they are handed over.
+/// What the relay tells the member (joined, rosters, texts, moderation answers, goodbye)
+/// arrives here as the same control messages a `parley` client gets, through its transport
+/// (``BrowserTransport/seal(_:into:nowNanoseconds:)``), and waits as ``BrowserPageEvent``s
+/// until the page asks for them (``events(after:)``). The page's requests (its muted state,
+/// leave) go to the loop as the control messages a `parley` client sends (``submit(_:)``).
+/// The page's signalling is reliable (HTTP), so the relay's reliable messages count as
+/// acknowledged once they are here; their sequence numbers wait for the loop's tick
+/// (``takeAcknowledgements()``).
 public final class BrowserMember: Sendable {
-    /// Names the member in the signalling's URLs (the WebSocket's, the WHIP resource's): 128
-    /// random bits, known only to whoever posted the offer.
+    /// Names the member in the signalling's URLs: 128 random bits, known only to whoever
+    /// posted the offer.
     public let id: String
     public let identity: String
     public let room: String
     /// The SSRC the browser's microphone sends with (from its offer).
-    public let ssrc: UInt32
-    public let canPublish: Bool
-    public let isModerator: Bool
-    public let isEndToEndEncrypted: Bool
-    /// What the page takes part in (its roster entry says so to the others).
+    let ssrc: UInt32
+    let canPublish: Bool
+    let isModerator: Bool
     let capabilities: ControlMessage.Capabilities
-    /// The browser's identity key, in an end-to-end encrypted room.
-    let identityKey: [UInt8]
     let token: String
-    /// The relay's ICE credentials for this member, and the responder that checks them.
     let iceUsernameFragment: String
     let responder: ICELiteResponder
     let transport: WebRTCAnswer.Transport
-    let firstOffer: WebRTCOffer
+    let offer: WebRTCOffer
     let allowRED: Bool
     let createdNanoseconds: UInt64
 
-    /// What a page is told.
-    public enum Event: Sendable {
-        /// A control message from the relay: joined, roster, text, error, goodbye, moderation
-        /// reply, media keys, pong.
-        case control(ControlMessage)
-        /// DTLS is up: media flows both ways.
-        case connected
-        /// The relay will not have the member, or it is gone: why, in words.
-        case ended(String)
-    }
-
     private struct State {
-        var sink: (@Sendable (Event) -> Void)?
-        /// Events before the page's WebSocket attached (at most ``maximumQueuedEvents``).
-        var queued: [Event] = []
+        var events: [BrowserPageEvent] = []
+        /// The index of `events[0]` among all events the member was given.
+        var firstIndex = 0
+        var roster = RosterAssembler()
         var isEnded = false
-        /// Where the member's session lives, once made.
+        var leg: BrowserLeg?
         var loop: (any BrowserLoop)?
-        var session: Session?
-        /// Addresses an authentic ICE check came from: a DTLS ClientHello from one of these may
-        /// make the session (a browser checks a few candidate pairs).
+        /// Addresses an authentic ICE check came from: a DTLS ClientHello from one of these
+        /// may make the leg (a browser checks a few candidate pairs).
         var checkedAddresses: [PeerAddress] = []
-        var answerVersion: UInt64 = 1
+        /// Reliable messages handed over, for the loop to count as acknowledged.
+        var acknowledgements: [UInt32] = []
+        var delivered = RecentSequenceSet()
         var nextSequence: UInt32 = 1
+        var stateRevision: UInt32 = 0
     }
 
     private let state = Mutex(State())
@@ -71,110 +60,122 @@ public final class BrowserMember: Sendable {
     static let maximumQueuedEvents = 256
     static let maximumCheckedAddresses = 8
 
-    init(id: String, token: AccessToken, tokenText: String, ssrc: UInt32, isEndToEndEncrypted: Bool, capabilities: ControlMessage.Capabilities,
-         identityKey: [UInt8], offer: WebRTCOffer, transport: WebRTCAnswer.Transport, allowRED: Bool, nowNanoseconds: UInt64) {
+    init(id: String, token: AccessToken, tokenText: String, offer: WebRTCOffer, ssrc: UInt32, transport: WebRTCAnswer.Transport,
+         allowRED: Bool, nowNanoseconds: UInt64) {
         self.id = id
         identity = token.identity
         room = token.room
         self.ssrc = ssrc
         canPublish = token.canPublish
         isModerator = token.isModerator
-        self.isEndToEndEncrypted = isEndToEndEncrypted
-        self.capabilities = capabilities
-        self.identityKey = identityKey
+        capabilities = allowRED ? [.redundantAudio] : []
         self.token = tokenText
         iceUsernameFragment = transport.iceUsernameFragment
         responder = ICELiteResponder(localUsernameFragment: transport.iceUsernameFragment, localPassword: transport.icePassword,
                                      remoteUsernameFragment: offer.iceUsernameFragment)
         self.transport = transport
-        firstOffer = offer
+        self.offer = offer
         self.allowRED = allowRED
         createdNanoseconds = nowNanoseconds
     }
 
     // MARK: The page's side
 
-    /// The answer to the first offer.
+    /// The SDP answer to the page's offer. The section the browser sends on also receives, with
+    /// no SSRC named: the room's voices arrive on it as the browser's unsignalled streams.
     public var answer: String {
-        WebRTCAnswer.answer(firstOffer, transport: transport, version: 1, outgoing: [:], allowRED: allowRED).text
+        WebRTCAnswer.answer(offer, transport: transport, version: 1, outgoing: [:], allowRED: allowRED, receivesUnsignalled: true).text
     }
 
-    /// The page's WebSocket opened: it gets what was queued, then every event as it comes.
-    /// A second attach replaces the first.
-    public func attach(_ sink: @escaping @Sendable (Event) -> Void) {
-        let queued = state.withLock { state -> [Event] in
-            state.sink = sink
-            defer { state.queued = [] }
-            return state.queued
+    /// The events from index `after` on, and the index to ask from next time. Events older
+    /// than the queue keeps are gone; the roster is always the latest.
+    public func events(after index: Int) -> (events: [BrowserPageEvent], next: Int) {
+        state.withLock { state in
+            let start = max(index, state.firstIndex) - state.firstIndex
+            let next = state.firstIndex + state.events.count
+            guard start < state.events.count else { return ([], next) }
+            return (Array(state.events[start...]), next)
         }
-        for event in queued { sink(event) }
     }
 
-    /// The page's WebSocket closed: the member leaves.
-    public func detach() {
-        let (loop, session) = state.withLock { state -> ((any BrowserLoop)?, Session?) in
-            state.sink = nil
-            return (state.loop, state.session)
-        }
-        if let loop, let session { loop.browserLeft(session) } else { end("the page closed before its call was set up") }
-    }
+    /// Whether the call is over (the last event says why).
+    public var isEnded: Bool { state.withLock { $0.isEnded } }
 
-    /// A control message from the page (state, text, moderation, media keys, leave, ping),
-    /// handed to the member's loop as a `parley` client's would be. Before the session exists
-    /// there is nothing to tell, and it is dropped.
-    public func submit(_ body: ControlMessage.Body) {
-        let target = state.withLock { state -> ((any BrowserLoop)?, Session?, UInt32) in
+    /// What the page says, as a `parley` client's control message would: its muted/deafened
+    /// state, a text, or leaving. Before its leg exists there is no one to tell: false.
+    @discardableResult
+    public func submit(_ body: ControlMessage.Body) -> Bool {
+        let target = state.withLock { state -> (BrowserLeg, any BrowserLoop, UInt32)? in
+            guard let leg = state.leg, let loop = state.loop, !state.isEnded else { return nil }
             defer { state.nextSequence &+= 1 }
-            return (state.loop, state.session, state.nextSequence)
+            return (leg, loop, state.nextSequence)
         }
-        guard let loop = target.0, let session = target.1 else { return }
-        loop.browserControl(ControlMessage(sequence: target.2, isReliable: true, body: body), from: session)
-    }
-
-    /// Answers the page's offer again: the same transport, with each section it receives on
-    /// carrying the SSRC it asks for. Sections it adds to hear members who join.
-    public func renegotiate(offer text: String, outgoing: [String: UInt32]) -> Result<String, WebRTCOfferError> {
-        let description: SessionDescription
-        do {
-            description = try SessionDescription(parsing: text)
-        } catch {
-            return .failure(.unreadable(error.description))
-        }
-        let offer: WebRTCOffer
-        do throws(WebRTCOfferError) {
-            offer = try WebRTCOffer(description)
-        } catch {
-            return .failure(error)
-        }
-        guard offer.iceUsernameFragment == firstOffer.iceUsernameFragment, offer.fingerprint == firstOffer.fingerprint else {
-            return .failure(.unreadable("an offer to renegotiate must keep the browser's ICE credentials and certificate"))
-        }
-        let version = state.withLock { state -> UInt64 in
-            state.answerVersion += 1
-            return state.answerVersion
-        }
-        return .success(WebRTCAnswer.answer(offer, transport: transport, version: version, outgoing: outgoing, allowRED: allowRED).text)
+        guard let target else { return false }
+        target.1.pageSaid(ControlMessage(sequence: target.2, isReliable: true, body: body), leg: target.0)
+        return true
     }
 
     // MARK: The relay's side
 
-    /// Hands `event` to the page, or keeps it until the page attaches.
-    func deliver(_ event: Event) {
-        let sink = state.withLock { state -> (@Sendable (Event) -> Void)? in
-            guard !state.isEnded else { return nil }
-            if case .ended = event { state.isEnded = true }
-            if state.sink == nil, state.queued.count < Self.maximumQueuedEvents { state.queued.append(event) }
-            return state.sink
+    /// A control message the relay sent the member (from its transport, on whichever loop sent it).
+    func deliver(controlBytes: UnsafeRawBufferPointer) {
+        guard let message = try? ControlMessage(parsing: controlBytes) else { return }
+        let event: BrowserPageEvent?
+        let isNew = state.withLock { state -> Bool in
+            if message.isReliable {
+                state.acknowledgements.append(message.sequence)
+                return state.delivered.insert(message.sequence)
+            }
+            return true
         }
-        sink?(event)
+        guard isNew else { return }
+        switch message.body {
+        case let .joined(joined):
+            event = BrowserPageEvent(kind: "joined", identity: joined.identity, room: joined.room)
+        case let .roster(page):
+            let members = state.withLock { $0.roster.add(page) }
+            guard let members else { return }
+            event = BrowserPageEvent(kind: "roster", roster: members.map {
+                BrowserPageEvent.RosterEntry(identity: $0.identity, ssrc: $0.ssrc, state: $0.state.summary, serverMuted: $0.isServerMuted)
+            })
+        case let .text(text):
+            event = BrowserPageEvent(kind: "text", identity: text.sender, text: text.text)
+        case let .error(error):
+            event = BrowserPageEvent(kind: "error", text: error.message)
+        case let .moderationReply(reply):
+            event = BrowserPageEvent(kind: "notice", text: reply.message)
+        case let .goodbye(goodbye):
+            event = BrowserPageEvent(kind: "ended", text: goodbye.message.isEmpty ? "the relay ended the call" : goodbye.message)
+        default:
+            event = nil
+        }
+        if let event { append(event) }
     }
 
-    /// The member will not be (or is no longer) in a call: the page is told why, once.
+    func append(_ event: BrowserPageEvent) {
+        state.withLock { state in
+            guard !state.isEnded else { return }
+            if event.kind == "ended" { state.isEnded = true }
+            state.events.append(event)
+            if state.events.count > Self.maximumQueuedEvents {
+                state.events.removeFirst()
+                state.firstIndex += 1
+            }
+        }
+    }
+
+    /// The call will not be (or is no longer): the page is told why, once.
     func end(_ reason: String) {
-        deliver(.ended(reason))
+        append(BrowserPageEvent(kind: "ended", text: reason))
     }
 
-    var isEnded: Bool { state.withLock { $0.isEnded } }
+    /// Sequence numbers of reliable messages handed to the page since the last call.
+    func takeAcknowledgements() -> [UInt32] {
+        state.withLock { state in
+            defer { state.acknowledgements = [] }
+            return state.acknowledgements
+        }
+    }
 
     /// An authentic ICE check came from `peer`.
     func noteCheck(from peer: PeerAddress) {
@@ -186,23 +187,66 @@ public final class BrowserMember: Sendable {
 
     func wasChecked(from peer: PeerAddress) -> Bool { state.withLock { $0.checkedAddresses.contains(peer) } }
 
-    /// The loop made the member's session; false if it already has one (a second ClientHello
-    /// from another of its addresses).
-    func bind(_ session: Session, loop: any BrowserLoop) -> Bool {
+    /// The loop made the member's leg; false if it already has one (a second ClientHello from
+    /// another of its addresses) or the call is over.
+    func bind(_ leg: BrowserLeg, loop: any BrowserLoop) -> Bool {
         state.withLock { state in
-            guard state.session == nil, !state.isEnded else { return false }
-            state.session = session
+            guard state.leg == nil, !state.isEnded else { return false }
+            state.leg = leg
             state.loop = loop
             return true
         }
     }
 
-    var hasSession: Bool { state.withLock { $0.session != nil } }
+    var hasLeg: Bool { state.withLock { $0.leg != nil } }
+
+    /// The page's mute button (and deafen): the room's rosters show it, as a `parley` member's.
+    @discardableResult
+    public func setState(muted: Bool, deafened: Bool) -> Bool {
+        let revision = state.withLock { state -> UInt32 in
+            state.stateRevision &+= 1
+            return state.stateRevision
+        }
+        var memberState: ControlMessage.MemberState = []
+        if muted { memberState.insert(.muted) }
+        if deafened { memberState.insert(.deafened) }
+        return submit(.memberState(ControlMessage.MemberStateUpdate(revision: revision, state: memberState)))
+    }
+
+    /// The page closed the call (its DELETE, as WHIP ends a session).
+    public func leave() {
+        if !submit(.leave(ControlMessage.Leave())) { end("you left the call") }
+    }
 }
 
-/// What a browser member's page and signalling ask of the loop its session lives on, from
-/// any thread; each is carried out later on that loop.
+/// What the page is told, as JSON.
+public struct BrowserPageEvent: Sendable, Hashable, Encodable {
+    public struct RosterEntry: Sendable, Hashable, Encodable {
+        public var identity: String
+        public var ssrc: UInt32
+        /// "live", "muted" or "deafened".
+        public var state: String
+        public var serverMuted: Bool
+    }
+
+    /// "joined", "connected", "roster", "text", "error", "notice" or "ended".
+    public var kind: String
+    public var identity: String?
+    public var room: String?
+    public var text: String?
+    public var roster: [RosterEntry]?
+
+    init(kind: String, identity: String? = nil, room: String? = nil, text: String? = nil, roster: [RosterEntry]? = nil) {
+        self.kind = kind
+        self.identity = identity
+        self.room = room
+        self.text = text
+        self.roster = roster
+    }
+}
+
+/// What a browser member's page asks of the loop its leg lives on, from any thread; carried
+/// out later on that loop.
 protocol BrowserLoop: AnyObject, Sendable {
-    func browserControl(_ message: ControlMessage, from session: Session)
-    func browserLeft(_ session: Session)
+    func pageSaid(_ message: ControlMessage, leg: BrowserLeg)
 }

@@ -1,10 +1,10 @@
-import ParleyBasics
+import ParleyWebRTC
 import Synchronization
 
-/// The browser members the relay answered an offer for, shared by the web server and the
+/// The browser members the relay answered an offer for, shared by the web port and the
 /// loops: found by the relay's ICE ufrag (what a browser's check names), by the addresses
 /// their authentic checks came from (what a DTLS ClientHello is matched by), and by id (what
-/// the page's WebSocket names).
+/// the page's signalling names).
 ///
 /// Its lock is taken by the signalling, and by a loop only for a stranger's STUN or DTLS
 /// datagram, never for a member's media. Offers are bounded: at most ``maximumPending``
@@ -23,19 +23,19 @@ final class BrowserOffers: Sendable {
     static let maximumPendingPerIdentity = 8
     static let pendingLifetimeNanoseconds: UInt64 = 30_000_000_000
 
-    enum Refusal: Error { case tooMany(String) }
-
-    /// Keeps a new member until its call ends; refuses when too many offers wait.
-    func register(_ member: BrowserMember, now: UInt64) throws(Refusal) {
-        try table.withLock { table throws(Refusal) in
+    /// Keeps a new member until its call ends; refuses (with words for the person) when too
+    /// many offers wait.
+    func register(_ member: BrowserMember, now: UInt64) -> String? {
+        table.withLock { table in
             Self.expire(&table, now: now)
-            let pending = table.byID.values.filter { !$0.hasSession }
-            guard pending.count < Self.maximumPending else { throw .tooMany("the relay has too many browsers setting up calls; try again in a minute") }
+            let pending = table.byID.values.filter { !$0.hasLeg }
+            guard pending.count < Self.maximumPending else { return "the relay has too many browsers setting up calls; try again in a minute" }
             guard pending.filter({ $0.identity == member.identity }).count < Self.maximumPendingPerIdentity else {
-                throw .tooMany("\(member.identity) has too many calls being set up; close other tabs, or wait 30 s")
+                return "\(member.identity) has too many calls being set up; close other tabs, or wait 30 s"
             }
             table.byID[member.id] = member
             table.byUsernameFragment[member.iceUsernameFragment] = member
+            return nil
         }
     }
 
@@ -43,7 +43,7 @@ final class BrowserOffers: Sendable {
         table.withLock { $0.byUsernameFragment[String(usernameFragment)] }
     }
 
-    public func member(id: String) -> BrowserMember? {
+    func member(id: String) -> BrowserMember? {
         table.withLock { $0.byID[id] }
     }
 
@@ -56,10 +56,10 @@ final class BrowserOffers: Sendable {
         }
     }
 
-    /// The member whose authentic check came from `peer`, if its session is not made yet.
+    /// The member whose authentic check came from `peer`, if its leg is not made yet.
     func member(checkedFrom peer: PeerAddress) -> BrowserMember? {
         table.withLock { table in
-            guard let member = table.byCheckedAddress[peer], !member.hasSession, !member.isEnded else { return nil }
+            guard let member = table.byCheckedAddress[peer], !member.hasLeg, !member.isEnded else { return nil }
             return member
         }
     }
@@ -80,7 +80,7 @@ final class BrowserOffers: Sendable {
     }
 
     private static func expire(_ table: inout Table, now: UInt64) {
-        for member in table.byID.values where !member.hasSession && now &- member.createdNanoseconds > pendingLifetimeNanoseconds {
+        for member in table.byID.values where !member.hasLeg && now &- member.createdNanoseconds > pendingLifetimeNanoseconds {
             member.end("the browser never reached the relay's UDP port: a firewall may block UDP to it (ask whoever runs the relay which port to open)")
             table.byID[member.id] = nil
             table.byUsernameFragment[member.iceUsernameFragment] = nil
@@ -89,4 +89,11 @@ final class BrowserOffers: Sendable {
     }
 
     var count: Int { table.withLock { $0.byID.count } }
+}
+
+/// What a relay that takes browser members shares between its loops: the offers it answered
+/// and its DTLS certificate.
+struct BrowserEdge: Sendable {
+    let offers: BrowserOffers
+    let dtls: DTLSContext
 }

@@ -1,4 +1,5 @@
 import NIOCore
+import ParleyBasics
 
 /// "host:port" as given by a person: an IPv4 address, `[IPv6]`, `localhost` or `*`.
 public struct HostAndPort: Sendable, Hashable, CustomStringConvertible {
@@ -12,24 +13,19 @@ public struct HostAndPort: Sendable, Hashable, CustomStringConvertible {
 
     public init(parsing text: String) throws(ConfigurationError) {
         let example = "write HOST:PORT, e.g. 0.0.0.0:7800, [::]:7800 or 127.0.0.1:9800"
-        var host: Substring
-        let portText: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
-                throw ConfigurationError("is \"\(text)\"; \(example)")
-            }
-            host = text[text.index(after: text.startIndex)..<close]
-            portText = text[text.index(close, offsetBy: 2)...]
-        } else {
-            guard let colon = text.lastIndex(of: ":") else { throw ConfigurationError("is \"\(text)\" with no port; \(example)") }
-            host = text[..<colon]
-            portText = text[text.index(after: colon)...]
-            guard !host.contains(":") else { throw ConfigurationError("is \"\(text)\"; put an IPv6 address in brackets, e.g. [::]:7800") }
-        }
-        if host.isEmpty || host == "*" { host = "0.0.0.0" }
-        guard let port = Int(portText), (0...65_535).contains(port) else {
+        let parts: HostPortText
+        do {
+            parts = try HostPortText(parsing: text)
+        } catch .unbracketedIPv6 {
+            throw ConfigurationError("is \"\(text)\"; put an IPv6 address in brackets, e.g. [::]:7800")
+        } catch .badPort {
             throw ConfigurationError("is \"\(text)\"; the port must be a number from 1 to 65535")
+        } catch {
+            throw ConfigurationError("is \"\(text)\"; \(example)")
         }
+        guard let port = parts.port else { throw ConfigurationError("is \"\(text)\" with no port; \(example)") }
+        var host = parts.host
+        if host.isEmpty || host == "*" { host = "0.0.0.0" }
         let hostText = host == "localhost" ? "127.0.0.1" : String(host)
         guard (try? SocketAddress(ipAddress: hostText, port: port)) != nil else {
             throw ConfigurationError("is \"\(text)\"; \"\(host)\" is not an IP address of this machine's form (use 0.0.0.0 for all interfaces)")
@@ -41,5 +37,5 @@ public struct HostAndPort: Sendable, Hashable, CustomStringConvertible {
         try SocketAddress(ipAddress: host, port: port)
     }
 
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    public var description: String { HostPortText.format(host: host, port: port) }
 }

@@ -2,8 +2,9 @@ import NIOCore
 import ParleyWire
 import Synchronization
 
-/// What the admin API asks of a running relay: the rooms with each member's figures (read
-/// on the member's own loop, since they live there), and moderation as the relay's operator.
+/// What the admin API (`ParleyAdmin`) asks of a running relay: the rooms with each member's
+/// figures (read on the member's own loop, since they live there), and moderation as the
+/// relay's operator.
 extension Relay {
     /// The name a member removed through the admin API is told.
     static let operatorName = "the relay's operator"
@@ -20,18 +21,18 @@ extension Relay {
         return reply
     }
 
-    /// Every room and member, with figures each loop reads from its own sessions; the future
+    /// Every room and member, with figures each loop reads from its own members' legs; the future
     /// completes on `loop`.
-    func roomsReport(on loop: any EventLoop) -> EventLoopFuture<AdminRoomsReport> {
+    public func roomsReport(on loop: any EventLoop) -> EventLoopFuture<AdminRoomsReport> {
         let listing = core.adminListing()
-        let sessions = listing.flatMap { $0.members.compactMap(\.session) }
+        let legs = listing.flatMap { $0.members.compactMap(\.leg) }
         let promise = loop.makePromise(of: [UInt64: Figures].self)
         let collected = Mutex<(figures: [UInt64: Figures], remaining: Int)>(([:], workers.count))
         for worker in workers {
-            let mine = sessions.filter { $0.workerIndex == worker.index }
+            let mine = legs.filter { $0.workerIndex == worker.index }
             worker.loop.execute {
                 let now = monotonicNanoseconds()
-                let figures = mine.map { ($0.id, Figures(session: $0, now: now)) }
+                let figures = mine.map { ($0.id, Figures(member: $0, now: now)) }
                 let done = collected.withLock { state -> [UInt64: Figures]? in
                     for (id, figure) in figures { state.figures[id] = figure }
                     state.remaining -= 1
@@ -43,10 +44,10 @@ extension Relay {
         return promise.futureResult.map { figures in
             AdminRoomsReport(rooms: listing.map { room in
                 AdminRoomsReport.Room(name: room.name, members: room.members.map { entry in
-                    let figure = entry.session.flatMap { figures[$0.id] }
+                    let figure = entry.leg.flatMap { figures[$0.id] }
                     return AdminRoomsReport.Member(
                         identity: entry.member.identity, ssrc: entry.member.ssrc, active: entry.member.isActive,
-                        moderator: entry.session?.isModerator ?? false, canPublish: entry.member.canPublish,
+                        moderator: entry.leg?.isModerator ?? false, canPublish: entry.member.canPublish,
                         serverMuted: entry.serverMuted, joinedSecondsAgo: figure?.joinedSecondsAgo ?? 0,
                         packets: figure?.packets ?? 0, lossPercent: figure?.lossPercent ?? 0, bitsPerSecond: figure?.bitsPerSecond ?? 0)
                 })
@@ -61,15 +62,15 @@ extension Relay {
         var lossPercent: Double
         var bitsPerSecond: Int
 
-        init(session: Session, now: UInt64) {
-            let age = Double(now &- session.joinedNanoseconds) / 1e9
+        init(member: MemberLeg, now: UInt64) {
+            let age = Double(now &- member.joinedNanoseconds) / 1e9
             joinedSecondsAgo = (age * 10).rounded() / 10
-            let reception = session.media.reception
+            let reception = member.stream.media.reception
             packets = reception?.received ?? 0
             let expected = reception?.expected ?? 0
             let lost = max(0, reception?.cumulativeLost ?? 0)
             lossPercent = expected > 0 ? (1_000 * Double(lost) / Double(expected)).rounded() / 10 : 0
-            bitsPerSecond = age > 0 ? Int(Double(session.media.bytesReceived) * 8 / age) : 0
+            bitsPerSecond = age > 0 ? Int(Double(member.stream.media.bytesReceived) * 8 / age) : 0
         }
     }
 }
@@ -78,7 +79,8 @@ extension RelayCore {
     struct ListedRoom {
         struct Entry {
             let member: Room.Member
-            let session: Session?
+            /// Its leg, whose figures its loop reads.
+            let leg: MemberLeg?
             let serverMuted: Bool
         }
 
@@ -91,21 +93,37 @@ extension RelayCore {
         rooms.withLock { rooms in
             rooms.directory.rooms.values.sorted { $0.name < $1.name }.map { room in
                 ListedRoom(name: room.name, members: room.members.map {
-                    ListedRoom.Entry(member: $0, session: rooms.sessions[$0.sessionID], serverMuted: room.serverMuted.contains($0.identity))
+                    ListedRoom.Entry(member: $0, leg: rooms.legs[$0.sessionID] as? MemberLeg, serverMuted: room.serverMuted.contains($0.identity))
                 })
             }
         }
     }
 }
 
-extension Relay {
-    /// An authorised admin API request, answered on `loop` (the admin server's).
-    func answer(_ route: AdminAPI.Route, on loop: any EventLoop) -> EventLoopFuture<AdminAPI.Response> {
-        switch route {
-        case .rooms:
-            return roomsReport(on: loop).map { AdminAPI.Response.json(200, $0) }
-        case let .moderate(request, room):
-            return loop.makeSucceededFuture(AdminAPI.response(to: moderate(request, in: room)))
-        }
+/// `GET /admin/rooms`: every room and its members with their figures.
+public struct AdminRoomsReport: Codable, Equatable, Sendable {
+    public struct Room: Codable, Equatable, Sendable {
+        public var name: String
+        public var members: [Member]
     }
+
+    public struct Member: Codable, Equatable, Sendable {
+        public var identity: String
+        public var ssrc: UInt32
+        /// False while the member is still joining (has not proven its address).
+        public var active: Bool
+        public var moderator: Bool
+        public var canPublish: Bool
+        public var serverMuted: Bool
+        /// Seconds since the member joined.
+        public var joinedSecondsAgo: Double
+        /// Media packets received from the member (forwarded, or dropped for the server-mute).
+        public var packets: UInt64
+        /// Of the member's packets, the share lost on the way to the relay, percent.
+        public var lossPercent: Double
+        /// The member's media bitrate received, averaged since it joined, bits per second.
+        public var bitsPerSecond: Int
+    }
+
+    public var rooms: [Room]
 }

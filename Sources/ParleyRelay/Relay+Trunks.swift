@@ -33,7 +33,7 @@ extension Relay {
         }
         let destination = DatagramAddress(address)
         let worker = workers[0]
-        worker.loop.execute { worker.beginTrunk(room: room, to: peer, destination: destination) }
+        worker.loop.execute { worker.trunks?.beginTrunk(room: room, to: peer, destination: destination) }
     }
 
     /// Closes `room`'s trunk to `peer` (telling the peer), or gives up opening it.
@@ -72,17 +72,18 @@ extension Relay {
 }
 
 extension Relay {
-    /// Follows the cluster's plan: trust every live relay of the cluster, and open the trunks
-    /// the rooms present here need (those open or opening are left alone; one that ended is
-    /// opened again at the next plan, within half a second, or after a backoff of 1–30 s when
-    /// its openings kept failing). A trunk no plan asks for any
-    /// more closes by itself once its room has no member here.
-    func follow(_ plan: ClusterMember.Cascade) {
+    /// Follows the placement's plan (``TrunkPlan``): trust every live relay of the cluster, and
+    /// open the trunks the rooms present here need (those open or opening are left alone; one
+    /// that ended is opened again at the next plan, within half a second, or after a backoff of
+    /// 1–30 s when its openings kept failing). A trunk no plan asks for any more closes by
+    /// itself once its room has no member here. An `--insecure` relay has no key to trunk with.
+    func follow(_ plan: TrunkPlan) {
         guard let trunkDirectory else { return }
-        setTrustedRelays(plan.trusted.compactMap(RelayPeer.init))
+        setTrustedRelays(plan.trusted)
         let now = MonotonicClock.now()
-        for (room, record) in plan.trunks {
-            guard let peer = RelayPeer(record), trunkDirectory.record(room: room, peerKey: peer.publicKey) == nil,
+        for trunk in plan.trunks {
+            let (room, peer) = (trunk.room, trunk.peer)
+            guard trunkDirectory.record(room: room, peerKey: peer.publicKey) == nil,
                   trunkDirectory.mayOpenAgain(room: room, peerKey: peer.publicKey, now: now) else { continue }
             do {
                 try openTrunk(room: room, to: peer)

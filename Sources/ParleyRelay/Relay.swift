@@ -1,11 +1,14 @@
 import Logging
 import NIOCore
 import NIOPosix
+import ParleyBasics
 import ParleySecurity
 import Synchronization
 
-/// A running relay: its loops (one thread and one UDP socket each, all on the same port),
-/// the admin HTTP server, and graceful shutdown.
+/// A running relay: its loops (one thread and one UDP socket each, all on the same port) and
+/// graceful shutdown. What serves it over HTTP (`ParleyAdmin`'s `AdminServer`: /metrics,
+/// /healthz, the admin API) and what places its rooms in a cluster (a ``RoomPlacement``) are
+/// put beside it by whoever starts it (`parley-relay serve`), through its public API.
 ///
 /// ```swift
 /// let relay = try Relay.start(configuration: configuration, secret: secret, logger: logger)
@@ -17,8 +20,6 @@ public final class Relay: Sendable {
     public let metrics: RelayMetrics
     /// The UDP address clients send to (with the real port when 0 was asked for).
     public let localAddress: SocketAddress
-    /// The admin server's address, when it runs.
-    public let adminAddress: SocketAddress?
 
     let core: RelayCore
     /// Token secret, handshake and replay cache, shared by the loops.
@@ -27,28 +28,28 @@ public final class Relay: Sendable {
     let workers: [RelayWorker]
     /// Trunks to other relays (`Relay+Trunks.swift`); nil on an `--insecure` relay.
     let trunkDirectory: TrunkDirectory?
-    /// This relay's membership of a cluster, when it was started with one.
-    public let cluster: ClusterMember?
-    /// The admin server's event loop, when it runs (the forwarding loops are ``RelayLoop``s
-    /// of their own).
-    private let adminGroup: MultiThreadedEventLoopGroup?
-    private let admin: AdminServer?
+    /// Where rooms live, when this relay is one of a cluster; nil on a relay on its own.
+    let placement: (any RoomPlacement)?
+    /// Browser members' offers and the DTLS certificate, shared by the loops; nil when the
+    /// relay takes no browsers.
+    let browserEdge: BrowserEdge?
     private let lifecycle = Lifecycle()
     let logger: Logger
 
     enum State { case running, shuttingDown, stopped }
 
-    /// The relay's state in a class of its own, so closures (the admin server's) can share it.
+    /// The relay's state in a class of its own, so closures can share it.
     final class Lifecycle: Sendable {
         let state = Mutex(State.running)
     }
 
-    /// Binds every socket and starts forwarding. Throws if an address cannot be bound.
+    /// Binds every socket and starts forwarding, then starts `placement` (a cluster's member),
+    /// if any. Throws if an address cannot be bound.
     public static func start(
         configuration: RelayConfiguration,
         secret: TokenSecret,
         relayKey: RelayKey? = nil,
-        adminToken: AdminToken? = nil,
+        placement: (any RoomPlacement)? = nil,
         logger: Logger,
         metrics: RelayMetrics = RelayMetrics()
     ) throws -> Relay {
@@ -59,110 +60,74 @@ public final class Relay: Sendable {
                     + "make a new secret file with `parley-relay keygen --out FILE --force` (old invites stop working), "
                     + "or run with --insecure on a trusted network only")
         }
-        return try Relay(configuration: configuration, secret: secret, relayKey: relayKey, adminToken: adminToken, logger: logger, metrics: metrics)
+        let relay = try Relay(configuration: configuration, secret: secret, relayKey: relayKey, placement: placement, logger: logger, metrics: metrics)
+        // Only once the sockets are bound: a relay the cluster sends clients to must already
+        // be listening.
+        placement?.start(PlacedRelay(
+            publicKeyText: configuration.insecure ? "" : relayKey?.publicKeyText ?? "",
+            hostedRooms: { [core = relay.core] in core.roomSummary.mapValues(\.count) },
+            follow: { [weak relay] plan in relay?.follow(plan) }))
+        return relay
     }
 
-    private init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, adminToken: AdminToken?, logger: Logger,
+    /// The rooms, the join checks and one worker per loop, each loop's socket bound to the
+    /// listening address (all on one port, SO_REUSEPORT), then the loops started.
+    private init(configuration: RelayConfiguration, secret: TokenSecret, relayKey: RelayKey?, placement: (any RoomPlacement)?, logger: Logger,
                  metrics: RelayMetrics) throws {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
-        let core = RelayCore(limits: configuration.limits, metrics: metrics)
-        let cluster = configuration.cluster.map { settings in
-            ClusterMember(settings: settings, publicKey: configuration.insecure ? "" : relayKey?.publicKeyText ?? "", metrics: metrics, logger: logger,
-                          hostedRooms: { core.roomSummary.mapValues(\.count) })
-        }
-        self.cluster = cluster
-        var joins = JoinVerifier(
-            secret: secret, handshake: configuration.insecure ? nil : relayKey.map { RelayHandshake(key: $0) },
-            replayCache: HandshakeReplayCache(capacityPerEpoch: configuration.handshakeReplayCapacity))
-        joins.cluster = cluster
-        let relaySSRC = UInt32.random(in: 1 ... .max)
+        self.placement = placement
         if configuration.insecure {
             logger.warning("running WITHOUT encryption (--insecure): anyone on the path can listen to calls and read tokens; use this on trusted networks and for tests only")
         } else if let relayKey {
             logger.info("encrypted transport on; relay public key \(relayKey.publicKeyText)")
         }
+        let core = RelayCore(limits: configuration.limits, metrics: metrics)
+        let joins = JoinVerifier(
+            secret: secret, handshake: configuration.insecure ? nil : relayKey.map { RelayHandshake(key: $0) },
+            replayCache: HandshakeReplayCache(capacityPerEpoch: configuration.handshakeReplayCapacity))
+        let trunkDirectory = configuration.insecure ? nil : relayKey.map(TrunkDirectory.init(relayKey:))
+        let relaySSRC = UInt32.random(in: 1 ... .max)
+        let browserEdge = try configuration.acceptsBrowsers ? Self.makeBrowserEdge() : nil
+        self.browserEdge = browserEdge
+        let workers = try (0..<configuration.threads).map { index in
+            RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)", logger: logger), rooms: core, joins: joins, placement: placement,
+                        relaySSRC: relaySSRC, configuration: configuration, metrics: metrics, logger: logger, trunkDirectory: trunkDirectory,
+                        browserEdge: browserEdge)
+        }
+        core.attach(loops: workers)
         self.core = core
         self.joins = joins
-        let trunkDirectory = configuration.insecure ? nil : relayKey.map(TrunkDirectory.init(relayKey:))
         self.trunkDirectory = trunkDirectory
-        let workers = try (0..<configuration.threads).map { index in
-            RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)", logger: logger), rooms: core, joins: joins,
-                        relaySSRC: relaySSRC, configuration: configuration, metrics: metrics, logger: logger, trunkDirectory: trunkDirectory)
-        }
         self.workers = workers
-        core.attach(loops: workers)
+        localAddress = try Self.bind(workers, of: core, to: configuration.listen, bufferBytes: configuration.socketBufferBytes, metrics: metrics, logger: logger)
+        logger.info("relay listening", metadata: [
+            "udp": "\(Self.describe(localAddress))",
+            "threads": "\(configuration.threads)", "max-rooms": "\(configuration.limits.maximumRooms)",
+            "max-members-per-room": "\(configuration.limits.maximumMembersPerRoom)",
+            "cluster": "\(placement == nil ? "off" : "on")",
+        ])
+    }
 
-        // The first socket picks the port (when 0 was asked for); the others join it.
-        var address = try configuration.listen.socketAddress()
+    /// Binds each worker's socket and starts its loop; the first socket picks the port (when
+    /// 0 was asked for) and the others join it. On failure every loop is stopped again.
+    private static func bind(_ workers: [RelayWorker], of core: RelayCore, to listen: HostAndPort, bufferBytes: Int, metrics: RelayMetrics, logger: Logger) throws -> SocketAddress {
+        var address = try listen.socketAddress()
         do {
             for worker in workers {
-                let descriptor = try RelaySocket.bound(to: address, bufferBytes: configuration.socketBufferBytes)
+                let descriptor = try RelaySocket.bound(to: address, bufferBytes: bufferBytes)
                 worker.attach(descriptor: descriptor)
                 if worker.index == 0 { address = try RelaySocket.localAddress(of: descriptor) }
             }
-            Self.reportBufferSizes(workers[0], requested: configuration.socketBufferBytes, metrics: metrics, logger: logger)
+            reportBufferSizes(workers[0], requested: bufferBytes, metrics: metrics, logger: logger)
             for worker in workers { try worker.start() }
+            return address
         } catch {
             for worker in workers { worker.stop() }
             core.detachLoops()
             throw error
         }
-        localAddress = address
-        // Registered only once the sockets are bound: a relay the cluster sends clients to
-        // must already be listening.
-        cluster?.start()
-
-        // The admin API's closure reaches the relay once it exists (at the end of this init).
-        let box = RelayBox()
-        if let adminAddress = configuration.admin {
-            let lifecycle = self.lifecycle
-            let adminGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-            self.adminGroup = adminGroup
-            let loop = adminGroup.next()
-            if adminToken == nil {
-                logger.notice("""
-                    the admin API is off: the secret file has no admin-token line; /metrics and /healthz still answer. \
-                    To turn it on, make a new secret file with `parley-relay keygen --out FILE --force` (old tokens stop working), \
-                    or add a line `admin-token = <32 or more random characters>` to it and restart
-                    """)
-            }
-            do {
-                admin = try AdminServer.start(
-                    address: try adminAddress.socketAddress(), group: adminGroup,
-                    metrics: { [workers, metrics, address] in Self.scrape(workers: workers, metrics: metrics, port: address.port, on: loop) },
-                    healthy: { lifecycle.state.withLock { $0 == .running } },
-                    token: adminToken,
-                    admin: { route, loop in
-                        guard let relay = box.relay else { return loop.makeSucceededFuture(.error(503, "the relay is starting")) }
-                        return relay.answer(route, on: loop)
-                    },
-                    logger: logger)
-            } catch {
-                cluster?.stop()
-                for worker in workers { worker.stop() }
-                core.detachLoops()
-                try? adminGroup.syncShutdownGracefully()
-                throw error
-            }
-            self.adminAddress = admin?.localAddress
-        } else {
-            adminGroup = nil
-            admin = nil
-            self.adminAddress = nil
-        }
-        box.set(self)
-        // A cluster member tells the relay which trunks its rooms need and whom to trust.
-        if trunkDirectory != nil {
-            cluster?.setCascadeHandler { [weak self] plan in self?.follow(plan) }
-        }
-        logger.info("relay listening", metadata: [
-            "udp": "\(Self.describe(localAddress))", "admin": "\(adminAddress.map(Self.describe) ?? "off")",
-            "threads": "\(configuration.threads)", "max-rooms": "\(configuration.limits.maximumRooms)",
-            "max-members-per-room": "\(configuration.limits.maximumMembersPerRoom)",
-            "cluster": "\(configuration.cluster.map { "\($0.endpoint) as \($0.publicAddress)" } ?? "off")",
-        ])
     }
 
     private static func reportBufferSizes(_ worker: RelayWorker, requested: Int, metrics: RelayMetrics, logger: Logger) {
@@ -182,22 +147,24 @@ public final class Relay: Sendable {
 
     /// "127.0.0.1:7800" or "[::1]:7800", for people.
     static func describe(_ address: SocketAddress) -> String {
-        let host = address.ipAddress ?? "?"
-        let port = address.port.map(String.init) ?? "?"
-        return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        HostPortText.format(host: address.ipAddress ?? "?", port: address.port)
     }
 
-    /// Every loop adds its counts (a moment's work on each), then the exposition is built on
-    /// `loop`, the admin server's, so a scrape never holds up forwarding while it formats.
-    private static func scrape(workers: [RelayWorker], metrics: RelayMetrics, port: Int?, on loop: EventLoop) -> EventLoopFuture<[UInt8]> {
+    /// The metrics in Prometheus's text format: every loop adds its counts (a moment's work on
+    /// each), then the exposition is built on `loop` (the caller's, an HTTP server's), so a
+    /// scrape never holds up forwarding while it formats. Once the relay has stopped, its last
+    /// counts.
+    public func metricsExposition(on loop: any EventLoop) -> EventLoopFuture<[UInt8]> {
         let flushed = loop.makePromise(of: Void.self)
         let remaining = Mutex(workers.count)
+        // A stopped loop runs what it is handed on the caller's thread (``RelayLoop/execute(_:)``).
         for worker in workers {
             worker.loop.execute {
                 worker.flushStatistics()
                 if remaining.withLock({ count -> Bool in count -= 1; return count == 0 }) { flushed.succeed(()) }
             }
         }
+        let (metrics, port) = (self.metrics, localAddress.port)
         return flushed.futureResult.map {
             if let port, let drops = KernelSocketDrops.count(port: port) { metrics.socketReceiveDrops.record(drops) }
             return metrics.exposition()
@@ -206,9 +173,11 @@ public final class Relay: Sendable {
 
     /// Counts added by every loop, then the exposition; for tests and tools.
     public func metricsText() throws -> String {
-        let loop = adminGroup?.next() ?? MultiThreadedEventLoopGroup.singleton.next()
-        return String(decoding: try Self.scrape(workers: workers, metrics: metrics, port: localAddress.port, on: loop).wait(), as: UTF8.self)
+        String(decoding: try metricsExposition(on: MultiThreadedEventLoopGroup.singleton.next()).wait(), as: UTF8.self)
     }
+
+    /// Whether the relay runs and takes members (false once shutdown began): `/healthz`.
+    public var isRunning: Bool { lifecycle.state.withLock { $0 == .running } }
 
     /// The loop whose socket holds the session of a client at `address`, if any.
     public func loopIndex(of address: SocketAddress) -> Int? {
@@ -235,7 +204,7 @@ public final class Relay: Sendable {
         let started = monotonicNanoseconds()
         // Leave the cluster first: its rooms are freed at once, so the members told goodbye
         // below are placed on another relay when they rejoin.
-        cluster?.stop()
+        placement?.stop()
         core.beginShutdown()
         for worker in workers { worker.loop.execute { worker.beginShutdown() } }
         // Retransmissions run on the loops' ticks; wait for acks or the grace period.
@@ -247,21 +216,8 @@ public final class Relay: Sendable {
         }
         for worker in workers { worker.loop.submit { worker.flushStatistics() } }
         lifecycle.state.withLock { $0 = .stopped }
-        // The admin port first, so no scrape arrives while the loops stop.
-        admin?.close()
-        try? adminGroup?.syncShutdownGracefully()
         for worker in workers { worker.stop() }
         core.detachLoops()
         logger.notice("relay stopped")
     }
-}
-
-/// A weak reference to the relay for the admin server's closure, which is made before the
-/// relay is (and must not keep it alive).
-private final class RelayBox: Sendable {
-    private struct Reference { weak var relay: Relay? }
-    private let storage = Mutex(Reference())
-
-    var relay: Relay? { storage.withLock { $0.relay } }
-    func set(_ relay: Relay) { storage.withLock { $0.relay = relay } }
 }

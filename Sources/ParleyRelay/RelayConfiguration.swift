@@ -3,11 +3,12 @@ import NIOCore
 import ParleyBasics
 import ParleyWire
 
-/// Everything `parley-relay serve` can be told, with defaults suited to a small VPS.
-///
-/// Values come in layers: command-line flags win over environment variables
-/// (`PARLEY_RELAY_MAX_ROOMS`), which win over the config file (`max-rooms = 500`), which wins
-/// over the defaults. Every setting has the same name in all three places.
+/// What the relay itself can be told by `parley-relay serve`, with defaults suited to a small
+/// VPS. Its admin port (`ParleyAdmin`) and its cluster (`ParleyCluster`) have settings of their
+/// own, read from the same layers (``ConfigurationLayers``): command-line flags win over
+/// environment variables (`PARLEY_RELAY_MAX_ROOMS`), which win over the config file
+/// (`max-rooms = 500`), which wins over the defaults. Every setting has the same name in all
+/// three places.
 ///
 /// apple/swift-configuration 1.4.0 was evaluated for this and not used: it reads JSON and
 /// YAML files while the relay's secret file is `key = value` text that people edit by hand
@@ -17,8 +18,6 @@ import ParleyWire
 /// an error naming the layer a bad value came from — is the short resolver below.
 public struct RelayConfiguration: Sendable {
     public var listen: HostAndPort = HostAndPort(host: "0.0.0.0", port: InviteURL.defaultPort)
-    /// Nil turns the admin HTTP server off.
-    public var admin: HostAndPort? = HostAndPort(host: "127.0.0.1", port: 9800)
     public var secretFile = "/etc/parley/relay.secret"
     /// Forwarding loops (``RelayLoop``): a thread and a UDP socket each (SO_REUSEPORT).
     public var threads = System.coreCount
@@ -33,11 +32,9 @@ public struct RelayConfiguration: Sendable {
     /// Plaintext on the wire, no handshake: for tests and trusted networks only. Clients must
     /// pass `--insecure` too; each side refuses the other mode with a clear error.
     public var insecure = false
-    /// Membership of a cluster (`--cluster`, `--public-address`, `--region`); nil for a relay
-    /// on its own, which then never touches a store.
-    public var cluster: ClusterSettings?
-    /// The cluster settings as given, one key at a time, before ``resolve`` puts them together.
-    var clusterFlags = ClusterFlags()
+    /// Browser members on the UDP port (ICE-lite, DTLS-SRTP), whose offers reach the relay
+    /// over its web port (`Relay+Browsers.swift`); on when `parley-relay serve` serves one.
+    public var acceptsBrowsers = false
     /// Admitted handshakes remembered per cookie epoch before the oldest are forgotten (see
     /// ``HandshakeReplayCache``); not a setting, a knob for tests that fill it.
     var handshakeReplayCapacity = 100_000
@@ -46,24 +43,12 @@ public struct RelayConfiguration: Sendable {
 
     /// The default config file, read when it exists and no other is named.
     public static let defaultConfigFile = "/etc/parley/relay.conf"
-    public static let environmentPrefix = "PARLEY_RELAY_"
 
     // MARK: Settings
 
-    /// One setting: its key (the flag is `--key`, the variable `PARLEY_RELAY_KEY`), what it is,
-    /// and how a text value is applied.
-    struct Setting: Sendable {
-        let key: String
-        let help: String
-        let apply: @Sendable (inout RelayConfiguration, String) throws(ConfigurationError) -> Void
-    }
-
-    static let settings: [Setting] = [
+    public static let settings: [Setting<RelayConfiguration>] = [
         Setting(key: "listen", help: "UDP address for clients, HOST:PORT") { configuration, text throws(ConfigurationError) in
             configuration.listen = try HostAndPort(parsing: text)
-        },
-        Setting(key: "admin", help: "HTTP address for /metrics and /healthz, HOST:PORT, or 'off'") { configuration, text throws(ConfigurationError) in
-            configuration.admin = text == "off" ? nil : try HostAndPort(parsing: text)
         },
         Setting(key: "secret-file", help: "the file written by `parley-relay keygen`") { configuration, text throws(ConfigurationError) in
             guard !text.isEmpty else { throw ConfigurationError("is empty; give the path of the file `parley-relay keygen` wrote") }
@@ -102,23 +87,6 @@ public struct RelayConfiguration: Sendable {
         Setting(key: "idle-timeout", help: "silence after which a member is removed, e.g. 30s") { configuration, text throws(ConfigurationError) in
             configuration.limits.idleTimeoutMilliseconds = try parseMilliseconds(text, in: 500...3_600_000)
         },
-        Setting(key: "cluster", help: "etcd's client URL, e.g. http://10.0.0.2:2379, to run as a member of a cluster") { configuration, text throws(ConfigurationError) in
-            configuration.clusterFlags.endpoint = try EtcdEndpoint(parsing: text)
-        },
-        Setting(key: "public-address", help: "with cluster: where clients reach this relay, HOST:PORT") { configuration, text throws(ConfigurationError) in
-            do throws(ConfigurationError) {
-                configuration.clusterFlags.publicAddress = try HostAndPort(parsing: text)
-            } catch {
-                // The listen address's advice (0.0.0.0 for every interface) is wrong here.
-                guard error.message.contains("not an IP address") else { throw error }
-                throw ConfigurationError("is \"\(text)\"; give this relay's public IP address and port, e.g. 198.51.100.7:7800 "
-                    + "(clients are sent there and other relays open trunks to it, without looking a name up)")
-            }
-        },
-        Setting(key: "region", help: "with cluster: the region this relay serves, for tokens that name one") { configuration, text throws(ConfigurationError) in
-            if let problem = ClusterSettings.problem(withRegion: text) { throw ConfigurationError(problem) }
-            configuration.clusterFlags.region = text
-        },
         Setting(key: "insecure", help: "true to run without encryption (tests and trusted networks only)") { configuration, text throws(ConfigurationError) in
             switch text.lowercased() {
             case "true", "yes", "1", "on": configuration.insecure = true
@@ -130,50 +98,25 @@ public struct RelayConfiguration: Sendable {
 
     public static var keys: [String] { settings.map(\.key) }
 
-    public static func environmentName(_ key: String) -> String {
-        environmentPrefix + key.uppercased().replacingDashes
-    }
-
-    /// Resolves the layers. `flags` holds only the flags given, by key.
-    public static func resolve(
-        flags: [String: String],
-        environment: [String: String],
-        file: KeyValueFile?
-    ) throws(ConfigurationError) -> RelayConfiguration {
-        try file?.checkKeys(known: keys)
-        for name in environment.keys where name.hasPrefix(environmentPrefix) && name != environmentPrefix + "CONFIG" {
-            guard keys.contains(where: { environmentName($0) == name }) else {
-                throw ConfigurationError("unknown environment variable \(name); known: \(keys.map(environmentName).joined(separator: ", "))")
-            }
-        }
+    /// The relay's settings from `layers` (whose keys the caller has checked against every
+    /// part's), validated.
+    public static func resolve(_ layers: ConfigurationLayers) throws(ConfigurationError) -> RelayConfiguration {
         var configuration = RelayConfiguration()
-        for setting in settings {
-            let value: String
-            let source: String
-            if let flag = flags[setting.key] {
-                (value, source) = (flag, "--\(setting.key)")
-            } else if let variable = environment[environmentName(setting.key)] {
-                (value, source) = (variable, environmentName(setting.key))
-            } else if let entry = file?[setting.key] {
-                (value, source) = (entry.value, "\(file!.source):\(entry.line): \(setting.key)")
-            } else {
-                continue
-            }
-            do {
-                try setting.apply(&configuration, value.trimmingWhitespace)
-            } catch {
-                throw ConfigurationError("\(source) \(error.message)")
-            }
-        }
-        configuration.cluster = try configuration.clusterFlags.settings()
+        try layers.apply(settings, to: &configuration)
         try configuration.validate()
         return configuration
+    }
+
+    /// The relay's settings alone, from layers that may hold no other key (tests, tools).
+    public static func resolve(flags: [String: String], environment: [String: String], file: KeyValueFile?) throws(ConfigurationError) -> RelayConfiguration {
+        let layers = ConfigurationLayers(flags: flags, environment: environment, file: file)
+        try layers.checkKeys(known: keys)
+        return try resolve(layers)
     }
 
     public func validate() throws(ConfigurationError) {
         try limits.validate()
         guard (1...256).contains(threads) else { throw ConfigurationError("threads is \(threads); it must be from 1 to 256") }
-        try cluster?.validate()
         guard (1...1024).contains(vectorReadCount) else {
             throw ConfigurationError("vectorReadCount is \(vectorReadCount); it must be from 1 to 1024 (the kernel's batch limit)")
         }
@@ -245,27 +188,6 @@ public struct RelayConfiguration: Sendable {
     }
 }
 
-/// `cluster`, `public-address` and `region` as given; they make sense only together.
-struct ClusterFlags: Sendable {
-    var endpoint: EtcdEndpoint?
-    var publicAddress: HostAndPort?
-    var region: String?
-
-    func settings() throws(ConfigurationError) -> ClusterSettings? {
-        guard let endpoint else {
-            if publicAddress != nil || region != nil {
-                throw ConfigurationError("public-address and region are for a member of a cluster; add cluster (etcd's URL, e.g. --cluster http://127.0.0.1:2379) or leave them out")
-            }
-            return nil
-        }
-        guard let publicAddress else {
-            throw ConfigurationError("cluster needs public-address: where clients reach this relay, e.g. --public-address 198.51.100.7:7800, since other relays send clients there")
-        }
-        return ClusterSettings(endpoint: endpoint, publicAddress: publicAddress, region: region)
-    }
-}
-
 extension String {
-    var replacingDashes: String { String(map { $0 == "-" ? "_" : $0 }) }
     var replacingUnderscores: String { String(filter { $0 != "_" }) }
 }

@@ -14,7 +14,6 @@ public final class RelayMetrics: Sendable {
     let factory: PrometheusMetricsFactory
 
     static let latencyLabel = "parley_relay_forwarding_latency_seconds"
-    static let storeLatencyLabel = "parley_relay_cluster_store_request_seconds"
 
     let packetsReceived: [CoreMetrics.Counter]  // by PacketKind.index
     let bytesReceived: CoreMetrics.Counter
@@ -41,12 +40,10 @@ public final class RelayMetrics: Sendable {
     /// Moderation carried out and refused, by who asked (a member or the admin API).
     let moderationDone: [ModerationSource: [ControlMessage.ModerationAction: CoreMetrics.Counter]]
     let moderationRefused: [ModerationSource: [ControlMessage.ModerationOutcome: CoreMetrics.Counter]]
-    /// Cluster membership (``ClusterMember``): 1 while the lease is renewed and the view current.
-    let clusterRegistered: CoreMetrics.Gauge
-    let clusterRoomsHosted: CoreMetrics.Gauge
+    /// Joins sent to the room's relay in a cluster (a ``RoomPlacement``'s redirect). The
+    /// cluster's own figures (registration, the store's latency) are the placement's, in the
+    /// same ``registry``.
     let clusterRedirects: CoreMetrics.Counter
-    let storeRequestLatency: CoreMetrics.Timer
-    let storeErrors: CoreMetrics.Counter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -56,11 +53,6 @@ public final class RelayMetrics: Sendable {
             .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
             .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5), .milliseconds(10),
             .milliseconds(25), .milliseconds(100),
-        ]
-        // A store on the same network answers in a millisecond or two; a second is its timeout.
-        factory.durationHistogramBuckets[Self.storeLatencyLabel] = [
-            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
-            .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1),
         ]
         self.factory = factory
         packetsReceived = PacketKind.allCases.map {
@@ -110,11 +102,7 @@ public final class RelayMetrics: Sendable {
         }
         moderationDone = done
         moderationRefused = refusedModeration
-        clusterRegistered = CoreMetrics.Gauge(label: "parley_relay_cluster_registered", factory: factory)
-        clusterRoomsHosted = CoreMetrics.Gauge(label: "parley_relay_cluster_rooms_hosted", factory: factory)
         clusterRedirects = CoreMetrics.Counter(label: "parley_relay_cluster_redirects_total", factory: factory)
-        storeRequestLatency = CoreMetrics.Timer(label: Self.storeLatencyLabel, factory: factory)
-        storeErrors = CoreMetrics.Counter(label: "parley_relay_cluster_store_errors_total", factory: factory)
     }
 
     /// Counts one moderation request by its outcome.

@@ -28,15 +28,3 @@ public struct RelayPeer: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(address) (key \(publicKeyText.prefix(8))…)" }
 }
-
-extension RelayPeer {
-    /// The relay a cluster record names, as trunks know it; nil for a relay started
-    /// `--insecure` (it has no key to prove) or a record whose address is not HOST:PORT. So
-    /// `relay.setTrustedRelays(cluster.liveRelays.compactMap(RelayPeer.init))` trusts the
-    /// cluster's live relays.
-    public init?(_ record: ClusterRelayRecord) {
-        guard !record.key.isEmpty, let address = try? HostAndPort(parsing: record.address),
-              let peer = try? RelayPeer(address: address, publicKeyText: record.key) else { return nil }
-        self = peer
-    }
-}

@@ -35,8 +35,11 @@ public struct WebRTCAnswer: Sendable {
 
     /// Writes the answer. `outgoing` gives, for a section the browser receives on, the SSRC
     /// of the member whose voice it carries; `version` counts the answers of this session.
+    /// `receivesUnsignalled`: the section the browser sends on receives too, with no SSRC
+    /// named, so what the relay sends on it plays as the browser's unsignalled streams (one
+    /// section for the whole room, without renegotiating when members come and go).
     public static func answer(
-        _ offer: WebRTCOffer, transport: Transport, version: UInt64, outgoing: [String: UInt32], allowRED: Bool
+        _ offer: WebRTCOffer, transport: Transport, version: UInt64, outgoing: [String: UInt32], allowRED: Bool, receivesUnsignalled: Bool = false
     ) -> SessionDescription {
         var answer = SessionDescription(origin: .init(sessionID: transport.sessionID, sessionVersion: version))
         let accepted = offer.description.media.filter(WebRTCOffer.isUsable).compactMap(\.mid)
@@ -68,7 +71,7 @@ public struct WebRTCAnswer: Sendable {
             let direction: MediaDirection
             switch (mid == offer.sendingMid, ssrc != nil && offer.receivingMids.contains(mid)) {
             case (true, true): direction = .sendrecv
-            case (true, false): direction = .recvonly
+            case (true, false): direction = receivesUnsignalled && offer.receivingMids.contains(mid) ? .sendrecv : .recvonly
             case (false, true): direction = .sendonly
             case (false, false): direction = .inactive
             }

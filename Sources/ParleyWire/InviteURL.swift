@@ -53,9 +53,7 @@ public struct InviteURL: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// "host:port", with brackets around an IPv6 address.
-    public var relayAddress: String {
-        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-    }
+    public var relayAddress: String { HostPortText.format(host: host, port: port) }
 
     public var description: String {
         var text = "\(Self.scheme)://\(relayAddress)/\(room)?token=\(Self.percentEncode(token))"
@@ -116,39 +114,20 @@ public struct InviteURL: Sendable, Hashable, CustomStringConvertible {
 
     /// Splits "host", "host:port", "[v6]" or "[v6]:port".
     static func parseAuthority(_ authority: Substring) throws(WireError) -> (String, Int) {
-        var host: Substring
-        var portText: Substring?
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else {
-                throw .malformed(.inviteURL, reason: "an IPv6 address is missing its closing ']'")
-            }
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw .malformed(.inviteURL, reason: "unexpected text after ']'") }
-                portText = after.dropFirst()
-            }
-        } else if let colon = authority.lastIndex(of: ":") {
-            host = authority[..<colon]
-            portText = authority[authority.index(after: colon)...]
-            guard !host.contains(":") else {
-                throw .malformed(.inviteURL, reason: "put an IPv6 address in brackets: [2001:db8::1]:7800")
-            }
-        } else {
-            host = authority
+        let parts: HostPortText
+        do {
+            parts = try HostPortText(parsing: authority)
+        } catch {
+            throw .malformed(.inviteURL, reason: error.description)
         }
+        let host = parts.host
         guard !host.isEmpty else { throw .malformed(.inviteURL, reason: "the invite has no relay host") }
         let hostAllowed = host.utf8.allSatisfy { byte in
             byte > 0x20 && byte < 0x7F && byte != 0x2F && byte != 0x3F && byte != 0x23 && byte != 0x40
         }
         guard hostAllowed else { throw .malformed(.inviteURL, reason: "the relay host has characters a host name cannot have") }
-        var port = defaultPort
-        if let portText {
-            guard let value = Int(portText), (1...65_535).contains(value) else {
-                throw .malformed(.inviteURL, reason: "the port must be a number from 1 to 65535")
-            }
-            port = value
-        }
+        let port = parts.port ?? defaultPort
+        guard port >= 1 else { throw .malformed(.inviteURL, reason: HostPortText.Problem.badPort.description) }
         return (String(host), port)
     }
 

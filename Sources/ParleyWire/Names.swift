@@ -1,5 +1,5 @@
-/// The rules for room names and identities, shared by the relay, the token minter and the
-/// client so that a name one accepts the others accept too.
+/// The rules for room names, identities and regions, shared by the relay, the token minter,
+/// the cluster and the client so that a name one accepts the others accept too.
 public enum ParleyNames {
     public static let maximumLength = 64
 
@@ -13,6 +13,16 @@ public enum ParleyNames {
                 || byte == 0x2E || byte == 0x5F || byte == 0x2D
         }
         return allowed ? nil : "the room name \"\(room)\" may use only letters, digits, '.', '_' and '-'"
+    }
+
+    /// Why `region` (a token's `region` claim, a relay's `--region`) is not a valid region, or
+    /// nil when it is. Regions follow the room-name rule, shorter: 1 to 32 letters, digits,
+    /// '.', '_' and '-'. The text completes a sentence that begins with where it came from.
+    public static func problem(withRegion region: String) -> String? {
+        guard (1...32).contains(region.utf8.count), problem(withRoom: region) == nil else {
+            return "is \"\(region)\"; a region is 1 to 32 letters, digits, '.', '_' or '-', e.g. eu-west"
+        }
+        return nil
     }
 
     /// Why `identity` is not a valid identity, or nil when it is.

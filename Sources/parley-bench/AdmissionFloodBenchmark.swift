@@ -1,6 +1,7 @@
 import ArgumentParser
 import CParleyNet
 import Crypto
+import ParleyBasics
 import ParleyClient
 import ParleySecurity
 import ParleyWire
@@ -134,22 +135,22 @@ struct AdmissionFloodBenchmark: ParsableCommand {
                                                     security: .secure(relayKey: relayKey))
         configuration.software = "parley-bench"
         var link = RelayLink(configuration: configuration)
-        let start = monotonicNanoseconds()
+        let start = MonotonicClock.now()
         for datagram in link.start(now: start).datagrams { socket.send(datagram) }
         let giveUp = start + UInt64(2 * Self.joinDeadline * 1e9)
-        while link.phase != .active, monotonicNanoseconds() < giveUp {
+        while link.phase != .active, MonotonicClock.now() < giveUp {
             if case .failed = link.phase { break }
-            let now = monotonicNanoseconds()
+            let now = MonotonicClock.now()
             let wait = min(link.nextDeadline ?? giveUp, giveUp)
             if let datagram = socket.receive(timeoutMilliseconds: Int32(max(1, (Int64(wait) - Int64(now)) / 1_000_000))) {
-                let output = datagram.withUnsafeBytes { link.handle(datagram: $0, now: monotonicNanoseconds()) { _ in } }
+                let output = datagram.withUnsafeBytes { link.handle(datagram: $0, now: MonotonicClock.now()) { _ in } }
                 for bytes in output.datagrams { socket.send(bytes) }
             }
-            for bytes in link.tick(now: monotonicNanoseconds()).datagrams { socket.send(bytes) }
+            for bytes in link.tick(now: MonotonicClock.now()).datagrams { socket.send(bytes) }
         }
         guard link.phase == .active else { return .infinity }
-        let seconds = Double(monotonicNanoseconds() - start) / 1e9
-        for bytes in link.leave(now: monotonicNanoseconds()).datagrams { socket.send(bytes) }
+        let seconds = Double(MonotonicClock.now() - start) / 1e9
+        for bytes in link.leave(now: MonotonicClock.now()).datagrams { socket.send(bytes) }
         return seconds
     }
 }

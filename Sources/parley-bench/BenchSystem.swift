@@ -6,10 +6,8 @@ import ParleyBasics
 import Glibc
 #endif
 
-/// The process's monotonic clock (``MonotonicClock``), in nanoseconds and in seconds.
-func monotonicNanoseconds() -> UInt64 { MonotonicClock.now() }
-
-func monotonic() -> Double { Double(monotonicNanoseconds()) / 1e9 }
+/// The process's monotonic clock (``MonotonicClock``) in seconds.
+func monotonic() -> Double { Double(MonotonicClock.now()) / 1e9 }
 
 /// CLOCK_REALTIME, the clock of the kernel's receive timestamps the relay benchmark measures against.
 func realtimeNanoseconds() -> UInt64 { WallClock.nanoseconds() }

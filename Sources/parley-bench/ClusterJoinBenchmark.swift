@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import ParleyBasics
 import ParleyClient
+import ParleyCluster
 import ParleyRelay
 import ParleySecurity
 import ParleyWire
@@ -46,10 +47,9 @@ struct ClusterJoinBenchmark: ParsableCommand {
         var logger = Logger(label: "cluster-bench")
         logger.logLevel = .error
         let secret = TokenSecret.random()
-        func start(_ host: String, cluster: Bool) throws -> (Relay, RelayKey) {
+        func start(_ host: String, cluster: Bool) throws -> (Relay, RelayKey, ClusterMember?) {
             var configuration = RelayConfiguration()
             configuration.listen = HostAndPort(host: host, port: 0)
-            configuration.admin = nil
             configuration.threads = 1
             configuration.limits.maximumRooms = 10_000
             // Every member joins from 127.0.0.1: lift the per-source join budget, which exists
@@ -58,23 +58,26 @@ struct ClusterJoinBenchmark: ParsableCommand {
             configuration.limits.joinAttemptBurstPerSource = 100_000
             configuration.limits.cookieRepliesPerSecondPerSource = 100_000
             let key = RelayKey()
+            var member: ClusterMember?
+            let metrics = RelayMetrics()
             if cluster {
                 // The public address needs the port, known once bound: bind a probe first.
                 configuration.listen = HostAndPort(host: host, port: try udpPort(host))
-                configuration.cluster = ClusterSettings(endpoint: etcd.endpoint, publicAddress: configuration.listen)
+                member = try ClusterMember(settings: ClusterSettings(endpoint: etcd.endpoint, publicAddress: configuration.listen),
+                                           metrics: ClusterMetrics(registry: metrics.registry), logger: logger)
             }
-            return (try Relay.start(configuration: configuration, secret: secret, relayKey: key, logger: logger), key)
+            return (try Relay.start(configuration: configuration, secret: secret, relayKey: key, placement: member, logger: logger, metrics: metrics), key, member)
         }
         let single = try start("127.0.0.1", cluster: false)
         let members = try ["127.0.0.1", "127.0.0.2", "127.0.0.3"].map { try start($0, cluster: true) }
         defer {
             single.0.shutdown()
-            for (relay, _) in members { relay.shutdown() }
+            for (relay, _, _) in members { relay.shutdown() }
         }
         let deadline = MonotonicClock.now() + 10_000_000_000
-        while !members.allSatisfy({ $0.0.cluster?.isRegistered == true }), MonotonicClock.now() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        while !members.allSatisfy({ $0.2?.isRegistered == true }), MonotonicClock.now() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         Thread.sleep(forTimeInterval: 0.6)  // every relay's view holds the other two
-        func requests() -> Int { members.reduce(0) { $0 + ($1.0.cluster?.storeRequests ?? 0) } }
+        func requests() -> Int { members.reduce(0) { $0 + ($1.2?.storeRequests ?? 0) } }
         func token(_ identity: String, _ room: String) -> String {
             let now = WallClock.seconds()
             return AccessToken(identity: identity, room: room, issuedAt: now, expiresAt: now + 3_600).signed(with: secret)
@@ -192,11 +195,11 @@ final class BenchLinkClient {
     private func take(_ output: RelayLink.Output) {
         if output.events.contains(where: { if case .redirected = $0 { true } else { false } }) { redirected = true }
         let text = link.relayAddress
-        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else { return }
+        guard let parts = try? HostPortText(parsing: text), let port = parts.port else { return }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr(String(text[..<colon]))
-        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr(String(parts.host))
+        address.sin_port = UInt16(port).bigEndian
         for datagram in output.datagrams {
             _ = datagram.withUnsafeBytes { raw in
                 withUnsafePointer(to: &address) {

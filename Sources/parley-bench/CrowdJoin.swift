@@ -1,4 +1,5 @@
 import ArgumentParser
+import ParleyBasics
 import ParleyClient
 import ParleySecurity
 import ParleyWire
@@ -33,7 +34,7 @@ struct CrowdJoin {
             configuration.joinTimeoutNanoseconds = UInt64(timeoutSeconds * 1e9)
             return RelayLink(configuration: configuration)
         }
-        let start = monotonicNanoseconds()
+        let start = MonotonicClock.now()
         for index in links.indices {
             for datagram in links[index].start(now: start).datagrams { socket.queue(datagram, from: members[index].address) }
         }
@@ -41,7 +42,7 @@ struct CrowdJoin {
         var active = 0
         var lastProgress = start
         while active < links.count {
-            let now = monotonicNanoseconds()
+            let now = MonotonicClock.now()
             if now &- lastProgress >= 5_000_000_000 {
                 lastProgress = now
                 var phases: [String: Int] = [:]
@@ -67,9 +68,9 @@ struct CrowdJoin {
             usleep(1000)
         }
         // The last rosters settle (and are acknowledged), so they do not mix with the measurement.
-        let settle = monotonicNanoseconds() + 300_000_000
-        while monotonicNanoseconds() < settle {
-            exchange(&links, members: members, now: monotonicNanoseconds())
+        let settle = MonotonicClock.now() + 300_000_000
+        while MonotonicClock.now() < settle {
+            exchange(&links, members: members, now: MonotonicClock.now())
             socket.flush()
             usleep(1000)
         }

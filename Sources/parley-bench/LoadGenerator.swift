@@ -1,3 +1,4 @@
+import ParleyBasics
 import ParleySecurity
 import ParleyWire
 
@@ -90,7 +91,7 @@ final class LoadGenerator {
                 // The send time in each packet is on CLOCK_REALTIME, the clock of the kernel's
                 // receive timestamps that the latency is measured against.
                 let stamp = realtimeNanoseconds()
-                let sealNow = monotonicNanoseconds()
+                let sealNow = MonotonicClock.now()
                 while socket.queued < MultiAddressSocket.batch {
                     let dueTime = due(cursor, round)
                     guard dueTime <= now else { break }
@@ -132,7 +133,7 @@ final class LoadGenerator {
                         // Rosters are reliable; the relay's receiver reports need nothing.
                         if let message = try? ControlMessage(parsing: Array(bytes)), message.isReliable,
                            let ack = try? ControlMessage(body: .ack(.init(sequence: message.sequence))).serialized() {
-                            let count = ack.withUnsafeBytes { plain in sealedPacket.withUnsafeMutableBytes { (try? session.seal(plain, into: $0, nowNanoseconds: monotonicNanoseconds())) ?? 0 } }
+                            let count = ack.withUnsafeBytes { plain in sealedPacket.withUnsafeMutableBytes { (try? session.seal(plain, into: $0, nowNanoseconds: MonotonicClock.now())) ?? 0 } }
                             socket.queue(Array(sealedPacket.prefix(count)), from: members[index].address)
                         }
                         return
@@ -197,7 +198,7 @@ final class LoadGenerator {
             while true {
                 let now = monotonic()
                 if now >= to { break }
-                let stamp = monotonicNanoseconds()
+                let stamp = MonotonicClock.now()
                 while socket.queued < MultiAddressSocket.batch {
                     let due = from + interval * (Double(round) + Double(cursor) / Double(talkers))
                     guard due <= now, due < to else { break }

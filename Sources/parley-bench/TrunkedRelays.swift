@@ -30,7 +30,6 @@ final class TrunkedRelays: ForwarderUnderTest {
         logger.logLevel = .error
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
-        configuration.admin = nil
         configuration.threads = 1
         configuration.insecure = false
         configuration.socketBufferBytes = 4 << 20

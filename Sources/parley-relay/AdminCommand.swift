@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ParleyAdmin
 import ParleyBasics
 import ParleyRelay
 import ParleyWire
@@ -32,11 +33,11 @@ struct AdminCommand: ParsableCommand {
 
         /// Sends the request; prints the answer's message, or fails with the exit status its status means.
         func send(method: String, path: String, body: [String: Any]? = nil) throws -> [UInt8] {
-            let settings = try ServeCommand.resolve(flags: ["admin": admin, "secret-file": secretFile].compactMapValues { $0 }, config: config)
-            guard let address = settings.admin else {
+            let layers = try ServeCommand.layers(flags: ["admin": admin, "secret-file": secretFile].compactMapValues { $0 }, config: config)
+            guard let address = try AdminSettings.resolve(layers).address else {
                 throw ConfigurationError("the relay's admin port is off (admin = off); give --admin HOST:PORT of a relay that serves it")
             }
-            let secretFile = settings.secretFile
+            let secretFile = try RelayConfiguration.resolve(layers).secretFile
             let secret = try SecretFile.load(path: secretFile) { warning in
                 var standardError = StandardError()
                 print("parley-relay: warning: \(warning)", to: &standardError)

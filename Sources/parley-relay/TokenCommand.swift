@@ -47,7 +47,7 @@ struct TokenCommand: ParsableCommand {
     func run() throws {
         if let problem = ParleyNames.problem(withRoom: room) { throw ConfigurationError("--room: \(problem)") }
         if let problem = ParleyNames.problem(withIdentity: identity) { throw ConfigurationError("--identity: \(problem)") }
-        if let region, let problem = ClusterSettings.problem(withRegion: region) { throw ConfigurationError("--region \(problem)") }
+        if let region, let problem = ParleyNames.problem(withRegion: region) { throw ConfigurationError("--region \(problem)") }
         guard let milliseconds = DurationText.milliseconds(ttl), milliseconds >= 1000 else {
             throw ConfigurationError("--ttl is \"\(ttl)\"; write a duration of at least 1s, such as 90m, 24h or 7d")
         }

@@ -105,6 +105,40 @@ struct DeployScriptTests {
         try Command.run([binary, "token", "--secret-file", installed, "--room", "r", "--identity", "a", "--relay", "127.0.0.1:1"]).expectSuccess()
     }
 
+    /// A member whose store is reached over TLS: the CA, the client certificate and key, and
+    /// the etcd user's password are copied under /etc/parley/cluster/ (key and password readable
+    /// by the relay's user only) and relay.conf names them where the relay's sandbox reads them.
+    @Test func aClusterMemberOfAStoreBehindTLSGetsItsCertificatesAndPasswordInstalled() throws {
+        let root = try TemporaryRoot()
+        let workspace = try TemporaryRoot()
+        let binary = try Repository.builtRelay()
+        var given: [String: String] = [:]
+        for (flag, name, text) in [
+            ("--cluster-ca", "ca.pem", "CA"), ("--cluster-cert", "relay.pem", "CERT"), ("--cluster-key", "relay.key", "KEY"),
+            ("--cluster-password-file", "password", "secret-password"),
+        ] {
+            given[flag] = workspace.at("/" + name)
+            try writeText(text, to: workspace.at("/" + name))
+        }
+        try Repository.runScript("install.sh", [
+            "--root", root.path, "--binary", binary, "--public-host", "198.51.100.8", "--firewall", "none",
+            "--cluster", "https://10.0.0.2:2379", "--cluster-user", "parley",
+        ] + given.flatMap { [$0.key, $0.value] }).expectSuccess()
+        let config = readText(root.at("/etc/parley/relay.conf"))
+        for line in [
+            "cluster = https://10.0.0.2:2379\n", "cluster-user = parley\n", "cluster-ca = /etc/parley/cluster/ca.pem\n",
+            "cluster-cert = /etc/parley/cluster/client.pem\n", "cluster-key = /etc/parley/cluster/client.key\n",
+            "cluster-password-file = /etc/parley/cluster/password\n",
+        ] {
+            #expect(config.contains(line), "relay.conf has \(line)")
+        }
+        #expect(readText(root.at("/etc/parley/cluster/password")) == "secret-password")
+        for (name, mode) in [("ca.pem", 0o640), ("client.pem", 0o640), ("client.key", 0o600), ("password", 0o600)] as [(String, mode_t)] {
+            var info = stat()
+            #expect(stat(root.at("/etc/parley/cluster/" + name), &info) == 0 && info.st_mode & 0o777 == mode, "\(name)")
+        }
+    }
+
     @Test func installRefusesBadOptionsWithAMessageAndChangesNothing() throws {
         let root = try TemporaryRoot()
         let binary = try Repository.builtRelay()
@@ -117,7 +151,12 @@ struct DeployScriptTests {
             (["--binary", "/nonexistent/parley-relay"], "does not exist"),
             (["--root", "/nonexistent/root"], "is not a folder"),
             (["--colour"], "unknown option '--colour'"),
-            (["--cluster", "https://10.0.0.2:2379", "--public-host", "198.51.100.8"], "--cluster is 'https://10.0.0.2:2379'"),
+            (["--cluster", "etcd://10.0.0.2:2379", "--public-host", "198.51.100.8"], "--cluster is 'etcd://10.0.0.2:2379'"),
+            (["--cluster", "http://10.0.0.2:2379", "--public-host", "198.51.100.8", "--cluster-user", "parley", "--cluster-password-file", "/etc/hostname"],
+             "a password never goes over plain http://"),
+            (["--cluster", "https://10.0.0.2:2379", "--public-host", "198.51.100.8", "--cluster-cert", "/etc/hostname"], "--cluster-cert and --cluster-key go together"),
+            (["--cluster", "https://10.0.0.2:2379", "--public-host", "198.51.100.8", "--cluster-ca", "/nonexistent/ca.pem"], "--cluster-ca /nonexistent/ca.pem cannot be read"),
+            (["--cluster-user", "parley"], "add --cluster URL"),
             (["--cluster", "http://10.0.0.2:2379"], "--cluster needs --public-host"),
             (["--region", "eu-west"], "add --cluster URL"),
             (["--cluster", "http://10.0.0.2:2379", "--public-host", "relay.example.org"], "with --cluster give this machine's public IP address"),

@@ -1,4 +1,7 @@
+import Dispatch
+import ParleyBasics
 import ParleyWire
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -157,7 +160,13 @@ struct InstallLifecycleTests {
         chmod(upgradedPath, 0o755)
         let upgradeBundle = workspace.path + "/bundle-upgraded"
         try Repository.runScript("deploy.sh", ["--binary", upgradedPath, "--bundle-only", upgradeBundle]).expectSuccess()
-        let upgrade = try Command.run(["bash", upgradeBundle + "/install.sh"] + installOptions)
+        // The callers go on talking to the relay while install.sh runs, as people in a call
+        // would (a caller nobody pumps for seconds would give the relay up by itself).
+        let upgrading = Mutex<Result<CommandResult, any Error>?>(nil)
+        let command = ["bash", upgradeBundle + "/install.sh"] + installOptions
+        DispatchQueue.global().async { upgrading.withLock { $0 = Result { try Command.run(command) } } }
+        pumpAll([ada, bea], timeout: 150) { upgrading.withLock { $0 != nil } }
+        let upgrade = try #require(upgrading.withLock { $0 }).get()
         print(upgrade.output)
         try upgrade.expectSuccess()
         #expect(upgrade.output.contains("upgrading parley-relay"))
@@ -217,7 +226,7 @@ struct InstallLifecycleTests {
         var sentAt: [UInt64] = []
         let start = monotonicSeconds()
         for index in 0..<frames {
-            sentAt.append(monotonicNanoseconds())
+            sentAt.append(MonotonicClock.now())
             a.send(opusFrame: aClip.frames[index])
             b.send(opusFrame: bClip.frames[index])
             let next = start + Double(index + 1) * 0.02

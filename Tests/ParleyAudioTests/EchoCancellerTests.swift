@@ -13,11 +13,12 @@ struct EchoCancellerTests {
         let quiet = (0..<(3 * 48_000)).map { _ in generator.gaussian() * 0.0003 }
         let signal = speech + quiet
         let canceller = try EchoCanceller()
-        var output = [Float](repeating: 0, count: 480)
-        let silence = [Float](repeating: 0, count: 480)
+        let step = canceller.frameSamples
+        var output = [Float](repeating: 0, count: step)
+        let silence = [Float](repeating: 0, count: step)
         var decisions = [Bool]()
-        for start in stride(from: 0, to: signal.count - 479, by: 480) {
-            let frame = Array(signal[start..<start + 480])
+        for start in stride(from: 0, to: signal.count - step + 1, by: step) {
+            let frame = Array(signal[start..<start + step])
             decisions.append(
                 frame.withUnsafeBufferPointer { capture in
                     silence.withUnsafeBufferPointer { reference in
@@ -25,10 +26,11 @@ struct EchoCancellerTests {
                     }
                 })
         }
-        let speechFrames = speech.count / 480
-        let activeFrames = SpectralEnvelope.activeFrames(speech, in: 0..<speech.count).count * 2
+        let speechFrames = speech.count / step
+        // SpectralEnvelope's frames are 20 ms.
+        let activeFrames = SpectralEnvelope.activeFrames(speech, in: 0..<speech.count).count * SpectralEnvelope.frame / step
         let voiceInSpeech = decisions[..<speechFrames].filter { $0 }.count
-        let settledQuiet = decisions[(speechFrames + 150)...]
+        let settledQuiet = decisions[(speechFrames + 1_500 * 48 / step)...]
         let voiceInQuiet = settledQuiet.filter { $0 }.count
         print("voice in \(voiceInSpeech) of \(speechFrames) speech frames (\(activeFrames) active), in \(voiceInQuiet) of \(settledQuiet.count) settled quiet ones")
         #expect(Double(voiceInSpeech) >= 0.6 * Double(activeFrames))
@@ -61,15 +63,16 @@ struct AutomaticGainControlTests {
             configuration.agc = agc
             configuration.cancelEcho = false
             let canceller = try EchoCanceller(configuration)
+            let step = canceller.frameSamples
             var output = [Float](repeating: 0, count: quiet.count)
-            let silence = [Float](repeating: 0, count: 480)
+            let silence = [Float](repeating: 0, count: step)
             quiet.withUnsafeBufferPointer { input in
                 silence.withUnsafeBufferPointer { reference in
                     output.withUnsafeMutableBufferPointer { out in
-                        for start in stride(from: 0, to: input.count - 479, by: 480) {
+                        for start in stride(from: 0, to: input.count - step + 1, by: step) {
                             canceller.process(
-                                capture: UnsafeBufferPointer(rebasing: input[start..<start + 480]), reference: reference,
-                                into: UnsafeMutableBufferPointer(rebasing: out[start..<start + 480]))
+                                capture: UnsafeBufferPointer(rebasing: input[start..<start + step]), reference: reference,
+                                into: UnsafeMutableBufferPointer(rebasing: out[start..<start + step]))
                         }
                     }
                 }

@@ -190,6 +190,46 @@ struct JitterBufferPlayoutTests {
         #expect(buffer.currentStatistics.underruns == 0)
     }
 
+    /// A stream whose first packets wait for their key (an end-to-end encrypted room: the key
+    /// package came after the voice) is soon heard at the delay of a stream whose key was
+    /// there: the packets held are filed with the time they arrived, and the stream starts at
+    /// the frame its target delay has due, instead of playing the wait as delay and catching
+    /// up on it for seconds.
+    @Test(arguments: [0.060, 0.200, 0.600])
+    func packetsHeldForTheirKeyAddNoLastingDelay(hold: Double) throws {
+        let stream = try #require(Self.speech)
+        // The first words begin at about 0.5 s of the far talker's track.
+        let filed = 0.5 + hold
+        var heldStatistics = JitterBufferStatistics()
+        func delays(holdingUntil heldUntil: Double?) throws -> [(time: Double, delay: Double)] {
+            var trace = TraceBuilder(count: stream.packets.count)
+            trace.delay = { unitNoise($0, seed: 7) * 0.004 }
+            var arrivals = trace.build()
+            if let heldUntil {
+                arrivals = arrivals.map { $0.time < heldUntil ? Arrival(index: $0.index, time: $0.time, filedAt: heldUntil) : $0 }
+            }
+            let buffer = try JitterBuffer()
+            var delays = [(time: Double, delay: Double)]()
+            JitterBufferSimulation.run(stream: stream, arrivals: arrivals, buffer: buffer, duration: 10) { _, now, statistics in
+                guard now >= filed, now < 9 else { return }
+                delays.append((now, statistics.currentDelayMilliseconds))
+            }
+            if heldUntil != nil { heldStatistics = buffer.currentStatistics }
+            return delays
+        }
+        let plain = try delays(holdingUntil: nil)
+        let held = try delays(holdingUntil: filed)
+        let settledPlain = plain.filter { $0.time >= 3 }.map(\.delay).max()!
+        // The last moment the held stream was more than 20 ms later than the other.
+        let lastBehind = Array(zip(held, plain)).last { $0.0.delay > $0.1.delay + 20 }?.0.time ?? filed
+        let settledHeld = held.filter { $0.time >= 3 }.map(\.delay).max()!
+        print("first packets held \(Int(hold * 1_000)) ms for their key: back within 20 ms of the unheld stream's delay \(lastBehind - filed) s after they were filed; from 3 s at most \(settledHeld) ms, unheld \(settledPlain) ms")
+        #expect(lastBehind - filed <= 1.5, "the wait is caught up within a second and a half")
+        #expect(settledHeld <= settledPlain + 10)
+        // What was said while the key was awaited is not heard; what follows plays whole.
+        #expect(heldStatistics.concealedFrames == 0 && heldStatistics.underruns == 0, "\(heldStatistics)")
+    }
+
     /// Whatever arrives (random bytes, wild sequence numbers and timestamps, any order) the
     /// buffer keeps producing finite audio, counts what it rejects, and does not trap.
     @Test func noPacketSequenceBreaksIt() throws {

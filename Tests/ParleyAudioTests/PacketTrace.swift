@@ -31,6 +31,17 @@ struct EncodedStream {
 struct Arrival {
     var index: Int
     var time: Double
+    /// When the receiver hands the packet to the buffer, if later than it arrived (held for
+    /// its key in an end-to-end encrypted room); it is still filed with its arrival time.
+    var filedAt: Double?
+
+    init(index: Int, time: Double, filedAt: Double? = nil) {
+        self.index = index
+        self.time = time
+        self.filedAt = filedAt
+    }
+
+    var filingTime: Double { filedAt ?? time }
 }
 
 /// Builds arrival traces: the sender emits packet k at k × 20 ms on its own clock, which
@@ -80,7 +91,7 @@ enum JitterBufferSimulation {
         let reads = Int(duration / 0.010)
         for read in 0..<reads {
             let now = Double(read) * 0.010
-            while next < arrivals.count, arrivals[next].time <= now {
+            while next < arrivals.count, arrivals[next].filingTime <= now {
                 let arrival = arrivals[next]
                 let sequence = UInt16(truncatingIfNeeded: arrival.index &+ 40_000)  // crosses the 16-bit wrap
                 let timestamp = UInt32(truncatingIfNeeded: arrival.index &* 960 &+ 4_000_000_000)

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import ParleyAdmin
 import ParleyAudio
 import ParleyClient
 import ParleyE2EE
@@ -24,11 +25,13 @@ final class CallRoom: @unchecked Sendable {
     let relayKey = RelayKey()
     let room: String
     private(set) var relay: Relay
+    /// The relay's admin port, when the room has an admin token.
+    private(set) var admin: AdminServer?
     let relayPort: Int
     private var proxyGroup: MultiThreadedEventLoopGroup?
     private(set) var proxy: ImpairmentProxy?
     let directory: String
-    /// With one, the relay serves the admin API on a port of its own (``Relay/adminAddress``).
+    /// With one, the relay serves the admin API on a port of its own (``admin``).
     let adminToken: AdminToken?
     /// The relay and the clients talk without hop encryption, so a tap sees what the relay sees.
     let insecure: Bool
@@ -41,15 +44,16 @@ final class CallRoom: @unchecked Sendable {
     private(set) var tap: SpoofingFront?
 
     init(room: String = "standup", scenario: Scenario? = nil, seed: UInt64 = 7, adminToken: AdminToken? = nil,
-         insecure: Bool = false, endToEnd: Bool = false, tap: Bool = false) async throws {
+         insecure: Bool = false, endToEnd: Bool = false, tap: Bool = false, acceptsBrowsers: Bool = false) async throws {
         self.room = room
         self.adminToken = adminToken
         self.insecure = insecure
         self.endToEnd = endToEnd
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-call-\(room)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        relay = try Self.startRelay(port: 0, secret: secret, relayKey: insecure ? nil : relayKey, adminToken: adminToken)
+        relay = try Self.startRelay(port: 0, secret: secret, relayKey: insecure ? nil : relayKey, acceptsBrowsers: acceptsBrowsers)
         relayPort = relay.localAddress.port!
+        admin = try startAdmin()
         if tap { self.tap = SpoofingFront(relayPort: relayPort, capture: true) }
         if let scenario {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -63,11 +67,11 @@ final class CallRoom: @unchecked Sendable {
         }
     }
 
-    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey?, adminToken: AdminToken? = nil, host: String = "127.0.0.1") throws -> Relay {
+    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey?, host: String = "127.0.0.1", acceptsBrowsers: Bool = false) throws -> Relay {
         var configuration = RelayConfiguration()
+        configuration.acceptsBrowsers = acceptsBrowsers
         configuration.insecure = relayKey == nil
         configuration.listen = HostAndPort(host: host, port: port)
-        configuration.admin = adminToken == nil ? nil : HostAndPort(host: "127.0.0.1", port: 0)
         configuration.threads = 1
         configuration.shutdownGraceMilliseconds = 500
         var logger = Logger(label: "parley-call-test-relay")
@@ -77,11 +81,17 @@ final class CallRoom: @unchecked Sendable {
         // same (Relay.start creates one thread per loop, named relay-loop-N). Without the
         // privilege nothing changes.
         let before = threadNames()
-        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, adminToken: adminToken, logger: logger)
+        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger)
         for (thread, name) in threadNames() where before[thread] == nil && name.hasPrefix("relay-loop") {
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(thread), -11)
         }
         return relay
+    }
+
+    /// The relay's admin port on a free port, when the room has an admin token.
+    private func startAdmin() throws -> AdminServer? {
+        guard let adminToken else { return nil }
+        return try AdminServer.start(serving: relay, at: HostAndPort(host: "127.0.0.1", port: 0), token: adminToken, logger: Logger(label: "parley-call-test-admin"))
     }
 
     /// This process's threads and their names, from /proc.
@@ -138,8 +148,10 @@ final class CallRoom: @unchecked Sendable {
     /// Shuts the relay down (members are told goodbye) and starts a new one on the same port.
     func restartRelay(downFor seconds: Double) throws {
         relay.shutdown()
+        admin?.close()
         Thread.sleep(forTimeInterval: seconds)
-        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: insecure ? nil : relayKey, adminToken: adminToken)
+        relay = try Self.startRelay(port: relayPort, secret: secret, relayKey: insecure ? nil : relayKey)
+        admin = try startAdmin()
     }
 
     func close() async {
@@ -147,6 +159,7 @@ final class CallRoom: @unchecked Sendable {
         if let proxy { _ = try? await proxy.stop().get() }
         try? await proxyGroup?.shutdownGracefully()
         relay.shutdown()
+        admin?.close()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
@@ -216,29 +229,31 @@ func runOnThread<Result: Sendable>(_ body: @escaping @Sendable () -> Result) asy
     }
 }
 
-/// At most `limit` of the calls that ask run at once: each is real time, and two cores
-/// carry only so many before scheduling delays would be measured as network delay.
+/// At most `limit` slots' worth of calls run at once: each is real time, and two cores
+/// carry only so many before scheduling delays would be measured as network delay. A call
+/// heavier than one relay and its members (a cascade: three relays and their trunks) takes
+/// more than one slot.
 actor CallSlots {
     static let shared = CallSlots(limit: 3)
     private let limit: Int
     private var running = 0
-    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private var waiting: [(slots: Int, continuation: CheckedContinuation<Void, Never>)] = []
     /// Calls that want the machine to themselves (they load it on purpose, as an attack does);
     /// while one waits, no new call starts, so the running ones drain.
     private var waitingAlone: [CheckedContinuation<Void, Never>] = []
 
     init(limit: Int) { self.limit = limit }
 
-    func acquire() async {
-        if running < limit, waitingAlone.isEmpty {
-            running += 1
+    private func acquire(_ slots: Int) async {
+        if running + slots <= limit, waitingAlone.isEmpty, waiting.isEmpty {
+            running += slots
             return
         }
-        await withCheckedContinuation { waiting.append($0) }
+        await withCheckedContinuation { waiting.append((slots, $0)) }
     }
 
-    func release() {
-        running -= 1
+    private func release(_ slots: Int) {
+        running -= slots
         admitWaiting()
     }
 
@@ -255,6 +270,7 @@ actor CallSlots {
         admitWaiting()
     }
 
+    /// Starts waiting calls in the order they asked (a heavy one is not overtaken for ever).
     private func admitWaiting() {
         if !waitingAlone.isEmpty {
             guard running == 0 else { return }
@@ -262,9 +278,9 @@ actor CallSlots {
             waitingAlone.removeFirst().resume()
             return
         }
-        while running < limit, !waiting.isEmpty {
-            running += 1
-            waiting.removeFirst().resume()
+        while let first = waiting.first, running + first.slots <= limit {
+            running += first.slots
+            waiting.removeFirst().continuation.resume()
         }
     }
 
@@ -281,14 +297,16 @@ actor CallSlots {
         }
     }
 
-    func withSlot<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        await acquire()
+    /// Runs `body` once `slots` (at most the limit) are free.
+    func withSlot<T: Sendable>(_ slots: Int = 1, _ body: @Sendable () async throws -> T) async throws -> T {
+        let slots = min(max(slots, 1), limit)
+        await acquire(slots)
         do {
             let result = try await body()
-            release()
+            release(slots)
             return result
         } catch {
-            release()
+            release(slots)
             throw error
         }
     }

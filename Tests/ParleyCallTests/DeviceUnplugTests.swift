@@ -1,6 +1,7 @@
 import Foundation
 import ParleyBasics
 import ParleyClient
+import ParleyRelayTestSupport
 import Synchronization
 import Testing
 

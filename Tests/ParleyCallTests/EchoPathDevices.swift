@@ -4,6 +4,7 @@ import ParleyBasics
 import ParleyClient
 import ParleyDevices
 import ParleyNetSim
+import ParleyRelayTestSupport
 import Synchronization
 
 /// A laptop's speaker and microphone in a room, as an `AudioOutput` and an `AudioInput`

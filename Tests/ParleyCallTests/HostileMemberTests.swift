@@ -1,5 +1,6 @@
 import Foundation
 import ParleyClient
+import ParleyRelayTestSupport
 import ParleySecurity
 import ParleyWire
 import Synchronization

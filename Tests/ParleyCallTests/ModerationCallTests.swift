@@ -3,6 +3,7 @@ import ParleyAudio
 import ParleyBasics
 import ParleyClient
 import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Synchronization
 import Testing
@@ -141,7 +142,7 @@ struct ModerationCallTests {
         try SecretFile(tokenSecret: room.secret, relayKey: room.relayKey, adminToken: adminToken).write(path: secretFile, overwrite: false)
         let wrongFile = room.directory + "/other.secret"
         try SecretFile.random().write(path: wrongFile, overwrite: false)
-        let admin = "127.0.0.1:\(try #require(room.relay.adminAddress?.port))"
+        let admin = "127.0.0.1:\(try #require(room.admin?.localAddress?.port))"
         @Sendable func relayAdmin(_ arguments: [String], secret: String? = nil) throws -> (status: Int32, output: String, started: UInt64, returned: UInt64) {
             try Self.run("parley-relay", ["admin"] + [arguments[0], "--admin", admin, "--secret-file", secret ?? secretFile] + arguments.dropFirst())
         }

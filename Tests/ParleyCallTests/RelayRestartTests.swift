@@ -2,6 +2,7 @@ import Foundation
 import ParleyAudio
 import ParleyBasics
 import ParleyClient
+import ParleyRelayTestSupport
 import Synchronization
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import ParleyBasics
 import ParleyClient
 import ParleyNetSim
+import ParleyRelayTestSupport
 import Synchronization
 import Testing
 

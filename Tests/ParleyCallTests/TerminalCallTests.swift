@@ -2,6 +2,7 @@ import Foundation
 import ParleyAudio
 import ParleyBasics
 import ParleyClient
+import ParleyRelayTestSupport
 import Testing
 
 /// A person at a real `parley call` in a real terminal (tmux: keys in with send-keys, the

@@ -11,12 +11,13 @@ struct EndToEndSessionTests {
     final class Person {
         let name: String
         let ssrc: UInt32
-        let key = IdentityKey()
+        let key: IdentityKey
         let session: EndToEndSession
         var sealer: FrameSealer
-        init(_ name: String, ssrc: UInt32) {
+        init(_ name: String, ssrc: UInt32, key: IdentityKey = IdentityKey()) {
             self.name = name
             self.ssrc = ssrc
+            self.key = key
             let sending = SendingKey(.withheld)
             session = EndToEndSession(identity: key, room: "team", pins: IdentityPins(), pinsPath: nil, sendingKey: sending)
             sealer = FrameSealer(source: sending)
@@ -93,6 +94,21 @@ struct EndToEndSessionTests {
         Self.deliver(adasKeys, from: ada, to: [bob], now: 4)
         let frame = try #require(bob.seal(0))
         #expect(Self.opens(frame, from: bob, at: ada, timestamp: 0, now: 5))
+    }
+
+    /// A client that restarts is the same person in a new session (a new SSRC) holding no
+    /// key: it is given the keys in use, and nobody else's key changes.
+    @Test func someoneWhoComesBackInANewSessionIsGivenTheKeysAgain() throws {
+        let ada = Person("ada", ssrc: 1)
+        let bob = Person("bob", ssrc: 2)
+        Self.roster([ada, bob], now: 0)
+        let restarted = Person("bob", ssrc: 7, key: bob.key)
+        let adasKeys = ada.session.rosterChanged([ada.entry, restarted.entry], now: 1, wallSeconds: 0)
+        #expect(adasKeys.flatMap(\.entries).map(\.ssrc) == [7], "to the new session only")
+        Self.deliver(adasKeys, from: ada, to: [restarted], now: 2)
+        _ = restarted.session.rosterChanged([ada.entry, restarted.entry], now: 2, wallSeconds: 0)
+        let frame = try #require(ada.seal(0))
+        #expect(Self.opens(frame, from: ada, at: restarted, timestamp: 0, now: 3))
     }
 
     @Test func aLeaverIsShutOutOnceTheFreshKeyTakesOverAndTheOthersFollowIt() throws {

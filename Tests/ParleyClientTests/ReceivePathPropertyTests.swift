@@ -2,6 +2,7 @@ import ParleyBasics
 import Foundation
 import ParleyAudio
 @testable import ParleyClient
+import ParleyClientTestSupport
 import ParleyWire
 import Testing
 

@@ -2,17 +2,20 @@ import Foundation
 import ParleyAudio
 import ParleyBasics
 import ParleyClient
+import ParleyCluster
 import ParleyRelay
 import ParleySecurity
 import Synchronization
 import Testing
 
 /// Issue 18's cluster, end to end: a real etcd, three `parley-relay` processes on 127.0.0.1,
-/// .2 and .3, and real calls whose received audio is what the tests judge.
+/// .2 and .3, and real calls whose received audio is what the tests judge; each test twice,
+/// with the store plain and with it behind TLS, a client certificate and an etcd user.
 @Suite("A cluster of relays", .serialized)
 struct ClusterCallTests {
-    @Test func roomsAreSpreadOverTheRelaysAndEveryMemberEndsOnItsRoomsRelay() async throws {
-        let cluster = try RelayCluster()
+    @Test(arguments: StoreSecurity.allCases)
+    func roomsAreSpreadOverTheRelaysAndEveryMemberEndsOnItsRoomsRelay(store: StoreSecurity) async throws {
+        let cluster = try RelayCluster(security: store)
         defer { cluster.stop() }
         // Nine new rooms, every member sent to relay 1 as one invite would send them.
         var members: [String: ClusterLinkClient] = [:]
@@ -56,8 +59,9 @@ struct ClusterCallTests {
 
     /// Alice's invite names relay 1, Bob's relay 2; the room lives on one relay, so at least one
     /// of them is redirected, by itself, and Bob hears Alice's tone from then on.
-    @Test func aMemberSentToTheWrongRelayHearsItsRoom() async throws {
-        let cluster = try RelayCluster()
+    @Test(arguments: StoreSecurity.allCases)
+    func aMemberSentToTheWrongRelayHearsItsRoom(store: StoreSecurity) async throws {
+        let cluster = try RelayCluster(security: store)
         defer { cluster.stop() }
         let call = try ClusterCall(cluster: cluster, room: "standup", seconds: 6)
         let outcome = try await call.run([("alice", cluster.relay(1)), ("bob", cluster.relay(2))])
@@ -80,8 +84,9 @@ struct ClusterCallTests {
     /// Three members of one room in three regions, each with an invite to its region's relay:
     /// nobody is redirected, the three relays record their presence in the room and trunk to
     /// each other, and everyone hears everyone (a different tone each) all the time.
-    @Test func membersOfOneRoomOnRelaysInDifferentRegionsHearEachOtherOverTrunks() async throws {
-        let cluster = try RelayCluster(regions: [1: "eu", 2: "us", 3: "ap"])
+    @Test(arguments: StoreSecurity.allCases)
+    func membersOfOneRoomOnRelaysInDifferentRegionsHearEachOtherOverTrunks(store: StoreSecurity) async throws {
+        let cluster = try RelayCluster(regions: [1: "eu", 2: "us", 3: "ap"], security: store)
         defer { cluster.stop() }
         let call = try ClusterCall(cluster: cluster, room: "world", seconds: 6, tones: ["alice": 440, "bob": 660, "carol": 880])
         // Each relay's own figures, mid-call.
@@ -121,8 +126,9 @@ struct ClusterCallTests {
     /// members on the other relays go on hearing each other over their own trunk with no
     /// gap, and the home's member, with nothing from the user, rejoins on a surviving relay
     /// and hears both again within 3 s.
-    @Test func killingTheHomeOfARoomSpreadOverRegionsSilencesOnlyItsOwnMembersAndNotForLong() async throws {
-        let cluster = try RelayCluster(regions: [1: "eu", 2: "us", 3: "ap"])
+    @Test(arguments: StoreSecurity.allCases)
+    func killingTheHomeOfARoomSpreadOverRegionsSilencesOnlyItsOwnMembersAndNotForLong(store: StoreSecurity) async throws {
+        let cluster = try RelayCluster(regions: [1: "eu", 2: "us", 3: "ap"], security: store)
         defer { cluster.stop() }
         let call = try ClusterCall(cluster: cluster, room: "spread", seconds: 10, tones: ["alice": 440, "bob": 660, "carol": 880])
         let names = ["alice", "bob", "carol"]
@@ -164,8 +170,9 @@ struct ClusterCallTests {
     /// The relay hosting the room is SIGKILLed mid-call. Its members, with nothing from the
     /// user, rejoin through another relay, the room is placed again once the dead relay's lease
     /// expires, and each hears the other again within 3 s of the kill.
-    @Test func killingTheRoomsRelayLeavesItsMembersHearingEachOtherAgainWithinThreeSeconds() async throws {
-        let cluster = try RelayCluster()
+    @Test(arguments: StoreSecurity.allCases)
+    func killingTheRoomsRelayLeavesItsMembersHearingEachOtherAgainWithinThreeSeconds(store: StoreSecurity) async throws {
+        let cluster = try RelayCluster(security: store)
         defer { cluster.stop() }
         let call = try ClusterCall(cluster: cluster, room: "failover", seconds: 10)
         let killedAt = Mutex<UInt64?>(nil)
@@ -211,8 +218,9 @@ struct ClusterCallTests {
     /// etcd is SIGKILLed for two seconds in the middle of a call and comes back: the call
     /// hears no gap, a new room asked for meanwhile is refused with a reason, and afterwards
     /// the relays are registered again and new rooms are placed.
-    @Test func theStoreKilledAndRestartedLosesNothingFromARunningCall() async throws {
-        let cluster = try RelayCluster()
+    @Test(arguments: StoreSecurity.allCases)
+    func theStoreKilledAndRestartedLosesNothingFromARunningCall(store: StoreSecurity) async throws {
+        let cluster = try RelayCluster(security: store)
         defer { cluster.stop() }
         let call = try ClusterCall(cluster: cluster, room: "steady", seconds: 8)
         let refusal = Mutex<LinkFailure?>(nil)
@@ -288,8 +296,8 @@ struct ClusterCall: Sendable {
         let notices = Mutex<[String: [String]]>([:])
         var sessions: [String: CallSession] = [:]
         for (name, relay) in members {
-            let host = String(relay.address.split(separator: ":")[0]), port = Int(relay.address.split(separator: ":")[1])!
-            var configuration = CallConfiguration(relayHost: host, relayPort: port, room: room, token: cluster.token(name, room: room, region: regions[name]),
+            let address = try HostAndPort(parsing: relay.address)
+            var configuration = CallConfiguration(relayHost: address.host, relayPort: address.port, room: room, token: cluster.token(name, room: room, region: regions[name]),
                                                   security: .secure(relayKey: relay.key.publicKey))
             configuration.name = name
             configuration.input = .wav(path: tonePath(tones[name] ?? 440))

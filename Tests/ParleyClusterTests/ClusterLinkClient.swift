@@ -27,11 +27,11 @@ final class ClusterLinkClient {
     }
 
     private func send(_ bytes: [UInt8], to text: String) {
-        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else { return }
+        guard let parts = try? HostPortText(parsing: text), let port = parts.port else { return }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr(String(text[..<colon]))
-        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr(String(parts.host))
+        address.sin_port = UInt16(port).bigEndian
         _ = bytes.withUnsafeBytes { raw in
             withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(descriptor, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }

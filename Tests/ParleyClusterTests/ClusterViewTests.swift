@@ -1,4 +1,5 @@
-@testable import ParleyRelay
+@testable import ParleyCluster
+import ParleyRelay
 import ParleySecurity
 import Testing
 

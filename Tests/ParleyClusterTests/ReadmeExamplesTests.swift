@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ParleyAdmin
 import ParleyAudio
 import ParleyBasics
 import ParleyRelay
@@ -111,19 +112,18 @@ struct ReadmeExamplesTests {
     }
 
     /// A relay in this process with the secret file `directory/relay.secret`, its admin port on.
-    static func relay(in directory: String) throws -> (relay: Relay, secret: SecretFile) {
+    static func relay(in directory: String) throws -> (relay: Relay, secret: SecretFile, admin: AdminServer) {
         let secret = SecretFile.random()
         try secret.write(path: directory + "/relay.secret", overwrite: true)
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
-        configuration.admin = HostAndPort(host: "127.0.0.1", port: 0)
         configuration.threads = 1
         configuration.shutdownGraceMilliseconds = 300
         var logger = Logger(label: "readme-relay")
         logger.logLevel = .error
-        let relay = try Relay.start(configuration: configuration, secret: secret.tokenSecret, relayKey: secret.relayKey, adminToken: secret.adminToken,
-                                    logger: logger)
-        return (relay, secret)
+        let relay = try Relay.start(configuration: configuration, secret: secret.tokenSecret, relayKey: secret.relayKey, logger: logger)
+        let admin = try AdminServer.start(serving: relay, at: HostAndPort(host: "127.0.0.1", port: 0), token: secret.adminToken, logger: logger)
+        return (relay, secret, admin)
     }
 
     /// `parley call` for `identity` in room standup, talking a tone, its control socket under `runtime`.
@@ -162,8 +162,11 @@ struct ReadmeExamplesTests {
         let directory = try Self.folder()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let input = try Self.tone(in: directory, seconds: 60)
-        let (relay, secret) = try Self.relay(in: directory)
-        defer { relay.shutdown() }
+        let (relay, secret, admin) = try Self.relay(in: directory)
+        defer {
+            relay.shutdown()
+            admin.close()
+        }
         let runtime = directory + "/run"
         // Bob's call answers its own socket elsewhere, so ctl finds one call here, as the README's first lines assume.
         let bob = try Self.call("bob", relay: relay, secret: secret, runtime: directory + "/bob", input: input)
@@ -190,14 +193,17 @@ struct ReadmeExamplesTests {
             let directory = try Self.folder()
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let input = try Self.tone(in: directory, seconds: 60)
-            let (relay, secret) = try Self.relay(in: directory)
-            defer { relay.shutdown() }
+            let (relay, secret, adminServer) = try Self.relay(in: directory)
+            defer {
+                relay.shutdown()
+                adminServer.close()
+            }
             // Bob is kicked; cy keeps the room open for the examples after the kick.
             let bob = try Self.call("bob", relay: relay, secret: secret, runtime: directory + "/bob", input: input)
             let cy = try Self.call("cy", relay: relay, secret: secret, runtime: directory + "/cy", input: input)
             defer { Self.stop([bob, cy]) }
             try await Self.waitForMembers(2, on: relay)
-            let admin = "127.0.0.1:\(relay.adminAddress!.port!)"
+            let admin = "127.0.0.1:\(adminServer.localAddress!.port!)"
             let substitutions = [("/etc/parley", directory), ("127.0.0.1:9800", admin)]
             let block = try Self.block(startingWith: start)
             if start.hasPrefix("TOKEN") {

@@ -1,5 +1,7 @@
 import Foundation
+import ParleyAdmin
 import ParleyBasics
+import ParleyCluster
 import ParleyRelay
 import ParleySecurity
 import ParleyWire
@@ -7,7 +9,8 @@ import Synchronization
 
 /// A cluster as it runs in production, on one machine: a real etcd on 127.0.0.1 and relays
 /// as child processes (`parley-relay serve --cluster …`), relay N on 127.0.0.N, each with a
-/// key of its own and the token secret they share. A test can SIGKILL any of them.
+/// key of its own and the token secret they share. A test can SIGKILL any of them. The store
+/// is plain, or reached over TLS with a client certificate and an etcd user (``StoreSecurity``).
 final class RelayCluster: @unchecked Sendable {
     // @unchecked: `relays` changes only through kill/start, which the test calls in turn.
     let etcd: EtcdServer
@@ -32,13 +35,13 @@ final class RelayCluster: @unchecked Sendable {
     /// The region each relay is started with (`--region`), by index from 1; none if absent.
     let regions: [Int: String]
 
-    init(relays count: Int = 3, regions: [Int: String] = [:]) throws {
+    init(relays count: Int = 3, regions: [Int: String] = [:], security: StoreSecurity = .plain) throws {
         self.regions = regions
         guard FileManager.default.isExecutableFile(atPath: Self.relayBinary.path) else {
             throw EtcdServer.Missing(description: "\(Self.relayBinary.path) is missing; build it first: swift build --build-tests")
         }
-        etcd = try EtcdServer()
-        store = EtcdClient(endpoint: etcd.endpoint, group: .singletonMultiThreadedEventLoopGroup)
+        etcd = try EtcdServer(security: security)
+        store = try etcd.client()
         directory = etcd.directory
         for index in 1...count { try startRelay(index) }
         try waitForRegistrations(count)
@@ -59,8 +62,8 @@ final class RelayCluster: @unchecked Sendable {
         process.executableURL = Self.relayBinary
         process.arguments = [
             "serve", "--listen", "\(host):\(port)", "--admin", "127.0.0.1:\(adminPort)", "--secret-file", secretPath,
-            "--threads", "1", "--log-level", "info", "--cluster", etcd.url, "--public-address", "\(host):\(port)",
-        ] + (regions[index].map { ["--region", $0] } ?? [])
+            "--threads", "1", "--log-level", "info", "--public-address", "\(host):\(port)",
+        ] + etcd.relayFlags + (regions[index].map { ["--region", $0] } ?? [])
         process.environment = ["PATH": "/usr/bin:/bin"]
         let handle = FileHandle(forWritingAtPath: log)
         process.standardOutput = handle

@@ -1,5 +1,6 @@
 import ParleyBasics
 import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Testing
 
@@ -12,13 +13,13 @@ extension RelayOverUDP {
     @Suite("Admin port and command line")
     struct AdminAndCommandLineTests {
         @Test func metricsParseAsPrometheusAndPerStreamSeriesLeaveWithTheirMember() throws {
-            let fixture = try RelayFixture.start()
-            defer { fixture.relay.shutdown() }
+            let fixture = try RelayFixture.start(admin: true)
+            defer { fixture.stop() }
             let members = try fixture.room("metrics", size: 2)
             for sequence in 0..<30 { members[0].sendRTP(sequence: UInt16(sequence)) }
             members[1].pump(timeout: 2) { $0.mediaInbox.count >= 30 }
             usleep(1_200_000)  // one receiver report interval, so the upstream gauges are set
-            let adminPort = fixture.relay.adminAddress!.port!
+            let adminPort = try #require(fixture.adminPort)
             let (status, body) = try httpGet(port: adminPort, path: "/metrics")
             #expect(status == 200)
             try checkPrometheusText(body)

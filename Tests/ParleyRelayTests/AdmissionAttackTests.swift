@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 @testable import ParleyRelay
+import ParleyRelayTestSupport
 import ParleySecurity
 import ParleyWire
 import Synchronization

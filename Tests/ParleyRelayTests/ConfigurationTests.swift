@@ -11,7 +11,6 @@ struct ConfigurationTests {
     @Test func defaultsSuitAVPS() throws {
         let configuration = try RelayConfiguration.resolve(flags: [:], environment: [:], file: nil)
         #expect(configuration.listen.description == "0.0.0.0:7800")
-        #expect(configuration.admin?.description == "127.0.0.1:9800")
         #expect(configuration.limits.idleTimeoutMilliseconds == 30_000)
         #expect(configuration.limits.keepaliveIntervalMilliseconds == 5_000)
     }

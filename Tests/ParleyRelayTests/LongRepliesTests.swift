@@ -1,6 +1,7 @@
 import Foundation
 import ParleyClient
 import ParleyRelay
+import ParleyRelayTestSupport
 import ParleySecurity
 import ParleyWire
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import ParleyRelayTestSupport
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import Foundation
 @testable import ParleyRelay
+import ParleyRelayTestSupport
 import ParleySecurity
 import ParleyWire
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import ParleyAudio
 import ParleyClient
 @testable import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Testing
 

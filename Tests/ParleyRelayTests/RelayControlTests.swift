@@ -1,4 +1,5 @@
 import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Testing
 

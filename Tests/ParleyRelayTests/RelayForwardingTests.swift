@@ -1,5 +1,6 @@
 import NIOCore
 @testable import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Testing
 

@@ -1,5 +1,6 @@
 import ParleyBasics
 import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Testing
 
@@ -82,7 +83,7 @@ extension RelayOverUDP {
                 }
             }
             // What an operator sees: /metrics over HTTP.
-            let metrics = try httpGet(port: fixture.relay.adminAddress!.port!, path: "/metrics").1
+            let metrics = try fixture.relay.metricsText()
             let dropped = metricSum(metrics, "parley_relay_packets_dropped_total")
             print("""
                 \(sent) hostile packets in \(rounded(hostileSeconds)) s while 5 members talked \(expected) packets each; \

@@ -100,7 +100,6 @@ struct RelayLoopTests {
         do {
             var configuration = RelayConfiguration()
             configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
-            configuration.admin = nil
             configuration.threads = 2
             configuration.insecure = true
             var logger = Logger(label: "relay-descriptor-test")

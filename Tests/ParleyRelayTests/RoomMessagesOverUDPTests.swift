@@ -1,4 +1,5 @@
 @testable import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Testing
 
@@ -84,7 +85,7 @@ extension RelayOverUDP {
             #expect(Self.texts(ada).map(\.text) == ["bob 1", "bob 2", "bob 3"], "nobody hears their own")
             #expect(Self.texts(bob).map(\.text) == ["ada 1", "ada 2", "ada 3"])
             #expect(Self.texts(old).isEmpty, "an older client, which could not read them, is sent none")
-            let metrics = try httpGet(port: fixture.relay.adminAddress!.port!, path: "/metrics").1
+            let metrics = try fixture.relay.metricsText()
             #expect(metricValue(metrics, #"parley_relay_text_messages_total{result="relayed"}"#) == 6)
         }
 
@@ -144,7 +145,7 @@ extension RelayOverUDP {
             bob.pump(timeout: 2) { Self.texts($0).count >= MemberTexts.burst }
             bob.drain(quiet: 0.3)
             #expect(Self.texts(bob).map(\.text) == (1...MemberTexts.burst).map { "spam \($0)" }, "bob receives what was relayed, nothing refused")
-            let metrics = try httpGet(port: fixture.relay.adminAddress!.port!, path: "/metrics").1
+            let metrics = try fixture.relay.metricsText()
             #expect(metricValue(metrics, #"parley_relay_text_messages_total{result="relayed"}"#) == Double(MemberTexts.burst))
             #expect(metricValue(metrics, #"parley_relay_text_messages_total{result="refused_rate"}"#) == Double(12 - MemberTexts.burst))
             #expect(metricValue(metrics, #"parley_relay_text_messages_total{result="refused_too_long"}"#) == 1)

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import ParleyClient
 import ParleyRelay
+import ParleyRelayTestSupport
 import ParleySecurity
 import ParleyWire
 import Testing

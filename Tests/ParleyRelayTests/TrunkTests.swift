@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import ParleyClient
 @testable import ParleyRelay
+import ParleyRelayTestSupport
 import ParleySecurity
 import ParleyWire
 import Synchronization

@@ -1,4 +1,5 @@
 import ParleyClient
+import ParleyClientTestSupport
 
 /// Plays each input as a script (see `JoinedPeer.run(script:)`) against a client's whole
 /// receive path, joined to a relay played in-process: datagrams raw or sealed with the

@@ -1,3 +1,5 @@
+import ParleyBasics
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -87,17 +89,8 @@ func temporaryPath(_ suffix: String) -> String {
     "/tmp/parley-deploy-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).\(suffix)"
 }
 
-func monotonicSeconds() -> Double {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-}
-
-func monotonicNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}
+/// The process's monotonic clock (``MonotonicClock``) in seconds.
+func monotonicSeconds() -> Double { Double(MonotonicClock.now()) / 1e9 }
 
 /// A whole file as bytes, or nil when it cannot be read.
 func readBytes(_ path: String) -> [UInt8]? {

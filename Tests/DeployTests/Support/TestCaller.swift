@@ -1,3 +1,4 @@
+import ParleyBasics
 import ParleyClient
 import ParleySecurity
 import ParleyWire
@@ -66,7 +67,7 @@ final class TestCaller {
         return result
     }
 
-    func start() { deliver(link.start(now: monotonicNanoseconds())) }
+    func start() { deliver(link.start(now: MonotonicClock.now())) }
 
     var isActive: Bool { link.phase == .active }
 
@@ -87,21 +88,21 @@ final class TestCaller {
         guard let packet = try? header.serialized(payload: payload) else { return }
         guard case .secure = link.configuration.security else { return transmit(packet) }
         // Sealed with the link's current session; nothing is sent while there is none.
-        if let sealed = packet.withUnsafeBytes({ link.protector.protect($0, nowNanoseconds: monotonicNanoseconds()) }) {
+        if let sealed = packet.withUnsafeBytes({ link.protector.protect($0, nowNanoseconds: MonotonicClock.now()) }) {
             transmit(sealed)
         }
     }
 
     /// Reads what has arrived and lets the link act on its timers, for up to `seconds`.
     func pump(seconds: Double) {
-        let end = monotonicNanoseconds() + UInt64(seconds * 1e9)
+        let end = MonotonicClock.now() + UInt64(seconds * 1e9)
         var buffer = [UInt8](repeating: 0, count: 2048)
         while true {
-            let now = monotonicNanoseconds()
+            let now = MonotonicClock.now()
             if let deadline = link.nextDeadline, deadline <= now { deliver(link.tick(now: now)) }
             let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
             if count > 0 {
-                let arrivedAt = monotonicNanoseconds()
+                let arrivedAt = MonotonicClock.now()
                 let output = buffer.withUnsafeBytes { bytes in
                     link.handle(datagram: UnsafeRawBufferPointer(rebasing: bytes[..<count]), now: arrivedAt) { media in
                         guard case .rtp = PacketKind(media), let view = try? RTPPacketView(parsing: media) else { return }

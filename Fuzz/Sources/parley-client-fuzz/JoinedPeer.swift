@@ -1,1 +1,0 @@
-../../../Tests/ParleyClientTests/JoinedPeer.swift

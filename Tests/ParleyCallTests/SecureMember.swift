@@ -1,1 +1,0 @@
-../ParleyRelayTests/SecureMember.swift
