@@ -123,10 +123,13 @@ let package = Package(
             name: "parley-bench",
             dependencies: [
                 "ParleyWire", "ParleyBasics", "ParleyRelay", "ParleyCluster", "ParleyNetSim", "ParleyAudio", "ParleyDevices", "ParleyClient", "ParleyE2EE", "ParleyEvaluation",
-                "CParleyNet",
+                "CParleyNet", "CParleyAllocationCounter",
                 argumentParser, nioCore, nioPosix, logging,
             ]
         ),
+        // Counts heap allocations per thread for the benchmarks that show a path allocates
+        // nothing: linked into parley-bench only, where it stands in for libc's malloc.
+        .target(name: "CParleyAllocationCounter"),
 
         // MARK: Helpers the tests share, each a target of its own (no file is linked into two
         // targets): clients over real UDP for the relay and call tests, and the client's receive

@@ -5,7 +5,7 @@ import Synchronization
 /// The client's protection of its hop to the relay: the one object that seals what the
 /// client sends (media from the capture thread; RTCP and control from the network loop) and
 /// opens what the relay sends, with the current ``SecureSession``, which the link replaces
-/// on each join. The relay's side of the same hop is its `PacketProtector`.
+/// on each join. The relay's side of the same hop is its `NoiseTransport`.
 ///
 /// With no session (not joined yet, reconnecting, or `--insecure`), ``protect(_:nowNanoseconds:)``
 /// returns nil and the capture thread sends nothing: media never leaves unprotected by accident.

@@ -1,6 +1,6 @@
 import ParleyWire
 
-/// Sessions that ended recently, by address, kept a few seconds so the relay can retransmit
+/// Members that left recently, by address, kept a few seconds so the relay can retransmit
 /// its goodbye until the member acknowledges it, and acknowledge a retransmitted leave whose
 /// first ack was lost (the address was proven, so answering it is safe). Plain state with
 /// time passed in, confined to one loop.
@@ -12,27 +12,27 @@ struct Departures {
         var goodbye: ReliableSender
         let expiresNanoseconds: UInt64
         let destination: DatagramAddress
-        /// The departed member's keys: its goodbye is sealed, and so is its ack.
-        let protector: PacketProtector
+        /// The departed member's transport: its goodbye is sealed, and so is its ack.
+        let transport: any LegTransport
     }
 
     /// A goodbye due to a member's address, sealed with its keys.
     struct Resend {
         let bytes: [UInt8]
         let destination: DatagramAddress
-        let protector: PacketProtector
+        let transport: any LegTransport
     }
 
     private var departures: [PeerAddress: Departure] = [:]
 
-    /// The goodbye `session` is told (nil when `reason` has none or it is not to be told), as
+    /// The goodbye `member` is told (nil when `reason` has none or it is not to be told), as
     /// a reliable message: retransmitted until acknowledged, except to an idle member, who is
     /// told once since it is probably gone. `text` replaces the reason's own words (a
     /// moderator's, for a kick).
-    static func goodbye(to session: Session, reason: RemovalReason, text: String? = nil, tellMember: Bool, now: UInt64) -> (sender: ReliableSender, bytes: [UInt8]?) {
+    static func goodbye(to member: MemberLeg, reason: RemovalReason, text: String? = nil, tellMember: Bool, now: UInt64) -> (sender: ReliableSender, bytes: [UInt8]?) {
         var sender = ReliableSender()
         guard tellMember, let goodbyeReason = reason.goodbye else { return (sender, nil) }
-        let sequence = session.takeSequence()
+        let sequence = member.takeSequence()
         // A goodbye's text is a string8: cut at a character boundary within 255 bytes.
         var words = text ?? reason.goodbyeText
         while words.utf8.count > 255 { words.removeLast() }
@@ -43,10 +43,10 @@ struct Departures {
         return (sender, bytes)
     }
 
-    mutating func record(_ session: Session, goodbye: ReliableSender, now: UInt64) {
-        departures[session.peer] = Departure(
-            sessionID: session.id, goodbye: goodbye, expiresNanoseconds: now &+ Self.lifetimeNanoseconds,
-            destination: session.address, protector: session.protector)
+    mutating func record(_ member: MemberLeg, goodbye: ReliableSender, now: UInt64) {
+        departures[member.peer] = Departure(
+            sessionID: member.id, goodbye: goodbye, expiresNanoseconds: now &+ Self.lifetimeNanoseconds,
+            destination: member.destination, transport: member.transport)
     }
 
     subscript(peer: PeerAddress) -> Departure? { departures[peer] }
@@ -65,7 +65,7 @@ struct Departures {
             }
             var goodbye = departure.goodbye
             for bytes in goodbye.due(nowNanoseconds: now) {
-                resends.append(Resend(bytes: bytes, destination: departure.destination, protector: departure.protector))
+                resends.append(Resend(bytes: bytes, destination: departure.destination, transport: departure.transport))
             }
             departures[peer]!.goodbye = goodbye
         }

@@ -4,10 +4,10 @@ import ParleyWire
 /// What the relay checks a join against, the same for every loop: the token secret, the
 /// relay's side of the encrypted handshake (nil on a relay started `--insecure`), and the
 /// cache of handshakes already admitted. Where a verified join then goes, in a cluster, is
-/// the ``RoomPlacement``'s to say (`RelayWorker+Placement.swift`).
+/// the ``RoomPlacement``'s to say (``MemberAdmission``).
 ///
 /// ``verify(_:unixSeconds:)`` is plain Swift with the time passed in; the handshake and the
-/// replay cache are used by the loop's join handling (`RelayWorker+Joining.swift`) in the
+/// replay cache are used by the loop's join handling (``MemberAdmission``) in the
 /// order that keeps strangers' work cheap.
 struct JoinVerifier: Sendable {
     let secret: TokenSecret

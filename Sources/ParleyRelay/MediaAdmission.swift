@@ -1,10 +1,10 @@
 import ParleyWire
 
-/// Whether one RTP packet from a member may be forwarded, as plain Swift with time passed
-/// in: the checks a packet must pass, in the order it can fail them, and the reception
-/// statistics it updates. It only admits; `RelayWorker` then writes one copy per receiver.
+/// Whether one RTP packet that arrived over a leg may be forwarded, as plain Swift with time
+/// passed in: the checks a packet must pass, in the order it can fail them, and the reception
+/// statistics it updates. It only admits; the leg handler then writes one copy per receiver.
 enum MediaAdmission {
-    /// What the decision needs to know and keep about one sender; each `Session` holds one.
+    /// What the decision needs to know and keep about one stream; each ``LegStream`` holds one.
     struct Sender: Sendable {
         let ssrc: UInt32
         let canPublish: Bool
@@ -35,21 +35,21 @@ enum MediaAdmission {
         case drop(DropReason)
     }
 
-    /// Decides about `packet` (an RTP datagram) from `sender`; on `.forward` the sender's
-    /// reception statistics have counted it. `isActive`: the member has sent `ready`.
-    static func admit(_ packet: UnsafeRawBufferPointer, from sender: inout Sender, isActive: Bool, nowNanoseconds: UInt64) -> Decision {
-        // The rates are spent first: a member over its rate costs no parsing.
+    /// Decides about `packet` (an RTP packet, its header read once where it arrived) from
+    /// `sender`; on `.forward` the sender's reception statistics have counted it. `isActive`:
+    /// the leg is active (a member has sent `ready`).
+    static func admit(_ view: RTPPacketView, from sender: inout Sender, isActive: Bool, nowNanoseconds: UInt64) -> Decision {
+        // The rates are spent first: a sender over its rate costs nothing more.
         guard sender.packetRate.allow(nowNanoseconds: nowNanoseconds) else { return .drop(.rateLimited) }
-        guard sender.byteRate.allow(cost: packet.count, nowNanoseconds: nowNanoseconds) else { return .drop(.bitrateLimited) }
+        guard sender.byteRate.allow(cost: view.bytes.count, nowNanoseconds: nowNanoseconds) else { return .drop(.bitrateLimited) }
         guard isActive else { return .drop(.notActive) }
         guard sender.canPublish else { return .drop(.publishNotAllowed) }
-        guard let view = try? RTPPacketView(parsing: packet) else { return .drop(.malformed) }
         guard view.ssrc == sender.ssrc else { return .drop(.foreignSSRC) }
         if sender.reception == nil {
             sender.reception = RTPReceptionStatistics(ssrc: sender.ssrc, clockRate: 48_000, firstSequence: view.sequenceNumber)
         }
         sender.reception!.record(sequence: view.sequenceNumber, rtpTimestamp: view.timestamp, arrivalNanoseconds: nowNanoseconds)
-        sender.bytesReceived &+= UInt64(packet.count)
+        sender.bytesReceived &+= UInt64(view.bytes.count)
         // Counted before the mute is applied, so the relay's receiver reports do not tell the
         // muted client its packets are lost (its encoder would add redundancy for nothing).
         guard !sender.isServerMuted else { return .drop(.serverMuted) }

@@ -1,22 +1,14 @@
 import CoreMetrics
 import ParleyWire
 
-/// One member's text messages at the relay: what it sends (each acted on once, within its
-/// rate) and what the room sends it (delivered one at a time, in the room's order).
-///
-/// Plain state with time passed in; the session's loop drives it
-/// (`RelayWorker+Room.swift`). Delivery is one message in flight: the next goes once the
-/// member acknowledges the last (or ``ReliableSender`` gives it up), so a member receives
-/// them in the order the room's lock put them, each once, whatever the path loses or
-/// reorders. Text is rare enough that a round trip per message costs nothing a person sees.
+/// The text messages one member sends: each acted on once, within its rate, a repeat (its
+/// answer was lost) answered as before. Plain state with time passed in; the member's loop
+/// drives it (``MemberTable``). What the room sends the member is its leg's ``TextOutbox``.
 struct MemberTexts: Sendable {
     /// Messages a member may send: a burst, then one every so often. A person types far
     /// slower; a script that floods the room is refused and counted.
     static let burst = 8
     static let perSecond = 2
-    /// Messages waiting for a member: a room that writes faster than one member's link
-    /// acknowledges loses the oldest beyond this, counted.
-    static let maximumQueued = 64
 
     /// How the relay answered the member's last message, so a retransmission of it (its
     /// answer was lost) gets the same answer and is never relayed twice.
@@ -27,16 +19,10 @@ struct MemberTexts: Sendable {
 
     private var rate: TokenBucket
     private(set) var lastAnswered: (number: UInt32, answer: Answer)?
-    private var queue: [(sender: String, text: String)] = []
-    private var nextNumber: UInt32 = 1
-    /// The sequence number of the message in flight to the member.
-    private(set) var inFlight: UInt32?
 
     init(nowNanoseconds: UInt64) {
         rate = TokenBucket(ratePerSecond: Self.perSecond, burst: Self.burst, nowNanoseconds: nowNanoseconds)
     }
-
-    // MARK: From the member
 
     /// What to do with a text the member sent: nil for a message older than its last (a
     /// stray retransmission: acknowledge, do nothing), the earlier answer for a repeat of
@@ -58,31 +44,6 @@ struct MemberTexts: Sendable {
         lastAnswered = (message.number, answer)
         return (answer, false)
     }
-
-    // MARK: To the member
-
-    /// Queues a message from `sender`; false when the queue was full and its oldest was dropped.
-    mutating func enqueue(sender: String, text: String) -> Bool {
-        queue.append((sender, text))
-        guard queue.count > Self.maximumQueued else { return true }
-        queue.removeFirst()
-        return false
-    }
-
-    /// The next message to send, numbered, if none is in flight; it is in flight with
-    /// `sequence` from now on.
-    mutating func next(sequence: UInt32) -> ControlMessage.Text? {
-        guard inFlight == nil, !queue.isEmpty else { return nil }
-        let (sender, text) = queue.removeFirst()
-        defer { nextNumber &+= 1 }
-        inFlight = sequence
-        return ControlMessage.Text(number: nextNumber, sender: sender, text: text)
-    }
-
-    /// The message in flight is done with: acknowledged, or given up.
-    mutating func settled() { inFlight = nil }
-
-    var hasQueued: Bool { !queue.isEmpty }
 }
 
 /// What became of a text message a member sent, as `/metrics` counts it

@@ -21,18 +21,18 @@ extension Relay {
         return reply
     }
 
-    /// Every room and member, with figures each loop reads from its own sessions; the future
+    /// Every room and member, with figures each loop reads from its own members' legs; the future
     /// completes on `loop`.
     public func roomsReport(on loop: any EventLoop) -> EventLoopFuture<AdminRoomsReport> {
         let listing = core.adminListing()
-        let sessions = listing.flatMap { $0.members.compactMap(\.session) }
+        let legs = listing.flatMap { $0.members.compactMap(\.leg) }
         let promise = loop.makePromise(of: [UInt64: Figures].self)
         let collected = Mutex<(figures: [UInt64: Figures], remaining: Int)>(([:], workers.count))
         for worker in workers {
-            let mine = sessions.filter { $0.workerIndex == worker.index }
+            let mine = legs.filter { $0.workerIndex == worker.index }
             worker.loop.execute {
                 let now = monotonicNanoseconds()
-                let figures = mine.map { ($0.id, Figures(session: $0, now: now)) }
+                let figures = mine.map { ($0.id, Figures(member: $0, now: now)) }
                 let done = collected.withLock { state -> [UInt64: Figures]? in
                     for (id, figure) in figures { state.figures[id] = figure }
                     state.remaining -= 1
@@ -44,10 +44,10 @@ extension Relay {
         return promise.futureResult.map { figures in
             AdminRoomsReport(rooms: listing.map { room in
                 AdminRoomsReport.Room(name: room.name, members: room.members.map { entry in
-                    let figure = entry.session.flatMap { figures[$0.id] }
+                    let figure = entry.leg.flatMap { figures[$0.id] }
                     return AdminRoomsReport.Member(
                         identity: entry.member.identity, ssrc: entry.member.ssrc, active: entry.member.isActive,
-                        moderator: entry.session?.isModerator ?? false, canPublish: entry.member.canPublish,
+                        moderator: entry.leg?.isModerator ?? false, canPublish: entry.member.canPublish,
                         serverMuted: entry.serverMuted, joinedSecondsAgo: figure?.joinedSecondsAgo ?? 0,
                         packets: figure?.packets ?? 0, lossPercent: figure?.lossPercent ?? 0, bitsPerSecond: figure?.bitsPerSecond ?? 0)
                 })
@@ -62,15 +62,15 @@ extension Relay {
         var lossPercent: Double
         var bitsPerSecond: Int
 
-        init(session: Session, now: UInt64) {
-            let age = Double(now &- session.joinedNanoseconds) / 1e9
+        init(member: MemberLeg, now: UInt64) {
+            let age = Double(now &- member.joinedNanoseconds) / 1e9
             joinedSecondsAgo = (age * 10).rounded() / 10
-            let reception = session.media.reception
+            let reception = member.stream.media.reception
             packets = reception?.received ?? 0
             let expected = reception?.expected ?? 0
             let lost = max(0, reception?.cumulativeLost ?? 0)
             lossPercent = expected > 0 ? (1_000 * Double(lost) / Double(expected)).rounded() / 10 : 0
-            bitsPerSecond = age > 0 ? Int(Double(session.media.bytesReceived) * 8 / age) : 0
+            bitsPerSecond = age > 0 ? Int(Double(member.stream.media.bytesReceived) * 8 / age) : 0
         }
     }
 }
@@ -79,7 +79,8 @@ extension RelayCore {
     struct ListedRoom {
         struct Entry {
             let member: Room.Member
-            let session: Session?
+            /// Its leg, whose figures its loop reads.
+            let leg: MemberLeg?
             let serverMuted: Bool
         }
 
@@ -92,7 +93,7 @@ extension RelayCore {
         rooms.withLock { rooms in
             rooms.directory.rooms.values.sorted { $0.name < $1.name }.map { room in
                 ListedRoom(name: room.name, members: room.members.map {
-                    ListedRoom.Entry(member: $0, session: rooms.sessions[$0.sessionID], serverMuted: room.serverMuted.contains($0.identity))
+                    ListedRoom.Entry(member: $0, leg: rooms.legs[$0.sessionID] as? MemberLeg, serverMuted: room.serverMuted.contains($0.identity))
                 })
             }
         }

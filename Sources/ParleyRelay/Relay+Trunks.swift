@@ -33,7 +33,7 @@ extension Relay {
         }
         let destination = DatagramAddress(address)
         let worker = workers[0]
-        worker.loop.execute { worker.beginTrunk(room: room, to: peer, destination: destination) }
+        worker.loop.execute { worker.trunks?.beginTrunk(room: room, to: peer, destination: destination) }
     }
 
     /// Closes `room`'s trunk to `peer` (telling the peer), or gives up opening it.

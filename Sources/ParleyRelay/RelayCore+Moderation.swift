@@ -13,7 +13,7 @@ enum ModerationSource: String, Sendable, Hashable, CaseIterable {
 
 /// Room control, under the core's one lock like every membership change: server-mute and
 /// unmute, kick (a ban per room and identity in ``KickList``), close a room. A removed
-/// member's session is closed on its own loop (``SessionLoop/deliverRemoval(_:reason:message:)``),
+/// member's leg is closed on its own loop (``LegLoop/deliverEnding(_:to:)``),
 /// which tells it goodbye with the reason; the others get the new roster as after any leave.
 ///
 /// In a room that spans relays the request also goes over the room's trunks, and each relay
@@ -38,9 +38,9 @@ extension RelayCore {
             // Handed to the trunks' loops under the lock, so every relay sees one order.
             var forwarded = request
             forwarded.moderator = moderator
-            let passOnTo = passOn ? rooms.trunks[room] ?? [] : []
+            let passOnTo = passOn ? rooms.trunks(of: current) : []
             func passItOn() {
-                for trunk in passOnTo { loop(trunk.workerIndex).deliverTrunkModeration(trunk, request: forwarded) }
+                for trunk in passOnTo { loop(trunk.workerIndex).deliverModeration(forwarded, to: trunk) }
             }
             let elsewhere = " (passed on to the relay of the room they are on, which carries it out)"
             switch request.action {
@@ -82,17 +82,19 @@ extension RelayCore {
                 return .init(outcome: .done, message: "\(member.identity) removed from \(room); \(banned)")
             case .closeRoom:
                 passItOn()
+                let trunks = rooms.trunks(of: current)
                 let members = rooms.directory.close(room)
                 let told = Self.closeText(by: moderator, room: room, reason: request.reason)
                 for member in members {
-                    if let session = rooms.sessions.removeValue(forKey: member.sessionID) {
-                        loop(session.workerIndex).deliverRemoval(session, reason: .roomClosed, message: told)
+                    if let leg = rooms.legs.removeValue(forKey: member.sessionID) {
+                        loop(leg.workerIndex).deliverEnding(.removed(.roomClosed, message: told), to: leg)
                     }
                 }
                 // The room's trunks go with it (a new room of that name starts without them).
-                for trunk in rooms.trunks.removeValue(forKey: room) ?? [] {
+                for trunk in trunks {
+                    rooms.legs[trunk.id] = nil
                     rooms.trunkStreams[trunk.id] = nil
-                    loop(trunk.workerIndex).deliverTrunkClosing(trunk)
+                    loop(trunk.workerIndex).deliverEnding(.trunkClosing, to: trunk)
                 }
                 rooms.rosterSchedule.roomClosed(room)
                 updateGauges(rooms)
@@ -106,8 +108,8 @@ extension RelayCore {
     private func removeForModeration(_ member: Room.Member, from room: String, reason: RemovalReason, message: String, in rooms: inout Rooms, now: UInt64) {
         rooms.directory.remove(sessionID: member.sessionID, from: room)
         if member.isActive, rooms.directory[room] != nil { roomChanged(room, in: &rooms, now: now) }
-        if let session = rooms.sessions.removeValue(forKey: member.sessionID) {
-            loop(session.workerIndex).deliverRemoval(session, reason: reason, message: message)
+        if let leg = rooms.legs.removeValue(forKey: member.sessionID) {
+            loop(leg.workerIndex).deliverEnding(.removed(reason, message: message), to: leg)
         }
     }
 

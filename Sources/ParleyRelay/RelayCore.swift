@@ -3,17 +3,22 @@ import Synchronization
 
 /// The relay's rooms, shared by every event loop.
 ///
-/// Rooms live in one ``RoomDirectory`` behind one lock, taken only when membership changes
-/// (join, ready, leave, timeout), a member's muted/deafened state changes, or a text is
-/// relayed; never per packet. A change builds the room's new ``RoomSnapshot`` and roster and
-/// hands them to the loop of every member, while still holding the lock, so each loop
-/// receives a room's versions (and its texts) in order. Forwarding changes
-/// at once; a room whose membership churns is sent its roster (a reliable message every
-/// member acknowledges) at most every ``RosterSchedule/interval``, the loops' ticks sending
-/// what was held back. Joins are also limited per identity (``IdentityJoinBudget``).
+/// Rooms live in one ``RoomDirectory`` behind one lock, taken only when a leg comes or goes
+/// (join, ready, leave, timeout, a trunk opening or ending), a member's muted/deafened state
+/// changes, a text or sealed media keys are relayed, or a moderator acts; never per packet. A
+/// change builds the room's new ``RoomSnapshot`` and rosters and hands them to the loop of
+/// every leg in the room, while still holding the lock, so each loop receives a room's
+/// versions (and its texts) in order. Forwarding changes at once; a room whose membership
+/// churns is sent its roster (a reliable message every member acknowledges) at most every
+/// ``RosterSchedule/interval``, the loops' ticks sending what was held back. Joins are also
+/// limited per identity (``IdentityJoinBudget``).
 ///
-/// The loops reach the core as ``RoomMembership``, and the core reaches them as
-/// ``SessionLoop``: neither knows the other's concrete type.
+/// Members and trunks are both legs here: what a room hands on (snapshots, rosters, texts,
+/// keys) goes to each leg the same way, and the one rule between them is the mesh's: what
+/// arrives over a trunk goes to the members here only.
+///
+/// The loops reach the core as ``RoomMembership``, and the core reaches them as ``LegLoop``:
+/// neither knows the other's concrete type.
 final class RelayCore: RoomMembership {
     let metrics: RelayMetrics
 
@@ -21,21 +26,25 @@ final class RelayCore: RoomMembership {
         var directory: RoomDirectory
         /// Once the relay is stopping, members hear goodbye, not rosters of a room emptying.
         var isShuttingDown = false
-        var sessions: [UInt64: Session] = [:]
-        var nextSessionID: UInt64 = 1
+        /// Every leg in a room, members (joining or active) and trunks, by ID.
+        var legs: [UInt64: Leg] = [:]
+        var nextLegID: UInt64 = 1
         var joinBudget: IdentityJoinBudget
         var rosterSchedule = RosterSchedule()
-        /// Each room's trunks to other relays (`RelayCore+Trunks.swift`).
-        var trunks: [String: [Trunk]] = [:]
         /// The streams each trunk brings, by trunk ID, as its loop last reported them.
         var trunkStreams: [UInt64: [RoomSnapshot.RemoteStream]] = [:]
         /// Who was kicked from which room, until when (``KickList``).
         var kicks = KickList()
+
+        /// The room's trunks, in the order they were attached.
+        func trunks(of room: Room) -> [TrunkLeg] {
+            room.trunks.compactMap { legs[$0.trunkID] as? TrunkLeg }
+        }
     }
 
     let rooms: Mutex<Rooms>
-    /// By ``Session/workerIndex``; set once, before any loop starts.
-    private let loops: Mutex<[any SessionLoop]>
+    /// By ``Leg/workerIndex``; set once, before any loop starts.
+    private let loops: Mutex<[any LegLoop]>
 
     /// Rosters are paged to fit a datagram that crosses any path unfragmented.
     static let maximumRosterMessageSize = 1200
@@ -46,7 +55,7 @@ final class RelayCore: RoomMembership {
         self.loops = Mutex([])
     }
 
-    func attach(loops list: [any SessionLoop]) {
+    func attach(loops list: [any LegLoop]) {
         loops.withLock { $0 = list }
     }
 
@@ -55,66 +64,78 @@ final class RelayCore: RoomMembership {
     /// Each is replaced by a loop that drops what it is handed (a late API call after
     /// shutdown, such as closing a trunk, reaches no stopped thread and traps on no index).
     func detachLoops() {
-        loops.withLock { list in list = list.map { _ in StoppedSessionLoop() } }
+        loops.withLock { list in list = list.map { _ in StoppedLegLoop() } }
     }
 
-    func makeSessionID() -> UInt64 {
+    func makeLegID() -> UInt64 {
         rooms.withLock { rooms in
-            defer { rooms.nextSessionID += 1 }
-            return rooms.nextSessionID
+            defer { rooms.nextLegID += 1 }
+            return rooms.nextLegID
         }
     }
 
-    func admit(_ session: Session, now: UInt64) -> RoomAdmission {
+    // MARK: Legs coming and going
+
+    func attach(_ leg: Leg, now: UInt64) -> RoomAdmission {
         rooms.withLock { rooms in
-            guard rooms.joinBudget.allow(identity: session.identity, room: session.room, now: now) else {
-                return .refused(.rateLimited, "\(session.identity) joined \(session.room) too often in the last minute")
-            }
-            if let ban = rooms.kicks.ban(of: session.identity, in: session.room, now: now) {
-                return .refused(.kickedFromRoom, ban.refusal(room: session.room, now: now))
-            }
-            let candidate = Room.Member(
-                sessionID: session.id, identity: session.identity, ssrc: session.ssrc, canPublish: session.canPublish,
-                capabilities: session.capabilities, identityKey: session.identityKey)
-            switch rooms.directory.admit(candidate, to: session.room, endToEnd: session.isEndToEndEncrypted) {
-            case let .refused(code, message):
-                return .refused(code, message)
-            case let .admitted(replacedMember):
-                rooms.sessions[session.id] = session
-                var replaced: Session?
-                if let replacedMember {
-                    replaced = rooms.sessions.removeValue(forKey: replacedMember.sessionID)
-                    if replacedMember.isActive { roomChanged(session.room, in: &rooms, now: now) }
-                }
-                if let replaced { loop(replaced.workerIndex).deliverReplacement(replaced) }
-                updateGauges(rooms)
-                return .admitted(replaced: replaced)
+            switch leg {
+            case let member as MemberLeg: return admit(member, in: &rooms, now: now)
+            case let trunk as TrunkLeg: return attach(trunk, in: &rooms, now: now)
+            default: return .refused(.malformedRequest, "not a leg this relay knows")
             }
         }
     }
 
-    func activate(_ session: Session, now: UInt64) -> Bool {
+    private func admit(_ member: MemberLeg, in rooms: inout Rooms, now: UInt64) -> RoomAdmission {
+        guard rooms.joinBudget.allow(identity: member.identity, room: member.room, now: now) else {
+            return .refused(.rateLimited, "\(member.identity) joined \(member.room) too often in the last minute")
+        }
+        if let ban = rooms.kicks.ban(of: member.identity, in: member.room, now: now) {
+            return .refused(.kickedFromRoom, ban.refusal(room: member.room, now: now))
+        }
+        let candidate = Room.Member(
+            sessionID: member.id, identity: member.identity, ssrc: member.ssrc, canPublish: member.canPublish,
+            capabilities: member.capabilities, identityKey: member.identityKey)
+        switch rooms.directory.admit(candidate, to: member.room, endToEnd: member.isEndToEndEncrypted) {
+        case let .refused(code, message):
+            return .refused(code, message)
+        case let .admitted(replacedMember):
+            rooms.legs[member.id] = member
+            var replaced: MemberLeg?
+            if let replacedMember {
+                replaced = rooms.legs.removeValue(forKey: replacedMember.sessionID) as? MemberLeg
+                if replacedMember.isActive { roomChanged(member.room, in: &rooms, now: now) }
+            }
+            if let replaced { loop(replaced.workerIndex).deliverEnding(.removed(.replaced, message: nil), to: replaced) }
+            updateGauges(rooms)
+            return .admitted(replaced: replaced)
+        }
+    }
+
+    func detach(_ leg: Leg, now: UInt64) {
         rooms.withLock { rooms in
-            guard rooms.directory.activate(sessionID: session.id, in: session.room) else { return false }
-            // The session's loop (the caller) sets its state to active right after; the
-            // update it is sent below runs later on the same loop, so it sees that. The new
-            // member hears the room at once even when the others' update is held back.
-            let everyone = rooms.rosterSchedule.roomChanged(session.room, now: now)
-            publish(session.room, in: rooms, rosterTo: everyone ? .everyone : .only(session))
+            guard rooms.legs[leg.id] === leg else { return }
+            rooms.legs[leg.id] = nil
+            if leg is TrunkLeg {
+                detachTrunk(leg.id, from: leg.room, in: &rooms, now: now)
+            } else if let member = rooms.directory.remove(sessionID: leg.id, from: leg.room), member.isActive {
+                roomChanged(leg.room, in: &rooms, now: now)
+            }
+            if rooms.directory[leg.room] == nil { rooms.rosterSchedule.roomClosed(leg.room) }
+            updateGauges(rooms)
+        }
+    }
+
+    func activate(_ member: MemberLeg, now: UInt64) -> Bool {
+        rooms.withLock { rooms in
+            guard rooms.directory.activate(sessionID: member.id, in: member.room) else { return false }
+            // The member's loop (the caller) sets its state to active right after; the update
+            // it is sent below runs later on the same loop, so it sees that. The new member
+            // hears the room at once even when the others' update is held back.
+            let everyone = rooms.rosterSchedule.roomChanged(member.room, now: now)
+            publish(member.room, in: rooms, rosterTo: everyone ? .everyone : .only(member))
             updateGauges(rooms)
             return true
-        }
-    }
-
-    func remove(_ session: Session, now: UInt64) {
-        rooms.withLock { rooms in
-            guard rooms.sessions[session.id] === session else { return }
-            rooms.sessions[session.id] = nil
-            if let member = rooms.directory.remove(sessionID: session.id, from: session.room), member.isActive {
-                roomChanged(session.room, in: &rooms, now: now)
-            }
-            if rooms.directory[session.room] == nil { rooms.rosterSchedule.roomClosed(session.room) }
-            updateGauges(rooms)
         }
     }
 
@@ -125,11 +146,10 @@ final class RelayCore: RoomMembership {
         }
     }
 
-    func setState(_ state: ControlMessage.MemberState, of session: Session, now: UInt64) {
+    func setState(_ state: ControlMessage.MemberState, of member: MemberLeg, now: UInt64) {
         rooms.withLock { rooms in
-            guard rooms.sessions[session.id] === session,
-                  rooms.directory.setState(state, sessionID: session.id, in: session.room) else { return }
-            roomChanged(session.room, in: &rooms, now: now)
+            guard rooms.legs[member.id] === member, rooms.directory.setState(state, sessionID: member.id, in: member.room) else { return }
+            roomChanged(member.room, in: &rooms, now: now)
         }
     }
 
@@ -137,84 +157,53 @@ final class RelayCore: RoomMembership {
         rooms.withLock { $0.directory.isEndToEndEncrypted(room, tokenAsks: tokenAsks) }
     }
 
-    /// Sealed media keys from `session` to other members of its room: each entry goes to the
-    /// member its SSRC names, here or over the trunk that brings it. Members that take no part
-    /// in end-to-end encryption, and SSRCs not in the room, are skipped (and counted).
-    func relayMediaKeys(_ entries: [ControlMessage.MediaKeys.Entry], from session: Session) -> Int {
-        rooms.withLock { rooms in
-            guard !rooms.isShuttingDown, rooms.sessions[session.id] === session,
-                  let room = rooms.directory[session.room] else { return entries.count }
-            return route(entries, from: session.ssrc, in: room, overTrunks: rooms.trunks[session.room] ?? [], rooms: rooms)
-        }
-    }
+    // MARK: What legs tell their room
 
-    /// Sealed media keys that came over `trunk` from a member of the peer relay: to the members
-    /// here only (each relay of a room sends its members' keys straight to every other).
-    func relayMediaKeys(_ entries: [ControlMessage.MediaKeys.Entry], from sender: UInt32, over trunk: Trunk) -> Int {
+    func relayMediaKeys(_ entries: [ControlMessage.MediaKeys.Entry], from sender: UInt32, over leg: Leg) -> Int {
         rooms.withLock { rooms in
-            guard !rooms.isShuttingDown, rooms.trunks[trunk.room]?.contains(where: { $0 === trunk }) == true,
-                  let room = rooms.directory[trunk.room],
-                  // Only a member the trunk brings may send over it.
-                  room.trunks.first(where: { $0.trunkID == trunk.id })?.members.contains(where: { $0.ssrc == sender }) == true
-            else { return entries.count }
-            return route(entries, from: sender, in: room, overTrunks: [], rooms: rooms)
-        }
-    }
-
-    /// Hands each entry to its recipient's loop; returns how many had nowhere to go.
-    private func route(_ entries: [ControlMessage.MediaKeys.Entry], from sender: UInt32, in room: Room, overTrunks trunks: [Trunk],
-                       rooms: Rooms) -> Int {
-        let list = loops.withLock { $0 }
-        var undeliverable = 0
-        var overTrunk: [ObjectIdentifier: (trunk: Trunk, entries: [ControlMessage.MediaKeys.Entry])] = [:]
-        for entry in entries where entry.ssrc != sender {
-            if let member = room.members.first(where: { $0.ssrc == entry.ssrc }), member.isActive,
-               member.capabilities.contains(.endToEndEncryption), let receiver = rooms.sessions[member.sessionID] {
-                list[receiver.workerIndex].deliverMediaKeys(receiver, entry: entry, from: sender)
-            } else if let carrier = room.trunks.first(where: { $0.members.contains { $0.ssrc == entry.ssrc } }),
-                      let trunk = trunks.first(where: { $0.id == carrier.trunkID }) {
-                overTrunk[ObjectIdentifier(trunk), default: (trunk, [])].entries.append(entry)
-            } else {
-                undeliverable += 1
+            guard !rooms.isShuttingDown, rooms.legs[leg.id] === leg, let room = rooms.directory[leg.room] else { return entries.count }
+            // Over a trunk, only a member the trunk brings may send.
+            if leg is TrunkLeg, room.trunks.first(where: { $0.trunkID == leg.id })?.members.contains(where: { $0.ssrc == sender }) != true {
+                return entries.count
             }
-        }
-        for (trunk, batch) in overTrunk.values {
-            list[trunk.workerIndex].deliverTrunkMediaKeys(trunk, keys: ControlMessage.MediaKeys(sender: sender, entries: batch))
-        }
-        return undeliverable
-    }
-
-    /// A member's text to everyone else in its room: the members here, and over each of the
-    /// room's trunks the members of the other relays.
-    func relayText(_ text: String, from session: Session) {
-        rooms.withLock { rooms in
-            guard !rooms.isShuttingDown, rooms.sessions[session.id] === session else { return }
-            deliver(text, sender: session.identity, in: session.room, except: session.id, rooms: &rooms)
             let list = loops.withLock { $0 }
-            for trunk in rooms.trunks[session.room] ?? [] {
-                list[trunk.workerIndex].deliverTrunkText(trunk, sender: session.identity, text: text)
+            var undeliverable = 0
+            var toLegs: [UInt64: (leg: Leg, entries: [ControlMessage.MediaKeys.Entry])] = [:]
+            for entry in entries where entry.ssrc != sender {
+                if let member = room.members.first(where: { $0.ssrc == entry.ssrc }), member.isActive,
+                   member.capabilities.contains(.endToEndEncryption), let receiver = rooms.legs[member.sessionID] {
+                    toLegs[receiver.id, default: (receiver, [])].entries.append(entry)
+                } else if leg.forwardsToTrunks, let carrier = room.trunks.first(where: { $0.members.contains { $0.ssrc == entry.ssrc } }),
+                          let trunk = rooms.legs[carrier.trunkID] {
+                    toLegs[trunk.id, default: (trunk, [])].entries.append(entry)
+                } else {
+                    undeliverable += 1
+                }
+            }
+            for (receiver, batch) in toLegs.values {
+                list[receiver.workerIndex].deliverMediaKeys(batch, from: sender, to: receiver)
+            }
+            return undeliverable
+        }
+    }
+
+    func relayText(_ text: String, sender: String, over leg: Leg) {
+        rooms.withLock { rooms in
+            guard !rooms.isShuttingDown, rooms.legs[leg.id] === leg, let room = rooms.directory[leg.room] else { return }
+            // Handed over under the rooms' lock: every loop receives the room's texts in one order.
+            let list = loops.withLock { $0 }
+            for member in room.members where member.isActive && member.sessionID != leg.id && member.capabilities.contains(.textMessages) {
+                guard let receiver = rooms.legs[member.sessionID] else { continue }
+                list[receiver.workerIndex].deliverText(text, from: sender, to: receiver)
+            }
+            guard leg.forwardsToTrunks else { return }
+            for trunk in rooms.trunks(of: room) {
+                list[trunk.workerIndex].deliverText(text, from: sender, to: trunk)
             }
         }
     }
 
-    /// A text that came over `trunk` from a member of the peer relay: to the members here only
-    /// (the relays of a room are a full mesh, so the sender's relay sent it to every other).
-    func relayText(_ text: String, sender: String, over trunk: Trunk) {
-        rooms.withLock { rooms in
-            guard !rooms.isShuttingDown, rooms.trunks[trunk.room]?.contains(where: { $0 === trunk }) == true else { return }
-            deliver(text, sender: sender, in: trunk.room, except: nil, rooms: &rooms)
-        }
-    }
-
-    /// Handed over under the rooms' lock: every loop receives the room's texts in one order.
-    private func deliver(_ text: String, sender: String, in roomName: String, except excluded: UInt64?, rooms: inout Rooms) {
-        guard let room = rooms.directory[roomName] else { return }
-        let list = loops.withLock { $0 }
-        for member in room.members where member.isActive && member.sessionID != excluded && member.capabilities.contains(.textMessages) {
-            guard let receiver = rooms.sessions[member.sessionID] else { continue }
-            list[receiver.workerIndex].deliverText(receiver, sender: sender, text: text)
-        }
-    }
+    // MARK: Rosters and snapshots
 
     /// The room's membership changed: its roster goes out now, or at its next turn.
     func roomChanged(_ room: String, in rooms: inout Rooms, now: UInt64) {
@@ -230,49 +219,50 @@ final class RelayCore: RoomMembership {
     enum RosterAudience {
         case everyone
         /// A member just activated, while the others' roster is held back by the schedule.
-        case only(Session)
+        case only(MemberLeg)
         /// Held back: the forwarding changes now, the roster at the room's next turn.
         case nobody
 
-        func includes(_ session: Session) -> Bool {
+        func includes(_ member: MemberLeg) -> Bool {
             switch self {
             case .everyone: return true
-            case let .only(member): return member === session
+            case let .only(only): return only === member
             case .nobody: return false
             }
         }
     }
 
-    /// Builds the room's forwarding snapshot and roster and hands them to each active member's
-    /// loop: the snapshot always (it costs no packet), the roster to `audience`. Each trunk of
-    /// the room gets the snapshot and the roster of the members here, always: the peer relay
-    /// paces its own members' rosters.
+    /// Builds the room's forwarding snapshot and rosters and hands them to the loop of each
+    /// active leg: the snapshot always (it costs no packet), the whole room's roster to the
+    /// members in `audience`; each trunk gets the roster of the members here, always (the peer
+    /// relay paces its own members' rosters, and a trunk sends only what changed).
     func publish(_ roomName: String, in rooms: borrowing Rooms, rosterTo audience: RosterAudience) {
         guard !rooms.isShuttingDown, let room = rooms.directory[roomName] else { return }
-        let active = room.members.filter(\.isActive).compactMap { rooms.sessions[$0.sessionID] }
-        let trunks = rooms.trunks[roomName] ?? []
+        let active = room.members.filter(\.isActive).compactMap { rooms.legs[$0.sessionID] as? MemberLeg }
+        let trunks = rooms.trunks(of: room)
         let muted = room.serverMuted.isEmpty ? [] : Set(active.filter { room.serverMuted.contains($0.identity) }.map(\.id))
         let snapshot = RoomSnapshot(
             version: room.version, receivers: active.map(\.receiver) + trunks.map(\.receiver), serverMuted: muted,
             remoteStreams: trunks.flatMap { rooms.trunkStreams[$0.id] ?? [] }, remoteMemberCount: room.remoteMemberCount)
-        let roster = ControlMessage.Roster.pages(version: room.version, members: room.roster, maximumMessageSize: Self.maximumRosterMessageSize)
         let list = loops.withLock { $0 }
-        for session in active {
-            list[session.workerIndex].deliverRoomUpdate(session, snapshot: snapshot, roster: audience.includes(session) ? roster : [])
+        var roster: RoomRoster?
+        if case .nobody = audience {} else { roster = RoomRoster(version: room.version, members: room.roster) }
+        for member in active {
+            list[member.workerIndex].deliver(RoomUpdate(snapshot: snapshot, roster: audience.includes(member) ? roster : nil), to: member)
         }
         guard !trunks.isEmpty else { return }
-        let localRoster = room.localRoster
+        let localRoster = RoomRoster(version: room.version, members: room.localRoster)
         for trunk in trunks {
-            list[trunk.workerIndex].deliverTrunkUpdate(trunk, snapshot: snapshot, version: room.version, localRoster: localRoster)
+            list[trunk.workerIndex].deliver(RoomUpdate(snapshot: snapshot, roster: localRoster), to: trunk)
         }
     }
 
     /// The loops never change after start.
-    func loop(_ index: Int) -> any SessionLoop {
+    func loop(_ index: Int) -> any LegLoop {
         loops.withLock { $0[index] }
     }
 
-    func updateGauges(_ rooms: Rooms) {
+    func updateGauges(_ rooms: borrowing Rooms) {
         let counts = rooms.directory.memberCount
         metrics.rooms.record(rooms.directory.rooms.count)
         metrics.membersActive.record(counts.active)
@@ -290,17 +280,10 @@ final class RelayCore: RoomMembership {
 }
 
 /// What stands in for a stopped loop: there is nobody left to deliver to.
-private final class StoppedSessionLoop: SessionLoop {
-    func deliverRoomUpdate(_ session: Session, snapshot: RoomSnapshot, roster: [ControlMessage.Roster]) {}
-    func deliverReplacement(_ session: Session) {}
-    func deliverTrunkUpdate(_ trunk: Trunk, snapshot: RoomSnapshot, version: UInt32, localRoster: [ControlMessage.Roster.Member]) {}
-    func deliverEviction(_ session: Session) {}
-    func deliverTrunkEnd(_ trunk: Trunk, reason: TrunkEndReason) {}
-    func deliverText(_ session: Session, sender: String, text: String) {}
-    func deliverMediaKeys(_ session: Session, entry: ControlMessage.MediaKeys.Entry, from sender: UInt32) {}
-    func deliverTrunkMediaKeys(_ trunk: Trunk, keys: ControlMessage.MediaKeys) {}
-    func deliverTrunkText(_ trunk: Trunk, sender: String, text: String) {}
-    func deliverTrunkModeration(_ trunk: Trunk, request: ControlMessage.ModerationRequest) {}
-    func deliverTrunkClosing(_ trunk: Trunk) {}
-    func deliverRemoval(_ session: Session, reason: RemovalReason, message: String) {}
+private final class StoppedLegLoop: LegLoop {
+    func deliver(_ update: RoomUpdate, to leg: Leg) {}
+    func deliverText(_ text: String, from sender: String, to leg: Leg) {}
+    func deliverMediaKeys(_ entries: [ControlMessage.MediaKeys.Entry], from sender: UInt32, to leg: Leg) {}
+    func deliverModeration(_ request: ControlMessage.ModerationRequest, to trunk: TrunkLeg) {}
+    func deliverEnding(_ ending: LegEnding, to leg: Leg) {}
 }

@@ -2,19 +2,20 @@ import NIOCore
 
 /// Who receives a room's media, frozen at one roster version.
 ///
-/// The forwarding path reads this and nothing shared: each session holds the snapshot of
-/// its room, and a membership change builds a new one and hands it to every member's event
-/// loop (`RelayLoop.execute`), where it replaces the old. So no lock and no atomic is touched
-/// per packet, and a loop never sees a half-updated list.
+/// The forwarding path reads this and nothing shared: each leg holds the snapshot of its
+/// room, and a membership change builds a new one and hands it to the loop of every leg in
+/// the room (`RelayLoop.execute`), where it replaces the old. So no lock and no atomic is
+/// touched per packet, and a loop never sees a half-updated list.
 ///
 /// A room that spans relays has one receiver per trunk besides its members: a member's packet
 /// is written to each trunk once, and a packet that came over a trunk goes to the members
-/// here only (``Receiver/isTrunk``), so the relays of a room form a full mesh without loops.
+/// here only (``Receiver/isTrunk``, ``Leg/forwardsToTrunks``), so the relays of a room form
+/// a full mesh without loops.
 final class RoomSnapshot: Sendable {
     struct Receiver: Sendable {
-        let sessionID: UInt64
+        let legID: UInt64
         let destination: DatagramAddress
-        let protector: PacketProtector
+        let transport: any LegTransport
         /// The member's SSRC, and where its listeners' loss reports about that stream go
         /// (unused for a trunk).
         let ssrc: UInt32
@@ -36,7 +37,7 @@ final class RoomSnapshot: Sendable {
     let localMemberCount: Int
     /// Members on the other relays, behind the trunks.
     let remoteMemberCount: Int
-    /// Sessions a moderator server-muted: their media is dropped, not forwarded.
+    /// Members a moderator server-muted, by leg: their media is dropped, not forwarded.
     let serverMuted: Set<UInt64>
 
     /// Room versions count up and may wrap: `a` is newer when it is less than half the range ahead.
@@ -55,13 +56,14 @@ final class RoomSnapshot: Sendable {
     /// behind a trunk.
     var listenersOfLocalMember: Int { max(localMemberCount - 1, 0) + remoteMemberCount }
 
-    /// Where a report about stream `ssrc` from `listener` goes: the board of a member here or
-    /// of a stream behind a trunk; nil for a listener's own stream or one not in the room.
-    func listenerLoss(of ssrc: UInt32, reportedBy listener: UInt64) -> ListenerLossBoard? {
+    /// Where a report about stream `ssrc` from the leg `listener` goes: the board of a member
+    /// here, or (`includingRemote`: the listener is a member) of a stream behind a trunk;
+    /// nil for a listener's own stream or one it does not hear.
+    func listenerLoss(of ssrc: UInt32, reportedBy listener: UInt64, includingRemote: Bool = true) -> ListenerLossBoard? {
         if let local = receivers.first(where: { !$0.isTrunk && $0.ssrc == ssrc }) {
-            return local.sessionID == listener ? nil : local.listenerLoss
+            return local.legID == listener ? nil : local.listenerLoss
         }
-        return remoteStreams.first { $0.ssrc == ssrc }?.listenerLoss
+        return includingRemote ? remoteStreams.first { $0.ssrc == ssrc }?.listenerLoss : nil
     }
 
     static let empty = RoomSnapshot(version: 0, receivers: [])

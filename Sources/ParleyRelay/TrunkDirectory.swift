@@ -29,7 +29,7 @@ final class TrunkDirectory: Sendable {
 
     struct Record: Sendable {
         /// Its `let`s only may be read off its loop.
-        let trunk: Trunk
+        let trunk: TrunkLeg
         let trunkID: UInt64
         let workerIndex: Int
         let route: TrunkRoute
@@ -306,10 +306,11 @@ final class TrunkDirectory: Sendable {
 
     /// Records an open trunk; returns the one it replaces, if any.
     @discardableResult
-    func register(_ trunk: Trunk) -> Record? {
-        let record = Record(trunk: trunk, trunkID: trunk.id, workerIndex: trunk.workerIndex, route: trunk.route, peer: trunk.peer, openedHere: trunk.openedHere)
+    func register(_ trunk: TrunkLeg) -> Record? {
+        let record = Record(trunk: trunk, trunkID: trunk.id, workerIndex: trunk.workerIndex, route: trunk.route, peer: trunk.peerRelay,
+                            openedHere: trunk.openedHere)
         return state.withLock { state in
-            let key = Key(room: trunk.room, peerKey: trunk.peer.publicKey)
+            let key = Key(room: trunk.room, peerKey: trunk.peerRelay.publicKey)
             let previous = state.trunks[key]
             state.trunks[key] = record
             return previous?.trunkID == trunk.id ? nil : previous
@@ -317,9 +318,9 @@ final class TrunkDirectory: Sendable {
     }
 
     /// Forgets a trunk that ended, unless a newer one took its place.
-    func unregister(_ trunk: Trunk) {
+    func unregister(_ trunk: TrunkLeg) {
         state.withLock { state in
-            let key = Key(room: trunk.room, peerKey: trunk.peer.publicKey)
+            let key = Key(room: trunk.room, peerKey: trunk.peerRelay.publicKey)
             if state.trunks[key]?.trunkID == trunk.id { state.trunks[key] = nil }
         }
     }

@@ -169,19 +169,56 @@ public final class SecureSession: Sendable {
         guard header.receiverIndex == localIndex else { throw .authenticationFailed }
         let plaintextCount = packet.count - SealedHeader.overhead
         guard output.count >= plaintextCount else { throw .malformed("output buffer too small for the opened packet") }
+        let headerBytes = UnsafeRawBufferPointer(rebasing: packet[0..<SealedHeader.size])
+        let sealed = UnsafeRawBufferPointer(rebasing: packet[SealedHeader.size...])
+        try open(header) { key in
+            key.cipher.open(sealed, counter: header.counter, associatedData: headerBytes, into: output) == plaintextCount
+        }
+        return plaintextCount
+    }
 
-        return try receiveState.withLock { state throws(SecurityError) -> Int in
-            guard state.window.mayAccept(header.counter) else { throw .replayed(counter: header.counter) }
-            let headerBytes = UnsafeRawBufferPointer(rebasing: packet[0..<SealedHeader.size])
-            let sealed = UnsafeRawBufferPointer(rebasing: packet[SealedHeader.size...])
-            func opens(under key: TransportKey) -> Bool {
-                key.cipher.open(sealed, counter: header.counter, associatedData: headerBytes, into: output) == plaintextCount
+    /// Opens a sealed packet where it lies, its `header` already parsed: the inner packet is
+    /// written over the ciphertext, at `SealedHeader.size ..< SealedHeader.size + count`, and
+    /// its `count` returned. Nothing is allocated. What fails (the packet is then garbage)
+    /// throws and leaves the session exactly as it was, as ``open(_:into:)`` does.
+    public func openInPlace(_ packet: UnsafeMutableRawBufferPointer, header: SealedHeader) throws(SecurityError) -> Int {
+        guard header.receiverIndex == localIndex else { throw .authenticationFailed }
+        guard packet.count >= SealedHeader.overhead else { throw .malformed("shorter than a sealed packet's header and tag") }
+        let plaintextCount = packet.count - SealedHeader.overhead
+        let headerBytes = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(packet)[0..<SealedHeader.size])
+        let body = UnsafeMutableRawBufferPointer(rebasing: packet[SealedHeader.size...])
+        // The cipher decrypts before it checks the tag, so an attempt under the wrong key
+        // leaves garbage where the ciphertext was: a copy on the stack brings it back for the
+        // next key to try (a rekey's first packets, stragglers of the previous key).
+        let result: Result<Void, SecurityError> = withUnsafeTemporaryAllocation(byteCount: body.count, alignment: 16) { saved in
+            saved.copyMemory(from: UnsafeRawBufferPointer(body))
+            var attempts = 0
+            do throws(SecurityError) {
+                try open(header) { key in
+                    if attempts > 0 { body.copyMemory(from: UnsafeRawBufferPointer(saved)) }
+                    attempts += 1
+                    return key.cipher.open(UnsafeRawBufferPointer(body), counter: header.counter, associatedData: headerBytes, into: body)
+                        == plaintextCount
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
             }
+        }
+        try result.get()
+        return plaintextCount
+    }
+
+    /// The receiving side of opening: checks the replay window, tries the keys the packet may
+    /// be under (`opens` tries one), and moves the session only for a packet that opened.
+    private func open(_ header: SealedHeader, _ opens: (TransportKey) -> Bool) throws(SecurityError) {
+        try receiveState.withLock { state throws(SecurityError) in
+            guard state.window.mayAccept(header.counter) else { throw .replayed(counter: header.counter) }
             if header.keyPhase != state.phase, header.counter < state.phaseStartCounter, let previous = state.previousKey {
                 // A straggler sealed before the sender's last rekey.
-                guard opens(under: previous) else { throw .authenticationFailed }
+                guard opens(previous) else { throw .authenticationFailed }
                 state.window.record(header.counter)
-                return plaintextCount
+                return
             }
             // The current key for its phase, else the next key of the packet's phase. Only a
             // packet newer than any seen may be from keys further ahead (the packets of the
@@ -189,14 +226,14 @@ public final class SecureSession: Sendable {
             let isNewest = state.window.highestCounter.map { header.counter > $0 } ?? true
             let first = header.keyPhase == state.phase ? 0 : 1
             let last = isNewest ? Self.maximumKeysAhead : first
-            for steps in stride(from: first, through: last, by: 2) where opens(under: state.key(ahead: steps)) {
+            for steps in stride(from: first, through: last, by: 2) where opens(state.key(ahead: steps)) {
                 state.window.record(header.counter)
                 if steps > 0 {
                     state.advance(by: steps, counter: header.counter)
                 } else {
                     state.phaseStartCounter = min(state.phaseStartCounter, header.counter)
                 }
-                return plaintextCount
+                return
             }
             throw .authenticationFailed
         }

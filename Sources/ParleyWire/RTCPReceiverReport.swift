@@ -55,3 +55,57 @@ public struct RTCPReceiverReport: RTCPPacketBody {
         try writer.write(contentsOf: profileExtensions)
     }
 }
+
+/// Writes receiver reports straight into a caller's buffer, one block at a time, allocating
+/// nothing: the relay sends them from its forwarding path. Blocks beyond 31 start another
+/// receiver report in the same compound packet; with no block at all, it writes an empty
+/// report (which a relay sends to keep a trunk alive). The bytes are those of
+/// ``RTCPCompoundPacket/serialized(_:)`` for the same reports.
+public struct RTCPReceiverReportWriter {
+    private var writer: ByteWriter
+    private let ssrc: UInt32
+    /// Where the report being written starts, and how many blocks it holds.
+    private var reportStart: Int?
+    private var blocksInReport = 0
+
+    public init(ssrc: UInt32, into buffer: UnsafeMutableRawBufferPointer) {
+        writer = ByteWriter(buffer)
+        self.ssrc = ssrc
+    }
+
+    /// The bytes a compound packet of `blocks` blocks takes.
+    public static func size(blocks: Int) -> Int {
+        let reports = max(1, (blocks + 30) / 31)
+        return reports * 8 + blocks * RTCPReportBlock.size
+    }
+
+    public mutating func append(_ block: RTCPReportBlock) throws(WireError) {
+        if reportStart == nil || blocksInReport == 31 { try startReport() }
+        try block.write(to: &writer)
+        blocksInReport += 1
+    }
+
+    /// Completes the compound packet; returns its size.
+    public mutating func finish() throws(WireError) -> Int {
+        if reportStart == nil { try startReport() }
+        closeReport()
+        return writer.offset
+    }
+
+    private mutating func startReport() throws(WireError) {
+        closeReport()
+        reportStart = writer.offset
+        blocksInReport = 0
+        try writer.write(UInt32(0))  // the header, filled in when the report is complete
+        try writer.write(ssrc)
+    }
+
+    private mutating func closeReport() {
+        guard let start = reportStart else { return }
+        let words = (writer.offset - start) / 4 - 1
+        writer.buffer[start] = RTPHeader.version << 6 | UInt8(blocksInReport)
+        writer.buffer[start + 1] = RTCPPacketType.receiverReport
+        writer.buffer.storeBytes(of: UInt16(words).bigEndian, toByteOffset: start + 2, as: UInt16.self)
+        reportStart = nil
+    }
+}

@@ -61,14 +61,15 @@ struct EtcdClientTests {
         let etcd = try EtcdServer(security: store)
         let client = try etcd.client()
         defer { client.close() }
-        // 3 s, so a machine busy with other builds still renews it in time once.
-        let lease = try await client.grantLease(ttlSeconds: 3)
+        // 5 s, so the renewal below still finds it while the suite starts a dozen stores at
+        // once (CI saw grant-to-renewal take over 3 s then).
+        let lease = try await client.grantLease(ttlSeconds: 5)
         #expect(try await client.create("/parley/rooms/brief", value: [1], lease: lease) == .created)
-        #expect(try await client.keepAlive(lease: lease) == 3)
+        #expect(try await client.keepAlive(lease: lease) == 5)
         #expect(try await client.get("/parley/rooms/brief")?.lease == lease)
         // etcd checks expiries every half second: gone within TTL + 1 s alone, later when the
         // suite's other stores keep the machine busy; a lease kept alive would never go.
-        let deadline = Date().addingTimeInterval(12)
+        let deadline = Date().addingTimeInterval(15)
         while try await client.get("/parley/rooms/brief") != nil, Date() < deadline {
             try await Task.sleep(for: .milliseconds(100))
         }

@@ -9,14 +9,14 @@ import Testing
 struct DeparturesTests {
     static let millisecond: UInt64 = 1_000_000
 
-    func session() -> Session {
+    func member() -> MemberLeg {
         let address = DatagramAddress(try! SocketAddress(ipAddress: "127.0.0.1", port: 4001))
-        return Session(id: 3, address: address, peer: PeerAddress(address)!, room: "standup", identity: "bo", ssrc: 5,
-                       canPublish: true, cookie: 1, token: "t", workerIndex: 0, limits: RelayLimits(), nowNanoseconds: 0)
+        return MemberLeg(id: 3, address: address, peer: PeerAddress(address)!, room: "standup", identity: "bo", ssrc: 5,
+                         canPublish: true, cookie: 1, token: "t", workerIndex: 0, limits: RelayLimits(), nowNanoseconds: 0)
     }
 
     @Test func aGoodbyeIsRepeatedUntilTheMemberAcknowledgesIt() throws {
-        let bo = session()
+        let bo = member()
         var departures = Departures()
         let goodbye = Departures.goodbye(to: bo, reason: .shutdown, tellMember: true, now: 0)
         let bytes = try #require(goodbye.bytes)
@@ -35,7 +35,7 @@ struct DeparturesTests {
     }
 
     @Test func anIdleMemberIsToldOnceAndOneWhoLeftIsNotTold() {
-        let bo = session()
+        let bo = member()
         var departures = Departures()
         let idle = Departures.goodbye(to: bo, reason: .idleTimeout, tellMember: true, now: 0)
         #expect(idle.bytes != nil)

@@ -84,7 +84,7 @@ extension RelayOverUDP {
                 return total + keys.entries.count
             }
             print("a flood of 3,200 sealed keys delivered \(delivered)")
-            #expect(delivered <= Session.mediaKeyBurst + Session.mediaKeysPerSecond * 2)
+            #expect(delivered <= MemberLeg.mediaKeyBurst + MemberLeg.mediaKeysPerSecond * 2)
             #expect(Set(cy.controlInbox.compactMap { message -> UInt32? in
                 if case .mediaKeys = message.body { return message.sequence }
                 return nil

@@ -74,8 +74,8 @@ struct MemberStateAndTextRulesTests {
         if case .refused(.refusedInvalid, _)? = escape?.answer {} else { Issue.record("\(String(describing: escape))") }
     }
 
-    @Test func textsToAMemberGoOneAtATimeNumberedInOrderAndABacklogIsBounded() {
-        var texts = MemberTexts(nowNanoseconds: 0)
+    @Test func textsToALegGoOneAtATimeNumberedInOrderAndABacklogIsBounded() {
+        var texts = TextOutbox()
         _ = texts.enqueue(sender: "bob", text: "one")
         _ = texts.enqueue(sender: "cy", text: "two")
         let first = texts.next(sequence: 7)
@@ -86,7 +86,7 @@ struct MemberStateAndTextRulesTests {
         let second = texts.next(sequence: 9)
         #expect(second == .init(number: 2, sender: "cy", text: "two"))
         texts.settled()
-        let kept = (0...MemberTexts.maximumQueued).map { texts.enqueue(sender: "bob", text: "\($0)") }
+        let kept = (0...TextOutbox.maximumQueued).map { texts.enqueue(sender: "bob", text: "\($0)") }
         #expect(kept.dropLast().allSatisfy { $0 } && kept.last == false, "beyond the backlog the oldest goes")
         let oldest = texts.next(sequence: 10)
         #expect(oldest?.text == "1")
