@@ -102,33 +102,33 @@ public final class DelayEstimator {
 
     public init(_ configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        maximumLag = min(configuration.maximumDelayMilliseconds * Self.rate / 1_000, 8_192 - 4_096)
+        maximumLag = min(configuration.maximumDelayMilliseconds * Self.rate / 1_000, windowLength - micBlockLength)
         hop = max(1, configuration.hopMilliseconds * Self.rate / 1_000)
-        lowBin = 200 * 8_192 / Self.rate
-        highBin = 3_800 * 8_192 / Self.rate
+        lowBin = 200 * fft.size / Self.rate
+        highBin = 3_800 * fft.size / Self.rate
         func zeroed(_ count: Int) -> UnsafeMutableBufferPointer<Float> {
             let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: count)
             buffer.initialize(repeating: 0)
             return buffer
         }
-        farHistory = zeroed(8_192)
-        micHistory = zeroed(8_192)
-        crossReal = zeroed(8_192)
-        crossImaginary = zeroed(8_192)
-        spectrumReal = zeroed(8_192)
-        spectrumImaginary = zeroed(8_192)
+        farHistory = zeroed(windowLength)
+        micHistory = zeroed(windowLength)
+        crossReal = zeroed(fft.size)
+        crossImaginary = zeroed(fft.size)
+        spectrumReal = zeroed(fft.size)
+        spectrumImaginary = zeroed(fft.size)
         // Tapered edges, so the blocks' ends add no spurious broadband energy: a Hann window
         // over the microphone's block, and over the far end's window one that is flat
         // except for 64 ms cosine ramps at both ends (a Hann there would weigh the far-end
         // samples that the longest delays correlate with next to nothing).
-        farWindow = zeroed(8_192)
+        farWindow = zeroed(windowLength)
         let ramp = 512
-        for index in 0..<8_192 {
-            let edge = min(index, 8_191 - index)
+        for index in 0..<windowLength {
+            let edge = min(index, windowLength - 1 - index)
             farWindow[index] = edge >= ramp ? 1 : 0.5 - 0.5 * cos(Float.pi * Float(edge) / Float(ramp))
         }
-        micWindow = zeroed(4_096)
-        for index in 0..<4_096 { micWindow[index] = 0.5 - 0.5 * cos(2 * Float.pi * Float(index) / 4_096) }
+        micWindow = zeroed(micBlockLength)
+        for index in 0..<micBlockLength { micWindow[index] = 0.5 - 0.5 * cos(2 * Float.pi * Float(index) / Float(micBlockLength)) }
     }
 
     deinit {
