@@ -8,7 +8,10 @@ one. The two measures take that differently:
   one, but hears a discontinuity as a click. It is given each utterance (speech between
   pauses of 150 ms or more) at its own delay, the cut falling in the pause: the best lag,
   by cross-correlation of the waveforms, within ±60 ms of the median of `call-quality`'s
-  window delays over the utterance (or a known delay). Cutting at every 400 ms window's
+  window delays over the utterance (or a known delay); or of one window's delay, or the
+  utterance before's lag, if the waveform matches better there: alsa-utils' voices say the
+  same words more than once, and a window damaged by loss can match the same word a second
+  later, which would misplace the whole utterance. Cutting at every 400 ms window's
   delay instead (`parley-bench call-quality --aligned-out`) leaves a click at most cuts:
   on a clean path PESQ marks a bit-exact copy of the talker's packets 2.65 that way and
   4.09 this way.
@@ -96,17 +99,29 @@ class Timeline:
         delays = [d for s, d in self.windows if start - margin <= s < end]
         return int(round(self.offset + (numpy.median(delays) if delays else self.default)))
 
+    def candidates(self, start, end, margin=WINDOW):
+        """The lag `lag` expects, and each window's own over the same span."""
+        return {self.lag(start, end, margin)} | {int(round(self.offset + d)) for s, d in self.windows if start - margin <= s < end}
+
 
 def best_lag(reference, recording, start, end, expected, search):
     """The lag within `search` samples of `expected` at which the recording matches the
     reference's start..<end best (cross-correlation of the waveforms)."""
+    return best_match(reference, recording, start, end, expected, search)[0]
+
+
+def best_match(reference, recording, start, end, expected, search):
+    """`best_lag`, and how well the waveforms match there (normalized correlation, −1…1)."""
     low = start + expected - search
     window = numpy.zeros(end - start + 2 * search)
     source_from, source_to = max(0, low), min(len(recording), low + len(window))
     if source_to > source_from:
         window[source_from - low:source_to - low] = recording[source_from:source_to]
-    score = correlate(window, reference[start:end], mode="valid", method="fft")
-    return expected - search + int(numpy.argmax(score))
+    part = reference[start:end]
+    score = correlate(window, part, mode="valid", method="fft")
+    best = int(numpy.argmax(score))
+    energy = numpy.sqrt(numpy.sum(part ** 2) * numpy.sum(window[best:best + len(part)] ** 2))
+    return expected - search + best, float(score[best] / energy) if energy > 0 else 0.0
 
 
 def compose(length, recording, bounds, lags, fade=0):
@@ -135,7 +150,13 @@ def align(reference, recording, timeline):
     lags (samples) found for each utterance."""
     spans = utterances(reference)
     search = int(SEARCH_SECONDS * RATE)
-    lags = [best_lag(reference, recording, start, end, timeline.lag(start, end), search) for start, end in spans]
+    lags = []
+    for start, end in spans:
+        # The windows' median first (it wins a tie), then each window's and the last utterance's.
+        expected = [timeline.lag(start, end)] + sorted(timeline.candidates(start, end) - {timeline.lag(start, end)}) \
+            + ([lags[-1]] if lags else [])
+        matches = [best_match(reference, recording, start, end, lag, search) for lag in expected]
+        lags.append(max(matches, key=lambda match: match[1])[0])
     bounds = [0] + [(spans[i][1] + spans[i + 1][0]) // 2 for i in range(len(spans) - 1)] + [len(reference)]
     return compose(len(reference), recording, bounds, lags), lags
 

@@ -3,8 +3,13 @@
 phrase trimmed to its speech and strung together with pauses of varied length, as a person
 reads a list. Deterministic: the same files give the same passage, sample for sample.
 
-Usage: speech_passage.py OUT.wav [SOUNDS_DIR]
+With --voices, the speech `parley-bench sender-protection` sends instead: each of the
+eight recordings whole, in name order, 0.3 s apart (13.8 s), between the same lead and
+tail of silence.
+
+Usage: speech_passage.py [--voices] OUT.wav [SOUNDS_DIR]
 """
+import os
 import struct
 import sys
 import wave
@@ -37,20 +42,30 @@ def trimmed(samples):
 
 
 def main():
-    out = sys.argv[1]
-    folder = sys.argv[2] if len(sys.argv) > 2 else "/usr/share/sounds/alsa"
+    arguments = sys.argv[1:]
+    voices = "--voices" in arguments
+    if voices:
+        arguments.remove("--voices")
+    out = arguments[0]
+    folder = arguments[1] if len(arguments) > 1 else "/usr/share/sounds/alsa"
     passage = [0] * int(LEAD * RATE)
-    for index, name in enumerate(PHRASES):
-        passage += trimmed(read(f"{folder}/{name}.wav"))
-        if index < len(PAUSES):
-            passage += [0] * int(PAUSES[index] * RATE)
+    if voices:
+        names = sorted(name[:-4] for name in os.listdir(folder) if name.endswith(".wav") and name != "Noise.wav")
+        for name in names:
+            passage += read(f"{folder}/{name}.wav") + [0] * int(0.3 * RATE)
+    else:
+        names = PHRASES
+        for index, name in enumerate(PHRASES):
+            passage += trimmed(read(f"{folder}/{name}.wav"))
+            if index < len(PAUSES):
+                passage += [0] * int(PAUSES[index] * RATE)
     passage += [0] * int(TAIL * RATE)
     with wave.open(out, "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
         w.setframerate(RATE)
         w.writeframes(struct.pack(f"<{len(passage)}h", *passage))
-    print(f"speech_passage: {len(PHRASES)} phrases, {len(passage) / RATE:.1f} s, in {out}")
+    print(f"speech_passage: {len(names)} phrases, {len(passage) / RATE:.1f} s, in {out}")
 
 
 if __name__ == "__main__":

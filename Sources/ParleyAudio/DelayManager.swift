@@ -84,10 +84,14 @@ public struct DelayManager: Sendable {
     /// The target with `extra` seconds of room for repairs (FEC's next packet, redundant
     /// copies), clamped. Room the target already holds above the jitter to ride recurring
     /// spikes serves repairs too (between spikes the packets that carry them come long
-    /// before they are needed), so only what it lacks is added.
+    /// before they are needed), so only what it lacks is added. The margin is not added
+    /// twice: the packet that carries a repair `extra` later is late by the same jitter, on
+    /// the same floor, as the frame's own packet, so the target covers it to the jitter
+    /// quantile once it holds `extra` less the margin.
     public func target(adding extra: Double) -> Double {
         let spikeRoom = max(0, recurringSpikeSeconds - jitterSeconds)
-        return min(configuration.maximumSeconds, max(configuration.minimumSeconds, unclampedTarget + max(0, extra - spikeRoom)))
+        let room = max(0, extra - configuration.marginSeconds - spikeRoom)
+        return min(configuration.maximumSeconds, max(configuration.minimumSeconds, unclampedTarget + room))
     }
 
     /// Records a packet with media time `mediaSeconds` that arrived at `arrival`; returns its

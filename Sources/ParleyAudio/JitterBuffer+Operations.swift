@@ -74,15 +74,26 @@ extension JitterBuffer {
             statistics.comfortNoiseSamples += gap
             if gap == dryUnderrun { statistics.underruns -= 1 }
         }
+        // A frame that comes after part of its time was concealed in time (a redundant copy
+        // the buffer waited for) takes over from there: it plays no longer than its time.
+        // One that comes after all of it (packets held up, not lost) plays whole, late.
+        var covered = 0
+        if coveredInTime > 0, coveredInTime + Self.spliceFade <= packet.samples, expectedTimestamp == packet.timestamp {
+            covered = takeCoveredInTime(upTo: coveredInTime)
+        }
         playing = true
         dryConcealed = 0
         coveredInTime = 0
         dryUnderrun = 0
         waited = 0
+        let before = audio.pending
         let decoded = store.withPayload(sequence) { payload in
             audio.append(upTo: packet.samples) { buffer in
                 (try? decoder.decode(payload, into: buffer)) ?? concealRaw(samples: packet.samples, into: buffer)
             }
+        }
+        if covered > 0, before + Self.spliceFade + covered <= audio.pending {
+            TimeStretcher.jumpForward(&audio, offset: before, by: covered, crossFade: Self.spliceFade)
         }
         if packet.isRedundant {
             statistics.redundancyRecovered += 1
@@ -104,10 +115,17 @@ extension JitterBuffer {
         let expected = expectedTimestamp ?? following.timestamp - Int64(lastFrameSamples)
         var duration = Int(following.timestamp - expected)
         if duration <= 0 || duration > OpusPacket.maximumSamples || duration % 120 != 0 { duration = lastFrameSamples }
+        // Part of the frame's time may already have been concealed in time: the rebuilt
+        // audio takes over from there, or the frame would play longer than it lasts.
+        let covered = takeCoveredInTime(upTo: duration - Self.spliceFade)
+        let before = audio.pending
         let count = store.withPayload(sequence + 1) { payload in
             audio.append(upTo: duration) { buffer in
                 (try? decoder.decodeFEC(from: payload, samples: duration, into: buffer)) ?? concealRaw(samples: duration, into: buffer)
             }
+        }
+        if covered > 0, before + Self.spliceFade + covered <= audio.pending {
+            TimeStretcher.jumpForward(&audio, offset: before, by: covered, crossFade: Self.spliceFade)
         }
         statistics.fecRecovered += 1
         lastLossTime = talkTime
@@ -121,12 +139,40 @@ extension JitterBuffer {
     }
 
     func concealLostFrame() {
-        let count = concealInto(samples: lastFrameSamples)
+        // The concealment the dry spell already played (less than a frame's, or the frame
+        // would have been skipped) counts towards this frame: the frame lasts no longer than
+        // its time. What was played while media time stood still becomes this frame's time.
+        let inTime = takeCoveredInTime(upTo: lastFrameSamples)
+        let waitedOut = min(dryConcealed, lastFrameSamples - inTime)
+        dryConcealed -= waitedOut
+        mediaStretch += waitedOut
+        let covered = inTime + waitedOut
+        let count = covered < lastFrameSamples ? concealInto(samples: lastFrameSamples - covered) : 0
         statistics.concealedFrames += 1
         lastLossTime = talkTime
         waited = 0
-        endTimestamp = (expectedTimestamp ?? endTimestamp) + Int64(count)
+        endTimestamp = (expectedTimestamp ?? endTimestamp) + Int64(covered + count)
         advance(byMedia: lastFrameSamples, received: false)
+    }
+
+    /// Cross-fade of a splice inside a frame, samples per channel (2.5 ms).
+    static let spliceFade = 120
+
+    /// Takes up to `limit` samples of the concealment played in the due frames' time while
+    /// the buffer was dry, for the due frame: that part of its time has been played. It was
+    /// counted as underrun until now; it was the frame's concealment.
+    func takeCoveredInTime(upTo limit: Int) -> Int {
+        let covered = max(0, min(limit, coveredInTime))
+        guard covered > 0 else { return 0 }
+        coveredInTime -= covered
+        dryConcealed = max(0, dryConcealed - covered)
+        if dryUnderrun > 0 {
+            let taken = min(covered, dryUnderrun)
+            dryUnderrun -= taken
+            statistics.underrunSamples -= taken
+            if dryUnderrun == 0 { statistics.underruns -= 1 }
+        }
+        return covered
     }
 
     /// Conceals 10 ms while nothing is here to decode. Counted as underrun until a packet
@@ -150,16 +196,9 @@ extension JitterBuffer {
     /// Counts the due frame concealed by what the dry spell already played, and moves on.
     func skipConcealedFrame(now: Double) {
         let frame = lastFrameSamples
-        dryConcealed = max(0, dryConcealed - frame)
-        let covered = min(frame, coveredInTime)
-        coveredInTime -= covered
-        if covered > 0, dryUnderrun > 0 {
-            // Concealment of a lost frame in its time, not an underrun after all.
-            let taken = min(covered, dryUnderrun)
-            dryUnderrun -= taken
-            statistics.underrunSamples -= taken
-            if dryUnderrun == 0 { statistics.underruns -= 1 }
-        }
+        // Concealment of a lost frame in its time, not an underrun after all.
+        let covered = takeCoveredInTime(upTo: frame)
+        dryConcealed = max(0, dryConcealed - (frame - covered))
         statistics.concealedFrames += 1
         lastLossTime = talkTime
         advance(byMedia: frame, received: false)

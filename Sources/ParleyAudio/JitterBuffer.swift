@@ -89,6 +89,8 @@ public final class JitterBuffer {
     var lastWait = -Double.infinity
     var lastLossTime = -Double.infinity
     var lastRedundantCopy = -Double.infinity
+    /// What the stream's dry spells turned out to be: loss, or packets held up.
+    var drySpells = DrySpellMemory()
     /// The newest packet's own sequence number, against which copies' distances are measured;
     /// how far back the sender's copies reach (needed or not), and when one last came.
     var newestPrimary: Int64?
@@ -107,6 +109,10 @@ public final class JitterBuffer {
     /// For the playback-rate figure: media time removed (positive) or added (negative) by
     /// time-stretching and concealment since the last read, samples per channel.
     var mediaStretch = 0
+
+    /// Called with every decision the playout makes and what it was made from, when set:
+    /// for diagnostics (`parley-bench replay --decisions`), never on a call.
+    public var decisionObserver: ((PlayoutOperation, PlayoutDecision.Observation) -> Void)?
 
     var sampleRate: Double { Double(AudioClock.sampleRate) }
     var reserveSamples: Int { Int(configuration.decisions.reserveSeconds * sampleRate) }
@@ -194,6 +200,7 @@ public final class JitterBuffer {
             statistics.restarts += 1
         }
         let mediaSeconds = Double(extendedTimestamp) / sampleRate
+        let previousPrimary = newestPrimary
         noteRedundancy(sequence: sequence, isRedundant: isRedundant)
         if let highest = highestPlayed, sequence <= highest {
             guard !isRedundant else { return }
@@ -228,7 +235,29 @@ public final class JitterBuffer {
             statistics.received += 1
             if carriesFEC { lastFECCarried = talkTime }
             latestDelay = delays.record(arrival: arrival, mediaSeconds: mediaSeconds)
+            learnFromDrySpell(sequence: sequence, timestamp: extendedTimestamp, previousPrimary: previousPrimary)
         }
+    }
+
+    /// A packet arrived: says what the silence before it was. Late beyond the jitter (by
+    /// more than a frame): the path held packets back. On time after a gap in the sequence
+    /// numbers: the packets in the gap were lost, and a buffer keeping the room it keeps now
+    /// would be dry for as long as the gap outlasts the room. On time while the buffer was dry
+    /// waiting for the frames before it, right after them (its timestamp where theirs end, so
+    /// no silence of the sender's lies between): the dry spell was loss.
+    private func learnFromDrySpell(sequence: Int64, timestamp: Int64, previousPrimary: Int64?) {
+        let frameSeconds = Double(lastFrameSamples) / sampleRate
+        if latestDelay > delays.jitterSeconds + frameSeconds {
+            drySpells.recordStall(at: talkTime)
+            return
+        }
+        if let previous = previousPrimary, sequence > previous + 1, sequence - previous <= Int64(store.capacity) {
+            let gap = Double(sequence - previous - 1) * frameSeconds - Double(repairFrames) * frameSeconds
+            if gap > 0 { drySpells.recordLoss(seconds: gap, at: talkTime) }
+        }
+        guard dryConcealed > 0, let next = nextSequence, let expected = expectedTimestamp, sequence > next,
+              timestamp - expected <= (sequence - next) * Int64(lastFrameSamples) else { return }
+        drySpells.recordLoss(seconds: Double(dryConcealed) / sampleRate, at: talkTime)
     }
 
     /// Learns how far back the sender's copies reach. Copies come right after their packet's
@@ -269,6 +298,7 @@ public final class JitterBuffer {
             operations += 1
             let observation = observe(now: now)
             let operation = PlayoutDecision.decide(observation, configuration.decisions)
+            decisionObserver?(operation, observation)
             guard operations <= 8, perform(operation, observation, now: now) else { break }
         }
         if playing, audio.pending < output.count / configuration.channels {
@@ -305,11 +335,12 @@ public final class JitterBuffer {
         let frame: PlayoutDecision.NextFrame
         if let packet = next {
             frame = expectedTimestamp.map { packet.timestamp > $0 } ?? true ? .afterSilence : .here
-        } else if let sequence = nextSequence, let following = store.packet(sequence + 1),
+        } else if let sequence = nextSequence, let following = store.packet(sequence + 1), following.carriesFEC,
                   expectedTimestamp.map({ following.timestamp - $0 <= Int64(OpusPacket.maximumSamples) }) ?? true {
             // Only a packet that follows the missing frame in time carries its FEC: one that
             // starts the next words after a silence (DTX) does not, and the missing frame was
-            // the silence's.
+            // the silence's. Nor does one encoded without it (a sender protecting with
+            // redundant copies turns FEC off): decoding its "FEC" would be concealment.
             frame = .rebuildable
         } else if store.count > 0 {
             frame = .missing
@@ -338,6 +369,7 @@ public final class JitterBuffer {
         observation.coveredInTime = Double(coveredInTime) / sampleRate
         observation.sinceTimeStretch = now - lastTimeStretch
         observation.sinceWaited = now - lastWait
+        observation.lossSpell = drySpells.longestLoss(now: talkTime, memory: configuration.lossMemorySeconds)
         return observation
     }
 
@@ -401,6 +433,7 @@ public final class JitterBuffer {
         highestPlayed = nil
         newestPrimary = nil
         redundancyDepth = 0
+        drySpells.reset()
         playing = false
         dryConcealed = 0
         coveredInTime = 0

@@ -7,8 +7,8 @@ import ParleyWire
 /// flag per 20 ms SILK frame (per channel), then one LBRR flag; each is coded with
 /// probability ½, so they are the first bits of the first Opus frame's first byte. CELT-only
 /// packets carry no FEC.
-enum OpusInBandFEC {
-    static func isCarried(by payload: UnsafeRawBufferPointer) -> Bool {
+public enum OpusInBandFEC {
+    public static func isCarried(by payload: UnsafeRawBufferPointer) -> Bool {
         guard let first = payload.first else { return false }
         let toc = OpusTOC(first)
         guard toc.mode != .celt, let byte = firstFrameByte(payload, toc: toc) else { return false }

@@ -115,6 +115,10 @@ public enum PlayoutDecision {
         public var sinceTimeStretch: Double = .infinity
         /// Seconds since the buffer last ran dry waiting for a late packet (the delay grew).
         public var sinceWaited: Double = .infinity
+        /// The longest of the stream's recent dry spells that turned out to be loss (the
+        /// packet after it came on time), seconds; 0 when the path has also held packets back
+        /// lately (`DrySpellMemory`).
+        public var lossSpell: Double = 0
 
         public init(next: NextFrame, lead: Double, targetLead: Double, safeLead: Double? = nil, jitter: Double, pending: Double) {
             self.next = next
@@ -150,8 +154,13 @@ public enum PlayoutDecision {
         /// come and be waited for.
         public var lateAllowanceSeconds = 0.010
         /// Missing frames concealed in their time, in a row, before the buffer suspects the
-        /// packets are held up rather than lost and lets the delay grow to wait for them.
+        /// packets are held up rather than lost and lets the delay grow to wait for them;
+        /// more where the path's recent dry spells were loss (`Observation.lossSpell`), up to
+        /// `maximumLossSpellSeconds`.
         public var lossBurstFrames = 3
+        /// A path that lost long bursts may still stall once: what the stall holds back
+        /// beyond this much is waited for and played late, not dropped.
+        public var maximumLossSpellSeconds = 0.400
         /// Dry this long (not in DTX), the speaker has stopped. A stalled path is not a
         /// speaker who stopped: Wi-Fi stalls on two hops at once hold packets for up to half a
         /// second, and going quiet in one throws away the buffer's timeline, so the words
@@ -210,13 +219,16 @@ public enum PlayoutDecision {
             // While the buffer keeps a frame of room for repairs, the packet after this one
             // would be here by now if it were coming: this frame is lost, not late. Conceal it
             // in its time, as if its loss were known, rather than shift the timing in
-            // mid-word to wait. Only as long as a burst of loss lasts: beyond, the packets
-            // are more likely held up (a spike), and the delay must grow to keep them.
+            // mid-word to wait. Only as long as a burst of loss lasts (three frames, or as
+            // long as this path's recent dry spells that were loss): beyond, the packets are
+            // more likely held up (a spike), and the delay must grow to keep them.
             let roomKept = observation.targetLead - observation.safeLead >= observation.frameSeconds / 2
                 && observation.lead >= observation.targetLead - rules.toleranceSeconds
             if roomKept {
                 let onlyInTime = observation.coveredInTime >= observation.dryConcealed - 1e-9
-                let burst = Double(rules.lossBurstFrames) * observation.frameSeconds
+                // A frame more than the longest loss spell: the next one as long still ends in time.
+                let lossSpell = observation.lossSpell > 0 ? observation.lossSpell + observation.frameSeconds : 0
+                let burst = max(Double(rules.lossBurstFrames) * observation.frameSeconds, min(rules.maximumLossSpellSeconds, lossSpell))
                 return onlyInTime && observation.coveredInTime < burst - 1e-9 ? .concealInTime : .concealWhileDry
             }
             // Otherwise the next packet (or the one after, with FEC) may still come: wait for

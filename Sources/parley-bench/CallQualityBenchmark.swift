@@ -11,8 +11,10 @@ import ParleyEvaluation
 /// run it after their calls; `SpeechComparison` says how each figure is measured.
 ///
 /// Another receiver's output of the same call (a GStreamer pipeline fed the listener's
-/// packets, or `parley-bench replay`) is measured the same way, given the CLOCK_MONOTONIC
-/// time its first sample played (`--received-started-at`) instead of the listener's stats.
+/// packets, `parley-bench replay`, an offline decode) is measured the same way, given the
+/// CLOCK_MONOTONIC time its first sample played (`--received-started-at`) instead of the
+/// listener's stats; and another talker (a GStreamer peer's sender) given the time its
+/// input's first sample was spoken (`--sent-started-at`) instead of the talker's stats.
 struct CallQualityBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "call-quality",
@@ -27,13 +29,19 @@ struct CallQualityBenchmark: ParsableCommand {
         guard (receiverStats == nil) != (receivedStartedAt == nil) else {
             throw ValidationError("give either --receiver-stats (a Parley listener) or --received-started-at (another receiver), not both or neither.")
         }
+        guard (senderStats == nil) != (sentStartedAt == nil) else {
+            throw ValidationError("give either --sender-stats (a Parley talker) or --sent-started-at (another sender), not both or neither.")
+        }
     }
 
     @Option(help: ArgumentHelp("What the talker's call read as input (WAV, any rate).", valueName: "FILE.wav"))
     var sent: String
 
     @Option(help: ArgumentHelp("The talker's --stats-json.", valueName: "FILE"))
-    var senderStats: String
+    var senderStats: String?
+
+    @Option(help: ArgumentHelp("Instead of --sender-stats: when --sent's first sample was spoken (CLOCK_MONOTONIC ns).", valueName: "ns"))
+    var sentStartedAt: UInt64?
 
     @Option(help: ArgumentHelp("The listener's --record-received file for this talker.", valueName: "FILE.wav"))
     var received: String
@@ -79,21 +87,12 @@ struct CallQualityBenchmark: ParsableCommand {
     func run() throws {
         let talker = try Self.load(sent)
         let heard = try Self.load(received)
-        let senderStatistics = try Self.statistics(senderStats)
-        guard let captured = senderStatistics.captureStartedAtNanoseconds else {
-            throw ValidationError("\(senderStats) has no captureStartedAtNanoseconds: the talker's call never captured audio")
-        }
-        let played: UInt64
-        if let receivedStartedAt {
-            played = receivedStartedAt
-        } else if let receiverStats {
-            guard let started = try Self.statistics(receiverStats).playbackStartedAtNanoseconds else {
-                throw ValidationError("\(receiverStats) has no playbackStartedAtNanoseconds: the listener's call never played audio")
-            }
-            played = started
-        } else {
-            throw ValidationError("give --receiver-stats or --received-started-at")
-        }
+        let captured = try Self.instant(
+            sentStartedAt, orFrom: senderStats, \.captureStartedAtNanoseconds, "--sender-stats or --sent-started-at",
+            missing: "captureStartedAtNanoseconds: the talker's call never captured audio")
+        let played = try Self.instant(
+            receivedStartedAt, orFrom: receiverStats, \.playbackStartedAtNanoseconds, "--receiver-stats or --received-started-at",
+            missing: "playbackStartedAtNanoseconds: the listener's call never played audio")
         let offsetNanoseconds = Int64(bitPattern: captured &- played)
         let offset = Int(offsetNanoseconds * Int64(AudioClock.sampleRate) / 1_000_000_000)
         let comparison = SpeechComparison.compare(sent: talker, received: heard, offset: offset)
@@ -129,6 +128,17 @@ struct CallQualityBenchmark: ParsableCommand {
             print(String(format: "envelope match %.3f over %.1f s of speech; dropped %.1f%% of it in %d dropouts; %d windows unmatched",
                          report.envelopeCorrelation, report.speechSeconds, report.droppedSpeechPercent, report.dropouts, report.unmatchedWindows))
         }
+    }
+
+    /// A CLOCK_MONOTONIC instant given on the command line, or read from a call's
+    /// `--stats-json`.
+    static func instant(
+        _ given: UInt64?, orFrom statsPath: String?, _ field: KeyPath<CallStatistics, UInt64?>, _ options: String, missing: String
+    ) throws -> UInt64 {
+        if let given { return given }
+        guard let statsPath else { throw ValidationError("give \(options)") }
+        guard let instant = try statistics(statsPath)[keyPath: field] else { throw ValidationError("\(statsPath) has no \(missing)") }
+        return instant
     }
 
     /// A WAV file as 48 kHz mono.

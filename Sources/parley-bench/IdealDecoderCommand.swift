@@ -11,20 +11,22 @@ import ParleyClient
 ///   decoded offline with the listener's packet fates and perfect knowledge
 ///   (`IdealDecoder`): the best sender and receiver together could do on that path.
 /// - `--ceiling-out`: the same reference encoding with nothing lost.
-/// - `--sent-ideal-out`: the packets the talker really sent, decoded the same way with the
-///   listener's fates (and the redundant copies of lost frames that came in later packets):
-///   the best any receiver could do with this sender.
+/// - `--oracle-out`: the oracle receiver: the packets the talker really sent, as they
+///   reached the listener (redundant copies and in-band FEC and all), each frame from the
+///   best source that arrived at any time (its own packet, else a copy, else the next
+///   frame's FEC, else concealment), with no deadline: the best any receiver could do with
+///   this sender on this path. A listener's playout is judged against it.
 /// - `--sent-out`: the talker's packets with nothing lost: what this sender delivers.
 ///
 /// The fates come from the two `--packet-trace`s (`PacketFates`).
 struct IdealDecoderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ideal-decoder",
-        abstract: "Decode what a talker said as an ideal receiver would, with a listener's packet fates.",
+        abstract: "Decode what a talker said as ideal receivers would, with a listener's packet fates.",
         discussion: """
             Example, after a call with --record-sent and --packet-trace on both sides:
               parley-bench ideal-decoder --sent talker-sent.wav --sender-trace talker.csv \\
-                  --receiver-trace listener.csv --ideal-out ideal.wav --ceiling-out ceiling.wav --json
+                  --receiver-trace listener.csv --ideal-out ideal.wav --oracle-out oracle.wav --json
             """)
 
     @Option(help: ArgumentHelp("The talker's --record-sent recording (48 kHz mono).", valueName: "FILE.wav"))
@@ -48,8 +50,8 @@ struct IdealDecoderCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The reference encoding, nothing lost.", valueName: "FILE.wav"))
     var ceilingOut: String?
 
-    @Option(help: ArgumentHelp("The talker's own packets, decoded with the listener's fates.", valueName: "FILE.wav"))
-    var sentIdealOut: String?
+    @Option(help: ArgumentHelp("The oracle receiver: the talker's own packets as the listener got them, no deadline.", valueName: "FILE.wav"))
+    var oracleOut: String?
 
     @Option(help: ArgumentHelp("The talker's own packets, nothing lost.", valueName: "FILE.wav"))
     var sentOut: String?
@@ -64,16 +66,23 @@ struct IdealDecoderCommand: ParsableCommand {
         /// Sent frames the listener never got, percent of the sent ones.
         var lostFrames: Int
         var lossPercent: Double
-        /// How the ideal receiver repaired the reference encoding, percent of the sent frames.
+        /// How the ideal decoder repaired the reference encoding, percent of the sent frames.
         var fecFrames: Int
         var fecPercent: Double
         var concealedFrames: Int
         var concealedPercent: Double
-        /// And of the talker's own packets. Their FEC is what the talker's encoder put in: a
-        /// frame counted as rebuilt whose next packet carries none was concealed by libopus.
-        var sentRedundancyPercent: Double
-        var sentFECPercent: Double
-        var sentConcealedPercent: Double
+        /// How the oracle receiver repaired the talker's own packets. Their FEC is what the
+        /// talker's encoder put in: a frame counted as rebuilt whose next packet carries none
+        /// was concealed by libopus.
+        var oracleRedundancyPercent: Double
+        var oracleFECPercent: Double
+        var oracleConcealedPercent: Double
+        /// What the talker sent: RTP payload (Opus, or RED around it) per packet sent, as
+        /// kilobits per second of the 20 ms it carries; over the whole recording, per second
+        /// of it; and the share of its packets that carried redundant copies.
+        var sentPayloadKilobitsPerSecond: Double
+        var sentAverageKilobitsPerSecond: Double
+        var redundantPacketPercent: Double
         /// The longest run of consecutive lost frames.
         var longestLossRun: Int
     }
@@ -113,8 +122,8 @@ struct IdealDecoderCommand: ParsableCommand {
             (0..<signal.count).map { $0 + lookahead < audio.count ? audio[$0 + lookahead] : 0 }
         }
         let padded = fates.payloads + [nil]  // the look-ahead's worth past the end
-        let sentIdeal = try IdealDecoder.decode(packets: padded, arrived: fates.arrived, copies: fates.copies, frameSamples: frameSamples)
-        if sentIdealOut != nil { try write(inStep(sentIdeal.audio), to: sentIdealOut) }
+        let oracle = try IdealDecoder.decode(packets: padded, arrived: fates.arrived, copies: fates.copies, frameSamples: frameSamples)
+        if oracleOut != nil { try write(inStep(oracle.audio), to: oracleOut) }
         if sentOut != nil { try write(inStep(IdealDecoder.decode(packets: padded, arrived: [], frameSamples: frameSamples).audio), to: sentOut) }
 
         func percent(_ count: Int) -> Double { 100 * Double(count) / Double(fates.sentFrames) }
@@ -122,14 +131,18 @@ struct IdealDecoderCommand: ParsableCommand {
             frames: ideal.repairs.count, sentFrames: fates.sentFrames, lostFrames: fates.lostFrames,
             lossPercent: percent(fates.lostFrames), fecFrames: ideal.count(.fec), fecPercent: percent(ideal.count(.fec)),
             concealedFrames: ideal.count(.conceal), concealedPercent: percent(ideal.count(.conceal)),
-            sentRedundancyPercent: percent(sentIdeal.count(.redundancy)),
-            sentFECPercent: percent(sentIdeal.count(.fec)), sentConcealedPercent: percent(sentIdeal.count(.conceal)),
+            oracleRedundancyPercent: percent(oracle.count(.redundancy)),
+            oracleFECPercent: percent(oracle.count(.fec)), oracleConcealedPercent: percent(oracle.count(.conceal)),
+            sentPayloadKilobitsPerSecond: fates.payloadKilobitsPerSecond,
+            sentAverageKilobitsPerSecond: Double(fates.payloadBytes * 8) / (Double(signal.count) / Double(AudioClock.sampleRate)) / 1_000,
+            redundantPacketPercent: percent(fates.redundantPackets),
             longestLossRun: fates.longestLossRun)
         if json {
             try printJSON(report)
         } else {
-            print(String(format: "%d of %d sent frames lost (%.1f %%, longest run %d): the ideal receiver rebuilds %.1f %% from FEC and conceals %.1f %%",
-                         report.lostFrames, report.sentFrames, report.lossPercent, report.longestLossRun, report.fecPercent, report.concealedPercent))
+            print(String(format: "%d of %d sent frames lost (%.1f %%, longest run %d): the ideal decoder rebuilds %.1f %% from FEC and conceals %.1f %%; the oracle receiver plays %.1f %% from copies, rebuilds %.1f %% from FEC and conceals %.1f %%; the talker sent %.1f kb/s of payload while talking",
+                         report.lostFrames, report.sentFrames, report.lossPercent, report.longestLossRun, report.fecPercent, report.concealedPercent,
+                         report.oracleRedundancyPercent, report.oracleFECPercent, report.oracleConcealedPercent, report.sentPayloadKilobitsPerSecond))
         }
     }
 

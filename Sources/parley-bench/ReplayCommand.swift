@@ -50,9 +50,14 @@ struct ReplayCommand: ParsableCommand {
     var startAt: UInt64?
 
     @Option(help: ArgumentHelp(
-        "Also write the buffer's delay every period as CSV: seconds (from the start of playback), delay_ms, target_ms, rate.",
+        "Also write the buffer's delay every period as CSV: seconds (from the start of playback), delay_ms, target_ms, rate, and its running counts: frames decoded, played from copies, rebuilt from FEC, concealed; ms of underrun, shortening, lengthening and stretching while waiting.",
         valueName: "FILE.csv"))
     var delayTrace: String?
+
+    @Option(help: ArgumentHelp(
+        "Also write every playout decision as CSV: seconds, the operation, and what it was decided from (the next frame's state, lead and target lead in ms, pending audio in ms, dry concealment in ms).",
+        valueName: "FILE.csv"))
+    var decisions: String?
 
     @Flag(help: "Print one JSON object instead of text.")
     var json = false
@@ -109,9 +114,18 @@ struct ReplayCommand: ParsableCommand {
         var output: [Float] = []
         output.reserveCapacity(Int((end - start) / periodNanoseconds + 1) * periodSamples)
         var period = [Float](repeating: 0, count: periodSamples)
-        var delays = delayTrace == nil ? "" : "seconds,delay_ms,target_ms,rate\n"
+        var delays = delayTrace == nil
+            ? "" : "seconds,delay_ms,target_ms,rate,decoded,copies,fec,concealed,underrun_ms,accelerated_ms,expanded_ms,waited_ms\n"
         var next = 0
         var now = start
+        var decisionLines = "seconds,operation,next,lead_ms,target_ms,safe_ms,pending_ms,dry_ms,in_time_ms\n"
+        if decisions != nil {
+            buffer.decisionObserver = { operation, observation in
+                decisionLines += String(format: "%.3f,%@,%@,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f\n", seconds(now), Self.label(operation), "\(observation.next)",
+                                        observation.lead * 1_000, observation.targetLead * 1_000, observation.safeLead * 1_000,
+                                        observation.pending * 1_000, observation.dryConcealed * 1_000, observation.coveredInTime * 1_000)
+            }
+        }
         while now <= end {
             while next < packets.count, packets[next].nanoseconds <= now {
                 let packet = packets[next]
@@ -130,12 +144,23 @@ struct ReplayCommand: ParsableCommand {
             output += period
             if delayTrace != nil, playing {
                 let statistics = buffer.currentStatistics
-                delays += String(format: "%.2f,%.2f,%.2f,%.5f\n", seconds(now), statistics.currentDelayMilliseconds,
-                                 statistics.targetDelayMilliseconds, statistics.playbackRate)
+                func ms(_ samples: Int) -> Double { Double(samples) * 1_000 / Double(AudioClock.sampleRate) }
+                delays += String(format: "%.2f,%.2f,%.2f,%.5f,%d,%d,%d,%d,%.1f,%.1f,%.1f,%.1f\n", seconds(now), statistics.currentDelayMilliseconds,
+                                 statistics.targetDelayMilliseconds, statistics.playbackRate, statistics.decodedFrames,
+                                 statistics.redundancyRecovered, statistics.fecRecovered, statistics.concealedFrames,
+                                 ms(statistics.underrunSamples), ms(statistics.acceleratedSamples), ms(statistics.expandedSamples),
+                                 ms(statistics.waitStretchedSamples))
             }
             now += periodNanoseconds
         }
         try WAVAudio(sampleRate: AudioClock.sampleRate, samples: output).write(to: out)
+        if let decisions {
+            do {
+                try decisionLines.write(toFile: decisions, atomically: true, encoding: .utf8)
+            } catch {
+                throw ValidationError("--decisions \(decisions): cannot write it (\(error.localizedDescription))")
+            }
+        }
         if let delayTrace {
             do {
                 try delays.write(toFile: delayTrace, atomically: true, encoding: .utf8)
@@ -162,6 +187,15 @@ struct ReplayCommand: ParsableCommand {
                          report.packets, talker, report.seconds, report.decodedFrames, report.redundancyRecoveredFrames, report.fecRecoveredFrames,
                          report.fecRecoveredPercent, report.concealedFrames, report.concealedPercent, report.underruns, report.latePackets))
             print("playback started at \(start) ns (CLOCK_MONOTONIC); wrote \(out)")
+        }
+    }
+
+    /// An operation as one CSV field: its name, and for a time-stretch its pace and most samples.
+    static func label(_ operation: PlayoutOperation) -> String {
+        switch operation {
+        case let .accelerate(maximum, pace): return "accelerate:\(pace):\(maximum)"
+        case let .preemptiveExpand(maximum, quietOnly): return "preemptiveExpand:\(quietOnly ? "quietOnly" : "voiced"):\(maximum)"
+        default: return "\(operation)"
         }
     }
 }

@@ -115,6 +115,56 @@ struct JitterBufferPlayoutTests {
         #expect(recoveredAudio, "the copy is the same frame: the audio should be identical")
     }
 
+    /// A path that loses packets in long bursts (9 in a row, every 1.5 s), behind a sender
+    /// that repeats each frame 1 and 3 packets later (RFC 2198, no FEC) as Parley's does: the
+    /// last three frames of each burst come back as copies, the first six are gone. Once the
+    /// buffer has seen such a burst end with a packet on time, it conceals the next ones in
+    /// their time: the words after every later burst play at the delay they played at before
+    /// it (within a period), where a buffer that took each burst for a stall waited, played
+    /// everything after it 60–100 ms late and then had to cut that out of the speech.
+    @Test func wordsAfterALongBurstOfLossPlayWhereTheyWereOnceThePathIsKnownToLoseSo() throws {
+        let talker = try TestSpeech.farTalker.get()
+        let stream = try EncodedStream(talker + talker, fec: false)
+        let bursts = stride(from: 100, to: stream.packets.count - 50, by: 75).map { Set($0..<$0 + 9) }
+        let lost = bursts.reduce(into: Set<Int>()) { $0.formUnion($1) }
+        var trace = TraceBuilder(count: stream.packets.count)
+        trace.delay = { unitNoise($0, seed: 5) * 0.002 }
+        trace.lost = lost
+        let arrivals = trace.build()
+        let buffer = try JitterBuffer()
+        var chunk = [Float](repeating: 0, count: 480)
+        var next = 0
+        // The delay the audio plays at, each 10 ms, and when each burst's last packet was due.
+        var delays: [(time: Double, delay: Double)] = []
+        for read in 0..<Int(Double(stream.packets.count) * 0.02 / 0.01) {
+            let now = Double(read) * 0.01
+            while next < arrivals.count, arrivals[next].time <= now {
+                // The packet's own frame first, then its copies, as `IncomingFrames` hands them over.
+                let index = arrivals[next].index
+                buffer.insert(payload: stream.packets[index], sequenceNumber: UInt16(index), timestamp: UInt32(index * 960), arrival: arrivals[next].time)
+                for back in [3, 1] where index - back >= 0 {
+                    buffer.insert(payload: stream.packets[index - back], sequenceNumber: UInt16(index - back), timestamp: UInt32((index - back) * 960),
+                                  arrival: arrivals[next].time, isRedundant: true)
+                }
+                next += 1
+            }
+            chunk.withUnsafeMutableBufferPointer { _ = buffer.read(into: $0, now: now) }
+            delays.append((now, buffer.currentStatistics.currentDelayMilliseconds))
+        }
+        func delay(at time: Double) -> Double { delays.min { abs($0.time - time) < abs($1.time - time) }!.delay }
+        // Each burst against the half second before it: the highest delay from the burst to 0.5 s after it.
+        let steps = bursts.map { burst -> Double in
+            let start = Double(burst.min()!) * 0.02 + 0.03
+            let before = delay(at: start - 0.2)
+            let after = delays.filter { $0.time >= start + 0.2 && $0.time < start + 0.7 }.map(\.delay).max()!
+            return after - before
+        }
+        let statistics = buffer.currentStatistics
+        print("bursts of 9 lost, copies 1 and 3 back: delay after each burst minus before \(steps.map { String(format: "%.1f", $0) }.joined(separator: " ")) ms; from copies \(statistics.redundancyRecovered), concealed \(statistics.concealedFrames), shortened \(statistics.acceleratedSamples / 48) ms")
+        #expect(statistics.redundancyRecovered >= 3 * bursts.count - 3 && statistics.concealedFrames >= 6 * bursts.count)
+        #expect(steps.dropFirst().allSatisfy { $0 <= 10 }, "after the first burst, bursts are concealed in their time")
+    }
+
     /// After a second of DTX silence, the next words play at the buffer's target delay, not
     /// when their first packet happens to arrive: on a path with 0–40 ms of jitter, a first
     /// packet that came early would otherwise leave the words after it late.

@@ -175,6 +175,32 @@ struct PlayoutDecisionTests {
         #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry)
     }
 
+    /// On a path whose recent dry spells were loss (the packet after each came on time), a
+    /// missing frame is concealed in its time for as long as the longest of them lasted, and
+    /// a frame more, up to `maximumLossSpellSeconds`: a burst of loss leaves the words after
+    /// it where they were. Without that evidence (or on a path that held packets back
+    /// lately, which the buffer reports as no loss spell) the rule stays three frames.
+    @Test func aPathKnownToLoseInLongBurstsHasThemConcealedInTheirTime() {
+        var observation = frame(.none, lead: 0.050, target: 0.040, pending: 0.0025)
+        observation.safeLead = 0.020
+        observation.jitter = 0.020
+        observation.dryConcealed = 0.060
+        observation.coveredInTime = 0.060
+        #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry)
+        observation.lossSpell = 0.150
+        #expect(PlayoutDecision.decide(observation, rules) == .concealInTime)
+        observation.dryConcealed = 0.170
+        observation.coveredInTime = 0.170
+        #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry, "the spell and a frame are covered")
+        observation.lossSpell = 5
+        observation.dryConcealed = 0.390
+        observation.coveredInTime = 0.390
+        #expect(PlayoutDecision.decide(observation, rules) == .concealInTime)
+        observation.dryConcealed = 0.400
+        observation.coveredInTime = 0.400
+        #expect(PlayoutDecision.decide(observation, rules) == .concealWhileDry, "never beyond the maximum")
+    }
+
     /// A path that stalls for half a second (a Wi-Fi stall on both hops of a relayed call)
     /// is waited out: its words still come and play late. Dry for longer, the speaker has
     /// stopped.

@@ -149,6 +149,10 @@ struct PacketTraceTests {
         #expect(fates.arrived == [true, true, true, false, false, true, true, false])
         #expect(fates.payloads.map { $0?[1] } == (0..<8).map { UInt8($0) }, "each frame's own Opus, unwrapped from RED")
         #expect(fates.copies.map { $0?[1] } == [nil, nil, nil, 3, 4, nil, nil, nil])
+        // What the talker sent: every packet's RTP payload, and how many carried copies.
+        #expect(fates.sentPackets == 8 && fates.redundantPackets == 7)
+        #expect(fates.payloadBytes == read.reduce(0) { $0 + $1.payload.count })
+        #expect(abs(fates.payloadKilobitsPerSecond - Double(fates.payloadBytes * 8) / (8 * 0.020) / 1_000) < 1e-9)
     }
 
     @Test func framesBeyondTheRecordingAreIgnored() {
