@@ -50,6 +50,51 @@ struct SRTPTests {
         #expect(copy.withUnsafeMutableBytes { receiver.unprotect($0, count: count, rtcp: false) } == .failure(.replayed))
     }
 
+    /// Two packets with one SSRC and sequence number would share an AES-GCM nonce: the second
+    /// is refused (a drop), and the stream goes on.
+    @Test(arguments: [SRTPProfile.aes128CMHMACSHA1_80, .aeadAES128GCM])
+    func aRepeatedSequenceNumberIsNotProtectedTwice(profile: SRTPProfile) throws {
+        let sender = try #require(SRTPContext(profile: profile, keyAndSalt: Self.keys[profile]!, direction: .outbound))
+        func protect(_ packet: [UInt8]) -> Int? {
+            var buffer = packet + [UInt8](repeating: 0, count: 32)
+            return buffer.withUnsafeMutableBytes { sender.protect($0, count: packet.count, rtcp: false) }
+        }
+        #expect(protect(try Self.rtp(sequence: 7)) != nil)
+        #expect(protect(try Self.rtp(sequence: 7, payload: Array(repeating: 9, count: 60))) == nil, "a second payload under one nonce")
+        #expect(sender.repeatsRefused == 1)
+        #expect(protect(try Self.rtp(sequence: 8)) != nil)
+        #expect(protect(try Self.rtp(sequence: 7, ssrc: 99)) != nil, "another SSRC is another stream")
+    }
+
+    /// libsrtp makes a stream for each SSRC; the context keeps at most `maximumStreams`, checked
+    /// before libsrtp sees the packet, and the streams it has keep working.
+    @Test func streamsAreBoundedInBothDirections() throws {
+        let key = Self.keys[.aeadAES128GCM]!
+        let sender = try #require(SRTPContext(profile: .aeadAES128GCM, keyAndSalt: key, direction: .outbound, maximumStreams: 3))
+        let receiver = try #require(SRTPContext(profile: .aeadAES128GCM, keyAndSalt: key, direction: .inbound, maximumStreams: 2))
+        let unbounded = try #require(SRTPContext(profile: .aeadAES128GCM, keyAndSalt: key, direction: .outbound))
+        func protect(ssrc: UInt32, sequence: UInt16, with context: SRTPContext) throws -> [UInt8]? {
+            let packet = try Self.rtp(sequence: sequence, ssrc: ssrc)
+            var buffer = packet + [UInt8](repeating: 0, count: 32)
+            guard let count = buffer.withUnsafeMutableBytes({ context.protect($0, count: packet.count, rtcp: false) }) else { return nil }
+            return Array(buffer.prefix(count))
+        }
+        for ssrc in 1...3 as ClosedRange<UInt32> { #expect(try protect(ssrc: ssrc, sequence: 1, with: sender) != nil) }
+        #expect(try protect(ssrc: 4, sequence: 1, with: sender) == nil, "a fourth SSRC made a fourth stream")
+        #expect(sender.streamsRefused == 1)
+        #expect(try protect(ssrc: 2, sequence: 2, with: sender) != nil, "a stream it has stopped working")
+
+        func open(ssrc: UInt32, sequence: UInt16) throws -> Result<Int, SRTPFailure> {
+            var packet = try #require(try protect(ssrc: ssrc, sequence: sequence, with: unbounded))
+            let count = packet.count
+            return packet.withUnsafeMutableBytes { receiver.unprotect($0, count: count, rtcp: false) }
+        }
+        #expect(try open(ssrc: 10, sequence: 1) == .success(72))
+        #expect(try open(ssrc: 11, sequence: 1) == .success(72))
+        #expect(try open(ssrc: 12, sequence: 1) == .failure(.unexpectedSSRC))
+        #expect(try open(ssrc: 10, sequence: 2) == .success(72))
+    }
+
     @Test func keysOfTheWrongSizeAreRefused() {
         #expect(SRTPContext(profile: .aeadAES128GCM, keyAndSalt: Array(1...30), direction: .inbound) == nil)
     }
