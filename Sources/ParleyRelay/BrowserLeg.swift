@@ -72,9 +72,15 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
 
     /// Authenticates and decrypts in place in the read batch, then renumbers the browser's
     /// payload types as Parley's.
+    ///
+    /// The browser's RTP must carry the SSRC its offer named, checked in the clear header before
+    /// libsrtp sees it; its reports may come from a few others (a browser's receive side may
+    /// report from its own SSRC), bounded by the inbound context's streams.
     func open(_ datagram: inout InboundDatagram) -> DropReason? {
         guard let inbound else { return .notJoined }
         let isRTCP = datagram.kind == .rtcp
+        guard datagram.bytes.count >= (isRTCP ? 8 : 12) else { return .malformed }
+        if !isRTCP, SRTPContext.ssrc(of: UnsafeRawBufferPointer(datagram.bytes), rtcp: false) != page.ssrc { return .foreignSSRC }
         switch inbound.unprotect(datagram.bytes, count: datagram.bytes.count, rtcp: isRTCP) {
         case let .success(count):
             if !isRTCP, !mapping.toParley(UnsafeMutableRawBufferPointer(rebasing: datagram.bytes[0..<count])) { return .malformed }
@@ -83,13 +89,16 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
         case .failure(.replayed): return .replayed
         case .failure(.authenticationFailed): return .decryptFailed
         case .failure(.malformed): return .malformed
+        case .failure(.unexpectedSSRC): return .foreignSSRC
         }
     }
 
     func sealedSize(plaintextCount: Int) -> Int { plaintextCount + (outbound?.profile.rtcpOverhead ?? 0) }
 
     /// RTP and RTCP: copied into the send batch's slot, renumbered for the browser, protected in
-    /// place. A control message goes to the page instead (0 bytes for the socket).
+    /// place. A control message goes to the page instead (0 bytes for the socket). A packet the
+    /// outbound context refuses (a sequence number it already protected for that SSRC, or an
+    /// SSRC beyond its streams) is dropped: 0 bytes, and the leg goes on.
     func seal(_ packet: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, nowNanoseconds: UInt64) -> Int {
         let kind = PacketKind(packet)
         if kind == .control {
