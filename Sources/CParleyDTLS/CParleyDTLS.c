@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct parley_dtls_context {
     SSL_CTX *ctx;
@@ -34,12 +35,18 @@ struct parley_dtls {
     uint8_t expected_fingerprint[32];
     uint16_t mtu;
     int established;
+    /// Names the peer's address in its DTLS cookie (parley_dtls_listen).
+    uint8_t peer[32];
+    size_t peer_count;
 };
 
 /// Queued output is capped: a handshake's flight is a few KiB; more means something is wrong.
 #define PARLEY_DTLS_MAXIMUM_QUEUED (64 * 1024)
 
 static int ssl_index = -1;
+/// The key of this process's DTLS cookies: random, never leaves it.
+static uint8_t cookie_key[32];
+static int cookie_key_ready = 0;
 static BIO_METHOD *writer_method = NULL;
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 
@@ -148,16 +155,51 @@ static X509 *self_signed_certificate(EVP_PKEY *key, int validity_days) {
     return certificate;
 }
 
+// MARK: Cookies
+
+/// A cookie lasts from its minute to the end of the next one.
+static uint64_t cookie_epoch(void) {
+    return (uint64_t)time(NULL) / 60;
+}
+
+/// HMAC-SHA256 of the epoch and the peer's address, under the process's key.
+static int cookie_for(SSL *ssl, uint64_t epoch, unsigned char *out, size_t *length) {
+    struct parley_dtls *dtls = SSL_get_ex_data(ssl, ssl_index);
+    if (dtls == NULL || !cookie_key_ready) return 0;
+    uint8_t message[8 + sizeof dtls->peer];
+    for (int index = 0; index < 8; index++) message[index] = (uint8_t)(epoch >> (56 - 8 * index));
+    memcpy(message + 8, dtls->peer, dtls->peer_count);
+    return EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, cookie_key, sizeof cookie_key, message, 8 + dtls->peer_count, out, 32, length) != NULL;
+}
+
+static int generate_cookie(SSL *ssl, unsigned char *cookie, unsigned int *length) {
+    size_t written = 0;
+    if (!cookie_for(ssl, cookie_epoch(), cookie, &written)) return 0;
+    *length = (unsigned int)written;
+    return 1;
+}
+
+static int verify_cookie(SSL *ssl, const unsigned char *cookie, unsigned int length) {
+    uint64_t epoch = cookie_epoch();
+    for (uint64_t back = 0; back < 2; back++) {
+        unsigned char expected[32];
+        size_t written = 0;
+        if (cookie_for(ssl, epoch - back, expected, &written) && written == length && CRYPTO_memcmp(expected, cookie, written) == 0) return 1;
+    }
+    return 0;
+}
+
 // MARK: Contexts
 
 static void set_up(void) {
     ssl_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
     writer_method = make_writer_method();
+    cookie_key_ready = RAND_bytes(cookie_key, sizeof cookie_key) == 1;
 }
 
 parley_dtls_context *parley_dtls_context_new(int validity_days, char *error, size_t error_size) {
     pthread_once(&setup_once, set_up);
-    if (ssl_index < 0 || writer_method == NULL) {
+    if (ssl_index < 0 || writer_method == NULL || !cookie_key_ready) {
         set_error(error, error_size, "OpenSSL could not be set up");
         return NULL;
     }
@@ -179,7 +221,13 @@ parley_dtls_context *parley_dtls_context_new(int validity_days, char *error, siz
         goto fail;
     }
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_peer);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_QUERY_MTU | SSL_OP_NO_TICKET);
+    // A ClientHello must carry a cookie for its address (parley_dtls_listen) before the relay
+    // keeps any state for it or sends it more than the HelloVerifyRequest.
+    SSL_CTX_set_cookie_generate_cb(ctx, generate_cookie);
+    SSL_CTX_set_cookie_verify_cb(ctx, verify_cookie);
+    // No renegotiation: a peer could otherwise make the relay redo the handshake's public-key
+    // work at will, and SRTP's keys come from the first handshake only.
+    SSL_CTX_set_options(ctx, SSL_OP_NO_QUERY_MTU | SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_read_ahead(ctx, 1);
     context->ctx = ctx;
     X509_free(certificate);
@@ -266,6 +314,20 @@ static int drive(parley_dtls *dtls) {
         if (reason == SSL_ERROR_WANT_READ || reason == SSL_ERROR_WANT_WRITE) return PARLEY_DTLS_ESTABLISHED;
         return PARLEY_DTLS_FAILED;
     }
+}
+
+int parley_dtls_listen(parley_dtls *dtls, const uint8_t *datagram, size_t count, const uint8_t *peer, size_t peer_count) {
+    if (count == 0 || count > 0xFFFF || peer_count > sizeof dtls->peer) return -1;
+    memcpy(dtls->peer, peer, peer_count);
+    dtls->peer_count = peer_count;
+    (void)BIO_reset(dtls->incoming);
+    if (BIO_write(dtls->incoming, datagram, (int)count) != (int)count) return -1;
+    BIO_ADDR *client = BIO_ADDR_new();
+    if (client == NULL) return -1;
+    int result = DTLSv1_listen(dtls->ssl, client);
+    BIO_ADDR_free(client);
+    ERR_clear_error();
+    return result > 0 ? 1 : (result == 0 ? 0 : -1);
 }
 
 int parley_dtls_start(parley_dtls *dtls) {

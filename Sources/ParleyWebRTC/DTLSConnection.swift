@@ -40,7 +40,32 @@ public final class DTLSConnection {
 
     deinit { parley_dtls_free(connection) }
 
-    /// Starts the handshake (a client's ClientHello; a server waits for one).
+    /// What a server's first datagram from a peer is (``listen(_:peer:)``).
+    public enum Hello: Sendable, Hashable {
+        /// A ClientHello with a valid cookie for the peer's address: ``start()`` goes on with it.
+        case verified
+        /// A ClientHello without one: a HelloVerifyRequest waits in ``takeDatagrams()``, no
+        /// larger than the hello. Send it and drop this connection; nothing need be kept.
+        case cookieRequested
+        /// Not a ClientHello the relay can use.
+        case refused
+    }
+
+    /// A server's first datagram from a peer at the address `peer` names (up to 32 bytes):
+    /// RFC 6347's stateless cookie exchange, with a cookie that is an HMAC of the address
+    /// under a key of this process, so a peer proves it receives at its address before any
+    /// handshake work or state.
+    public func listen(_ datagram: UnsafeRawBufferPointer, peer: [UInt8]) -> Hello {
+        guard state == .handshaking, let base = datagram.baseAddress else { return .refused }
+        switch parley_dtls_listen(connection, base.assumingMemoryBound(to: UInt8.self), datagram.count, peer, peer.count) {
+        case 1: return .verified
+        case 0: return .cookieRequested
+        default: return .refused
+        }
+    }
+
+    /// Starts the handshake (a client's ClientHello; a server waits for one, or goes on with the
+    /// one ``listen(_:peer:)`` verified).
     @discardableResult
     public func start() -> State { update(parley_dtls_start(connection)) }
 

@@ -51,6 +51,38 @@ struct DTLSHandshakeTests {
         #expect(server.takeDatagrams().allSatisfy { $0.count <= Int(DTLSConnection.maximumDatagramSize) })
     }
 
+    /// RFC 6347's cookie exchange, as the relay runs it: the first ClientHello gets a
+    /// HelloVerifyRequest (smaller than itself) and nothing is kept; the hello that carries
+    /// the cookie goes on, on a fresh connection, only from the address the cookie was made for.
+    @Test func aServerAsksForACookieAndGoesOnOnlyWithTheOneForThatAddress() throws {
+        let serverContext = try DTLSContext()
+        let clientContext = try DTLSContext()
+        func server() throws -> DTLSConnection {
+            try DTLSConnection(context: serverContext, isServer: true, peerFingerprint: clientContext.fingerprint)
+        }
+        let client = try DTLSConnection(context: clientContext, isServer: false, peerFingerprint: serverContext.fingerprint)
+        client.start()
+        let hello = try #require(client.takeDatagrams().first)
+        let address: [UInt8] = [127, 0, 0, 1, 0x1F, 0x90]
+        let first = try server()
+        #expect(hello.withUnsafeBytes { first.listen($0, peer: address) } == .cookieRequested)
+        let verifyRequest = first.takeDatagrams()
+        #expect(verifyRequest.count == 1)
+        #expect(verifyRequest.allSatisfy { $0.count < hello.count }, "the answer is larger than the hello")
+        verifyRequest.first?.withUnsafeBytes { _ = client.receive($0) }
+        let secondHello = try #require(client.takeDatagrams().first)
+        #expect(secondHello.withUnsafeBytes { try! server().listen($0, peer: [10, 0, 0, 1, 0x1F, 0x90]) } == .cookieRequested,
+                "a cookie made for one address was taken from another")
+        #expect([UInt8](repeating: 22, count: 40).withUnsafeBytes { try! server().listen($0, peer: address) } != .verified)
+        let verified = try server()
+        #expect(secondHello.withUnsafeBytes { verified.listen($0, peer: address) } == .verified)
+        verified.start()
+        Self.pump(client, verified)
+        #expect(client.state == .established)
+        #expect(verified.state == .established)
+        #expect(client.srtpKeys() != nil && client.srtpKeys() == verified.srtpKeys())
+    }
+
     @Test func aCertificateWithAnotherFingerprintFailsTheHandshake() throws {
         let serverContext = try DTLSContext()
         let clientContext = try DTLSContext()

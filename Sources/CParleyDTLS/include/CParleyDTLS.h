@@ -45,6 +45,14 @@ void parley_dtls_context_fingerprint(const parley_dtls_context *context, uint8_t
 parley_dtls *parley_dtls_new(parley_dtls_context *context, int is_server, const uint8_t *expected_fingerprint32, uint16_t mtu);
 void parley_dtls_free(parley_dtls *dtls);
 
+/// A server's first datagram from a peer whose address is `peer` (any bytes naming it, at most
+/// 32): a ClientHello without a valid cookie is answered with a HelloVerifyRequest (queued as
+/// a datagram, smaller than the hello) and 0 is returned; the caller sends it and frees the
+/// connection, keeping nothing. 1: the hello carried the cookie this process made for that
+/// address in the last two minutes, and the handshake goes on with parley_dtls_start.
+/// -1: not a usable ClientHello. The cookie is an HMAC of the address under a random key of
+/// this process (RFC 6347 §4.2.1), so proving it needs no state.
+int parley_dtls_listen(parley_dtls *dtls, const uint8_t *datagram, size_t count, const uint8_t *peer, size_t peer_count);
 /// Starts the handshake (a client sends its ClientHello). Returns a PARLEY_DTLS_ state.
 int parley_dtls_start(parley_dtls *dtls);
 /// Hands over one datagram from the peer. Returns a PARLEY_DTLS_ state.
