@@ -31,6 +31,11 @@ final class BrowserLeg: MemberLeg, @unchecked Sendable {
     }
 
     override var logDescription: String { "\(identity)@\(room) from \(peer) ssrc \(ssrc) (browser)" }
+
+    /// The goodbye reached the page over its reliable signalling, and a page leaves over HTTP:
+    /// there is nothing to retransmit or acknowledge at its address, and no reason to keep its
+    /// transport (with its SRTP) after it left.
+    override var isRememberedAfterLeaving: Bool { false }
 }
 
 /// How a browser member's datagrams are opened and sealed: SRTP and SRTCP with the keys its

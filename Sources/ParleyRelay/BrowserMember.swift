@@ -164,9 +164,15 @@ public final class BrowserMember: Sendable {
         }
     }
 
-    /// The call will not be (or is no longer): the page is told why, once.
+    /// The call will not be (or is no longer): the page is told why, once, and the member lets
+    /// go of its leg. The leg and its transport hold the member, so keeping the leg would keep
+    /// both alive, with the DTLS connection and SRTP contexts, as long as the page is held.
     func end(_ reason: String) {
         append(BrowserPageEvent(kind: "ended", text: reason))
+        state.withLock { state in
+            state.leg = nil
+            state.loop = nil
+        }
     }
 
     /// Sequence numbers of reliable messages handed to the page since the last call.
@@ -199,6 +205,9 @@ public final class BrowserMember: Sendable {
     }
 
     var hasLeg: Bool { state.withLock { $0.leg != nil } }
+
+    /// The member's leg while its call lasts (tests).
+    var leg: BrowserLeg? { state.withLock { $0.leg } }
 
     /// The page's mute button (and deafen): the room's rosters show it, as a `parley` member's.
     @discardableResult

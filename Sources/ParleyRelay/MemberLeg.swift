@@ -99,4 +99,8 @@ class MemberLeg: Leg, @unchecked Sendable {
     override func reports(as ssrc: UInt32) -> Bool { ssrc == self.ssrc }
 
     override var logDescription: String { "\(identity)@\(room) from \(peer) ssrc \(ssrc)" }
+
+    /// Whether ``Departures`` keeps the member's address and transport for a while after it
+    /// left, to retransmit its goodbye and acknowledge a retransmitted leave.
+    var isRememberedAfterLeaving: Bool { true }
 }

@@ -248,7 +248,7 @@ final class MemberTable: @unchecked Sendable {
         context.metrics.removals[reason]?.increment()
         let goodbye = Departures.goodbye(to: member, reason: reason, text: text, tellMember: tellMember, now: now)
         if let bytes = goodbye.bytes { context.channel.send(bytes, to: member, kind: .control) }
-        if reason != .neverReady, byAddress[member.peer] == nil {
+        if reason != .neverReady, member.isRememberedAfterLeaving, byAddress[member.peer] == nil {
             departures.record(member, goodbye: goodbye.sender, now: now)
         }
     }

@@ -28,7 +28,8 @@ final class RelayWorker: @unchecked Sendable {
     let admission: MemberAdmission
     /// Nil on an `--insecure` relay, which has no key to prove to another relay.
     let trunks: TrunkTable?
-    /// Nil on a relay that takes no browsers (its web port is off, or it runs `--insecure`).
+    /// Nil on a relay that takes no browsers (its web port is off). `--insecure` does not turn
+    /// them off: a browser's media is DTLS-SRTP whatever the relay asks of `parley` members.
     let browsers: BrowserTable?
 
     var index: Int { context.index }

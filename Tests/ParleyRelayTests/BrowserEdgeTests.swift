@@ -125,71 +125,111 @@ extension RelayOverUDP {
 
         // MARK: Media both ways
 
+        /// A stand-in browser connected to the relay: its page, its socket, and its SRTP both ways.
+        struct ConnectedBrowser {
+            let page: BrowserMember
+            let client: TestClient
+            let dtls: DTLSConnection
+            /// What the browser protects its media with, and opens the relay's with.
+            let outbound: SRTPContext
+            let inbound: SRTPContext
+
+            /// Offer, ICE check, DTLS handshake, as Chromium does them; `client` is the socket the
+            /// browser speaks from (a new one unless given).
+            static func connect(to fixture: RelayFixture, identity: String, room: String, ssrc: UInt32 = 1111,
+                                from client: TestClient? = nil) throws -> ConnectedBrowser {
+                let browserContext = try DTLSContext()
+                guard case let .success(page) = fixture.relay.acceptBrowserOffer(
+                    BrowserEdgeTests.offer(fingerprint: browserContext.fingerprint, ssrc: ssrc), token: fixture.token(room: room, identity: identity),
+                    candidateHost: "127.0.0.1") else {
+                    throw BrowserEdgeFailure("the offer was refused")
+                }
+                let answer = try Answer(page.answer)
+                let browser = client ?? TestClient(relayPort: fixture.port)
+                if client == nil { browser.ssrc = ssrc }
+
+                // ICE: the check is answered, no larger than itself.
+                let check = try BrowserEdgeTests.check(username: "\(answer.ufrag):brws", password: answer.password)
+                browser.send(check)
+                var reply: [UInt8]?
+                let checkDeadline = now() + 2
+                while reply == nil, now() < checkDeadline {
+                    if let datagram = browser.receiveRaw(timeout: 0.2), datagram.first == 0x01 { reply = datagram }
+                }
+                guard let reply else { throw BrowserEdgeFailure("the relay did not answer an authentic ICE check") }
+                #expect(reply.count <= check.count)
+
+                // DTLS: the stand-in is the client, as a browser answered `setup:passive` is.
+                let dtls = try DTLSConnection(context: browserContext, isServer: false, peerFingerprint: answer.fingerprint)
+                dtls.start()
+                // Generous: the cookie exchange adds a round trip, and a loaded machine slows both sides.
+                let deadline = now() + 15
+                while dtls.state == .handshaking, now() < deadline {
+                    for datagram in dtls.takeDatagrams() { browser.send(datagram) }
+                    if let datagram = browser.receiveRaw(timeout: 0.2), (20...63).contains(datagram[0]) {
+                        datagram.withUnsafeBytes { _ = dtls.receive($0) }
+                    }
+                }
+                for datagram in dtls.takeDatagrams() { browser.send(datagram) }
+                guard dtls.state == .established, let keys = dtls.srtpKeys(),
+                      let outbound = SRTPContext(profile: keys.profile, keyAndSalt: keys.client, direction: .outbound),
+                      let inbound = SRTPContext(profile: keys.profile, keyAndSalt: keys.server, direction: .inbound) else {
+                    throw BrowserEdgeFailure("the DTLS handshake did not complete (\(dtls.state))")
+                }
+                return ConnectedBrowser(page: page, client: browser, dtls: dtls, outbound: outbound, inbound: inbound)
+            }
+
+            /// RTP as the browser sends it, protected with its keys.
+            func sendRTP(sequence: UInt16, ssrc: UInt32? = nil) throws {
+                var packet = client.rtp(sequence: sequence, ssrc: ssrc) + [UInt8](repeating: 0, count: 32)
+                let size = packet.count - 32
+                let protected = try #require(packet.withUnsafeMutableBytes { outbound.protect($0, count: size, rtcp: false) })
+                client.send(Array(packet.prefix(protected)))
+            }
+
+            /// The RTP the relay sent the browser within `timeout`, opened: (ssrc, sequence, payload).
+            func receiveRTP(count: Int, timeout: Double) -> [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] {
+                var heard: [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] = []
+                let until = now() + timeout
+                while heard.count < count, now() < until {
+                    guard var datagram = client.receiveRaw(timeout: 0.2), datagram.withUnsafeBytes({ PacketKind($0) }) == .rtp else { continue }
+                    let size = datagram.count
+                    guard case let .success(opened) = datagram.withUnsafeMutableBytes({ inbound.unprotect($0, count: size, rtcp: false) }) else {
+                        Issue.record("the browser could not open an SRTP packet from the relay")
+                        continue
+                    }
+                    let packet = Array(datagram.prefix(opened))
+                    if let origin = origin(ofMedia: packet) { heard.append((origin.ssrc, origin.sequence, Array(packet.suffix(from: 12)))) }
+                }
+                return heard
+            }
+        }
+
+        struct BrowserEdgeFailure: Error, CustomStringConvertible {
+            let description: String
+            init(_ description: String) { self.description = description }
+        }
+
         @Test func aBrowserAndAMemberHearEachOtherThroughTheRoom() throws {
             let fixture = try Self.browserRelay()
             defer { fixture.stop() }
             let bob = try fixture.member("bob", room: "call")
-            let browserContext = try DTLSContext()
-            guard case let .success(page) = fixture.relay.acceptBrowserOffer(
-                Self.offer(fingerprint: browserContext.fingerprint), token: fixture.token(room: "call", identity: "ada"), candidateHost: "127.0.0.1") else {
-                Issue.record("the offer was refused")
-                return
-            }
-            let answer = try Answer(page.answer)
-            let browser = TestClient(relayPort: fixture.port)
-            browser.ssrc = 1111
-
-            // ICE: the check is answered, no larger than itself.
-            let check = try Self.check(username: "\(answer.ufrag):brws", password: answer.password)
-            browser.send(check)
-            let reply = try #require(browser.receiveRaw(timeout: 2), "the relay did not answer an authentic ICE check")
-            #expect(reply.count <= check.count)
-            #expect(reply.first == 0x01, "a binding success response")
-
-            // DTLS: the stand-in is the client, as a browser answered `setup:passive` is.
-            let dtls = try DTLSConnection(context: browserContext, isServer: false, peerFingerprint: answer.fingerprint)
-            dtls.start()
-            let deadline = now() + 5
-            while dtls.state == .handshaking, now() < deadline {
-                for datagram in dtls.takeDatagrams() { browser.send(datagram) }
-                if let datagram = browser.receiveRaw(timeout: 0.2), (20...63).contains(datagram[0]) {
-                    datagram.withUnsafeBytes { _ = dtls.receive($0) }
-                }
-            }
-            for datagram in dtls.takeDatagrams() { browser.send(datagram) }
-            #expect(dtls.state == .established)
-            let keys = try #require(dtls.srtpKeys())
-            let outbound = try #require(SRTPContext(profile: keys.profile, keyAndSalt: keys.client, direction: .outbound))
-            let inbound = try #require(SRTPContext(profile: keys.profile, keyAndSalt: keys.server, direction: .inbound))
+            let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+            let page = connected.page
 
             // The room: bob sees the browser member in his roster; the page sees both.
             #expect(bob.waitForRoster(["ada", "bob"]), "the browser member never reached the roster")
             #expect(page.events(after: 0).events.contains { $0.kind == "connected" })
 
             // The browser's SRTP reaches bob as plain RTP, payload untouched.
-            for sequence in 0..<20 as Range<UInt16> {
-                var packet = browser.rtp(sequence: sequence) + [UInt8](repeating: 0, count: 32)
-                let size = packet.count - 32
-                let protected = try #require(packet.withUnsafeMutableBytes { outbound.protect($0, count: size, rtcp: false) })
-                browser.send(Array(packet.prefix(protected)))
-            }
+            for sequence in 0..<20 as Range<UInt16> { try connected.sendRTP(sequence: sequence) }
             bob.pump(timeout: 2) { client in client.mediaInbox.compactMap(origin(ofMedia:)).filter { $0.ssrc == 1111 }.count >= 20 }
             let heardByBob = bob.mediaInbox.compactMap(origin(ofMedia:)).filter { $0.ssrc == 1111 }.map(\.sequence)
             #expect(Set(heardByBob) == Set(0..<20), "bob heard \(heardByBob.count) of the browser's 20 packets")
 
             // Bob's RTP reaches the browser as SRTP it opens with its keys.
             for sequence in 0..<20 as Range<UInt16> { bob.sendRTP(sequence: sequence) }
-            var heardByBrowser: [UInt16] = []
-            let until = now() + 2
-            while heardByBrowser.count < 20, now() < until {
-                guard var datagram = browser.receiveRaw(timeout: 0.2), datagram.withUnsafeBytes({ PacketKind($0) }) == .rtp else { continue }
-                let count = datagram.count
-                guard case let .success(opened) = datagram.withUnsafeMutableBytes({ inbound.unprotect($0, count: count, rtcp: false) }) else {
-                    Issue.record("the browser could not open an SRTP packet from the relay")
-                    continue
-                }
-                if let origin = origin(ofMedia: Array(datagram.prefix(opened))), origin.ssrc == bob.ssrc { heardByBrowser.append(origin.sequence) }
-            }
+            let heardByBrowser = connected.receiveRTP(count: 20, timeout: 2).filter { $0.ssrc == bob.ssrc }.map(\.sequence)
             #expect(Set(heardByBrowser) == Set(0..<20), "the browser heard \(heardByBrowser.count) of bob's 20 packets")
 
             // The page's mute button: bob's roster says so.
@@ -202,6 +242,108 @@ extension RelayOverUDP {
             page.leave()
             #expect(bob.waitForRoster(["bob"]), "the browser member stayed in the roster after it left")
             #expect(page.isEnded || waitFor(2) { page.isEnded })
+        }
+
+        /// A browser member that left is freed, with its DTLS connection and SRTP contexts, even
+        /// while its page is still held (the web port keeps it while the page asks for events).
+        @Test func aBrowserMemberThatLeftIsFreedWithItsDTLSAndSRTP() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call")
+            weak var leg: BrowserLeg?
+            weak var transport: BrowserTransport?
+            weak var dtls: DTLSConnection?
+            weak var outbound: SRTPContext?
+            let page: BrowserMember
+            do {
+                let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+                page = connected.page
+                #expect(bob.waitForRoster(["ada", "bob"]))
+                let held = try #require(page.leg)
+                leg = held
+                transport = held.browserTransport
+                dtls = held.dtls
+                outbound = held.browserTransport.outbound
+                page.leave()
+            }
+            #expect(bob.waitForRoster(["bob"]), "the browser member stayed in the roster after it left")
+            #expect(waitFor(3) { leg == nil && transport == nil && dtls == nil && outbound == nil },
+                    "the leg that left is still alive: leg \(leg != nil), transport \(transport != nil), DTLS \(dtls != nil), SRTP \(outbound != nil)")
+            #expect(page.isEnded)
+        }
+
+        /// Whoever holds an offer's credentials can send its ICE check and ClientHello from any
+        /// source address; from a `parley` member's, the hello is refused and the member stays,
+        /// still heard.
+        @Test func aBrowserHandshakeFromAMembersAddressIsRefusedAndTheMemberStays() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call")
+            let carol = try fixture.member("carol", room: "call")
+            #expect(carol.waitForRoster(["bob", "carol"]))
+            #expect(throws: BrowserEdgeFailure.self) { try ConnectedBrowser.connect(to: fixture, identity: "mallory", room: "call", from: bob) }
+            carol.drain()
+            #expect(carol.latestRoster.map { Set($0.map(\.identity)) } == ["bob", "carol"], "the roster changed: \(carol.latestRoster?.map(\.identity) ?? [])")
+            carol.mediaInbox = []
+            for sequence in 0..<5 as Range<UInt16> { bob.sendRTP(sequence: sequence) }
+            #expect(carol.pump(timeout: 2) { $0.mediaInbox.compactMap(origin(ofMedia:)).filter { $0.ssrc == bob.ssrc }.count >= 5 },
+                    "bob is no longer heard after a browser's handshake from his address")
+            let metrics = try fixture.relay.metricsText()
+            #expect(metricValue(metrics, #"parley_relay_packets_dropped_total{reason="dtls_refused"}"#).map { $0 >= 1 } == true)
+        }
+
+        /// The page's requests spend the same control budget a `parley` member's do; leaving
+        /// is taken over it.
+        @Test func aPagesRequestsAreRateLimitedAsAMembersAre() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call")
+            let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+            #expect(bob.waitForRoster(["ada", "bob"]))
+            for round in 0..<400 { connected.page.setState(muted: round % 2 == 0, deafened: false) }
+            #expect(waitFor(3) {
+                (try? fixture.relay.metricsText()).flatMap { metricValue($0, #"parley_relay_packets_dropped_total{reason="rate_limited"}"#) }.map { $0 > 100 } == true
+            }, "400 requests at once from a page were not limited")
+            connected.page.leave()
+            #expect(bob.waitForRoster(["bob"]), "leaving was lost to the rate limit")
+        }
+
+        /// A member who sends one sequence number twice (a hostile client can, with other bytes)
+        /// gets it to the browser once: SRTP never encrypts two packets under one nonce.
+        @Test func aRepeatedSequenceNumberReachesTheBrowserOnce() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call")
+            let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+            #expect(bob.waitForRoster(["ada", "bob"]))
+            for sequence in 0..<5 as Range<UInt16> { bob.sendRTP(sequence: sequence) }
+            var other = bob.rtp(sequence: 4)
+            other[other.count - 1] ^= 0xFF
+            bob.send(other)
+            bob.sendRTP(sequence: 5)
+            let heard = connected.receiveRTP(count: 7, timeout: 2).filter { $0.ssrc == bob.ssrc }
+            #expect(heard.filter { $0.sequence == 4 }.count == 1, "sequence 4 reached the browser \(heard.filter { $0.sequence == 4 }.count) times")
+            #expect(Set(heard.map(\.sequence)) == Set(0...5), "the browser heard \(heard.map(\.sequence))")
+            #expect(bob.waitForRoster(["ada", "bob"]), "the browser member left after the repeat")
+        }
+
+        /// What arrives is counted under its own kind: STUN as stun, DTLS as dtls, the rest as unknown.
+        @Test func receivedPacketsAreCountedUnderTheirKind() throws {
+            #expect(PacketKind.allCases.enumerated().allSatisfy { $0.element.index == $0.offset })
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let stranger = TestClient(relayPort: fixture.port)
+            for _ in 0..<3 { stranger.send([0x00, 0x01, 0x00, 0x00]) }
+            for _ in 0..<2 { stranger.send([22, 0xFE, 0xFD]) }
+            stranger.send([0xF0, 0x00])
+            let expected: [String: Double] = ["stun": 3, "dtls": 2, "unknown": 1]
+            var counted: [String: Double] = [:]
+            _ = waitFor(3) {
+                guard let metrics = try? fixture.relay.metricsText() else { return false }
+                for kind in expected.keys { counted[kind] = metricValue(metrics, #"parley_relay_packets_received_total{kind="\#(kind)"}"#) ?? 0 }
+                return counted == expected
+            }
+            #expect(counted == expected)
         }
 
         // MARK: Hostile input
