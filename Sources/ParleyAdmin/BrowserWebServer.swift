@@ -162,7 +162,12 @@ final class BrowserWebHandler: ChannelInboundHandler {
         guard contentType.hasPrefix("application/sdp") else {
             return send(.unsupportedMediaType, text: "send the offer as application/sdp", head: head, context: context)
         }
-        let candidateHost = Self.host(ofHostHeader: head.headers.first(name: "Host") ?? "") ?? "127.0.0.1"
+        guard let candidateHost = Self.candidateHost(hostHeader: head.headers.first(name: "Host") ?? "",
+                                                     localAddress: context.channel.localAddress?.ipAddress) else {
+            return send(.serviceUnavailable, text: "the relay does not know which address browsers reach its UDP port at (the page came "
+                + "through a proxy on this machine): whoever runs it should give --listen the relay's public address, not 0.0.0.0",
+                head: head, context: context)
+        }
         switch relay.acceptBrowserOffer(String(decoding: body, as: UTF8.self), token: token, candidateHost: candidateHost) {
         case let .failure(refusal):
             send(HTTPResponseStatus(statusCode: refusal.status), text: refusal.message, head: head, context: context)
@@ -196,6 +201,25 @@ final class BrowserWebHandler: ChannelInboundHandler {
 
     /// The host of a Host header ("relay.example.org:8443", "[::1]:8080"): an IP literal only,
     /// since the answer's ICE candidate must be an address, not a name.
+    /// The address a browser reaches the UDP port at, when the relay listens on every interface
+    /// (a relay that listens on one address names that one itself): the Host the page was
+    /// loaded from if it is an address; for a DNS name, the address the page's connection
+    /// arrived at, the relay's own as the browser reached it. Nil when that is loopback but the
+    /// page was not loaded from this machine: a proxy here passed it on, and the relay cannot
+    /// know its public address (the operator names it with `--listen`).
+    static func candidateHost(hostHeader: String, localAddress: String?) -> String? {
+        if let host = host(ofHostHeader: hostHeader) { return host }
+        guard let local = localAddress.map(unmapped) else { return nil }
+        let isLoopback = local == "::1" || local.hasPrefix("127.")
+        let pageHost = (try? HostPortText(parsing: hostHeader)).map { String($0.host).lowercased() }
+        return isLoopback && pageHost != "localhost" ? nil : local
+    }
+
+    /// An IPv4 address seen through a dual-stack socket (`::ffff:a.b.c.d`) as IPv4.
+    static func unmapped(_ address: String) -> String {
+        address.lowercased().hasPrefix("::ffff:") && address.contains(".") ? String(address.dropFirst(7)) : address
+    }
+
     static func host(ofHostHeader header: String) -> String? {
         guard let split = try? HostPortText(parsing: header) else { return nil }
         let host = String(split.host)
