@@ -75,7 +75,7 @@ final class MemberAdmission: @unchecked Sendable {
     private func receiveOnInsecureRelay(_ datagram: InboundDatagram, now: UInt64) {
         let isMember = members.member(at: datagram.peer) != nil
         switch datagram.kind {
-        case .rtp, .rtcp where isMember:
+        case .rtp where isMember, .rtcp where isMember:
             // A browser member's SRTP before its DTLS handshake is done.
             context.drop(.notActive)
         case .rtp, .rtcp:
