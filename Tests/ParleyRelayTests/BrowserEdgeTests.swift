@@ -137,7 +137,7 @@ extension RelayOverUDP {
             /// Offer, ICE check, DTLS handshake, as Chromium does them; `client` is the socket the
             /// browser speaks from (a new one unless given).
             static func connect(to fixture: RelayFixture, identity: String, room: String, ssrc: UInt32 = 1111,
-                                from client: TestClient? = nil) throws -> ConnectedBrowser {
+                                from client: TestClient? = nil, handshakeSeconds: Double = 15) throws -> ConnectedBrowser {
                 let browserContext = try DTLSContext()
                 guard case let .success(page) = fixture.relay.acceptBrowserOffer(
                     BrowserEdgeTests.offer(fingerprint: browserContext.fingerprint, ssrc: ssrc), token: fixture.token(room: room, identity: identity),
@@ -163,7 +163,7 @@ extension RelayOverUDP {
                 let dtls = try DTLSConnection(context: browserContext, isServer: false, peerFingerprint: answer.fingerprint)
                 dtls.start()
                 // Generous: the cookie exchange adds a round trip, and a loaded machine slows both sides.
-                let deadline = now() + 15
+                let deadline = now() + handshakeSeconds
                 while dtls.state == .handshaking, now() < deadline {
                     for datagram in dtls.takeDatagrams() { browser.send(datagram) }
                     if let datagram = browser.receiveRaw(timeout: 0.2), (20...63).contains(datagram[0]) {
@@ -281,7 +281,7 @@ extension RelayOverUDP {
             let bob = try fixture.member("bob", room: "call")
             let carol = try fixture.member("carol", room: "call")
             #expect(carol.waitForRoster(["bob", "carol"]))
-            #expect(throws: BrowserEdgeFailure.self) { try ConnectedBrowser.connect(to: fixture, identity: "mallory", room: "call", from: bob) }
+            #expect(throws: BrowserEdgeFailure.self) { try ConnectedBrowser.connect(to: fixture, identity: "mallory", room: "call", from: bob, handshakeSeconds: 3) }
             carol.drain()
             #expect(carol.latestRoster.map { Set($0.map(\.identity)) } == ["bob", "carol"], "the roster changed: \(carol.latestRoster?.map(\.identity) ?? [])")
             carol.mediaInbox = []
