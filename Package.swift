@@ -41,6 +41,7 @@ let package = Package(
         .library(name: "ParleyWire", targets: ["ParleyWire"]),
         .library(name: "ParleySecurity", targets: ["ParleySecurity"]),
         .library(name: "ParleyClient", targets: ["ParleyClient"]),
+        .library(name: "ParleyWebRTC", targets: ["ParleyWebRTC"]),
         // The client fuzzer's driver (the receive path joined to an in-process relay), which
         // the property tests share.
         .library(name: "ParleyClientTestSupport", targets: ["ParleyClientTestSupport"]),
@@ -63,6 +64,11 @@ let package = Package(
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        // The relay's two: DTLS with browsers (OpenSSL, through the C layer CParleyDTLS) and SRTP
+        // (libsrtp2). Neither is an audio library; `Scripts/check-relay-deps` allows these two.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        .target(name: "CParleyDTLS", dependencies: ["COpenSSL"]),
 
         // Linux calls Glibc's module hides: batched datagram I/O, epoll and eventfd for the
         // relay's loops and the benchmarks, naming and pinning threads.
@@ -85,11 +91,14 @@ let package = Package(
         // key packages, safety numbers, pinned keys. Clients only: the relay never holds a key.
         .target(name: "ParleyE2EE", dependencies: ["ParleyWire", "ParleyBasics", "CParleyAEAD", crypto], swiftSettings: optimizedEvenInDebug),
 
+        // MARK: Browsers' transport: ICE-lite answers, DTLS-SRTP keys, SRTP, the SDP answer.
+        .target(name: "ParleyWebRTC", dependencies: ["ParleyWire", "ParleyBasics", "CParleyDTLS", "CSRTP", crypto]),
+
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         // It knows the cluster only as a `RoomPlacement`, and speaks no HTTP.
         .target(
             name: "ParleyRelay",
-            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "CParleyNet", nioCore, nioPosix, crypto, logging, metrics, prometheus, atomics]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyWebRTC", "CParleyNet", nioCore, nioPosix, crypto, logging, metrics, prometheus, atomics]
         ),
         // The relay's admin port: /metrics, /healthz and the admin API over HTTP, and its client.
         .target(name: "ParleyAdmin", dependencies: ["ParleyRelay", "ParleyWire", "ParleyBasics", nioCore, nioPosix, nioHTTP1, logging]),
@@ -158,10 +167,11 @@ let package = Package(
         .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire", "ParleyBasics"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
         .testTarget(name: "ParleySecurityTests", dependencies: ["ParleyBasics", "ParleySecurity", "ParleyWire"]),
+        .testTarget(name: "ParleyWebRTCTests", dependencies: ["ParleyBasics", "ParleyWebRTC", "ParleyWire"]),
         .testTarget(name: "ParleyE2EETests", dependencies: ["ParleyBasics", "ParleyE2EE", "ParleyWire"]),
         .testTarget(
             name: "ParleyRelayTests",
-            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyRelayTestSupport", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]
+            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyRelayTestSupport", "ParleyWire", "ParleySecurity", "ParleyWebRTC", "ParleyClient", nioCore, nioPosix]
         ),
         .testTarget(name: "ParleyAdminTests", dependencies: ["ParleyAdmin", "ParleyRelay", "ParleyRelayTestSupport", "ParleyBasics", "ParleyWire", logging]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyBasics", "ParleyNetSim", "ParleyWire", nioCore, nioPosix]),

@@ -371,7 +371,7 @@ public struct RelayLink {
             } else {
                 droppedDatagrams += 1
             }
-        case .unknown:
+        case .stun, .dtls, .unknown:
             droppedDatagrams += 1
         }
         return output
