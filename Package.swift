@@ -8,6 +8,14 @@
 
 import PackageDescription
 
+// The modules a call runs through every 10 ms (audio, devices, the client's pipelines, the
+// wire and frame encryption) and the tests' judge of what a listener heard are optimised in
+// debug builds too. The call tests run several real-time calls at once on two cores with
+// debug binaries; unoptimised, each member cost about four times the CPU of a release
+// client, and a machine that fell behind was measured as network delay. Preconditions and
+// overflow checks stay on (-O keeps them), so the tests still see any trap.
+let optimizedEvenInDebug: [SwiftSetting] = [.unsafeFlags(["-O"], .when(configuration: .debug))]
+
 let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
 let nioPosix: Target.Dependency = .product(name: "NIOPosix", package: "swift-nio")
 let nioHTTP1: Target.Dependency = .product(name: "NIOHTTP1", package: "swift-nio")
@@ -33,6 +41,7 @@ let package = Package(
         .library(name: "ParleyWire", targets: ["ParleyWire"]),
         .library(name: "ParleySecurity", targets: ["ParleySecurity"]),
         .library(name: "ParleyClient", targets: ["ParleyClient"]),
+        .library(name: "ParleyWebRTC", targets: ["ParleyWebRTC"]),
         // The client fuzzer's driver (the receive path joined to an in-process relay), which
         // the property tests share.
         .library(name: "ParleyClientTestSupport", targets: ["ParleyClientTestSupport"]),
@@ -55,6 +64,11 @@ let package = Package(
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        // The relay's two: DTLS with browsers (OpenSSL, through the C layer CParleyDTLS) and SRTP
+        // (libsrtp2). Neither is an audio library; `Scripts/check-relay-deps` allows these two.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        .target(name: "CParleyDTLS", dependencies: ["COpenSSL"]),
 
         // Linux calls Glibc's module hides: batched datagram I/O, epoll and eventfd for the
         // relay's loops and the benchmarks, naming and pinning threads.
@@ -65,7 +79,7 @@ let package = Package(
         .target(name: "ParleyBasics"),
 
         // MARK: The wire: pure Swift, shared by every other target.
-        .target(name: "ParleyWire", dependencies: ["ParleyBasics"]),
+        .target(name: "ParleyWire", dependencies: ["ParleyBasics"], swiftSettings: optimizedEvenInDebug),
 
         // MARK: Secure transport: Noise NK handshake, sealed packets, replay window, address cookies.
         .target(name: "ParleySecurity", dependencies: ["ParleyWire", "ParleyBasics", "CParleyAEAD", crypto]),
@@ -75,13 +89,16 @@ let package = Package(
 
         // MARK: End-to-end encryption: SFrame, media keys and their rotation, identities, HPKE
         // key packages, safety numbers, pinned keys. Clients only: the relay never holds a key.
-        .target(name: "ParleyE2EE", dependencies: ["ParleyWire", "ParleyBasics", "CParleyAEAD", crypto]),
+        .target(name: "ParleyE2EE", dependencies: ["ParleyWire", "ParleyBasics", "CParleyAEAD", crypto], swiftSettings: optimizedEvenInDebug),
+
+        // MARK: Browsers' transport: ICE-lite answers, DTLS-SRTP keys, SRTP, the SDP answer.
+        .target(name: "ParleyWebRTC", dependencies: ["ParleyWire", "ParleyBasics", "CParleyDTLS", "CSRTP", crypto]),
 
         // MARK: The relay: rooms, join and auth, forwarding, RTCP termination, limits, metrics.
         // It knows the cluster only as a `RoomPlacement`, and speaks no HTTP.
         .target(
             name: "ParleyRelay",
-            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "CParleyNet", nioCore, nioPosix, crypto, logging, metrics, prometheus, atomics]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyWebRTC", "CParleyNet", nioCore, nioPosix, crypto, logging, metrics, prometheus, atomics]
         ),
         // The relay's admin port: /metrics, /healthz and the admin API over HTTP, and its client.
         .target(name: "ParleyAdmin", dependencies: ["ParleyRelay", "ParleyWire", "ParleyBasics", nioCore, nioPosix, nioHTTP1, logging]),
@@ -96,18 +113,19 @@ let package = Package(
         .target(name: "ParleyNetSim", dependencies: ["ParleyWire", "ParleyBasics", nioCore, nioPosix, logging, histogram]),
 
         // MARK: The client's audio: Opus, echo cancellation, jitter buffer, mixer, WAV.
-        .target(name: "ParleyAudio", dependencies: ["ParleyWire", "COpus", "CSpeexDSP"]),
+        .target(name: "ParleyAudio", dependencies: ["ParleyWire", "COpus", "CSpeexDSP"], swiftSettings: optimizedEvenInDebug),
         // ALSA capture and playback, file devices, real-time pacing.
-        .target(name: "ParleyDevices", dependencies: ["ParleyAudio", "ParleyBasics", "CALSA"]),
+        .target(name: "ParleyDevices", dependencies: ["ParleyAudio", "ParleyBasics", "CALSA"], swiftSettings: optimizedEvenInDebug),
 
         // MARK: The call: the link to the relay, the send and receive pipelines, statistics.
         .target(
             name: "ParleyClient",
-            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyE2EE", "ParleyAudio", "ParleyDevices", nioCore, nioPosix, logging]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyE2EE", "ParleyAudio", "ParleyDevices", nioCore, nioPosix, logging],
+            swiftSettings: optimizedEvenInDebug
         ),
 
         // MARK: Judging a call: what a listener got of a talker. For the benchmarks and tests, not shipped in the client.
-        .target(name: "ParleyEvaluation", dependencies: ["ParleyAudio"]),
+        .target(name: "ParleyEvaluation", dependencies: ["ParleyAudio"], swiftSettings: optimizedEvenInDebug),
 
         // MARK: Command lines.
         .executableTarget(
@@ -149,10 +167,11 @@ let package = Package(
         .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire", "ParleyBasics"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
         .testTarget(name: "ParleySecurityTests", dependencies: ["ParleyBasics", "ParleySecurity", "ParleyWire"]),
+        .testTarget(name: "ParleyWebRTCTests", dependencies: ["ParleyBasics", "ParleyWebRTC", "ParleyWire"]),
         .testTarget(name: "ParleyE2EETests", dependencies: ["ParleyBasics", "ParleyE2EE", "ParleyWire"]),
         .testTarget(
             name: "ParleyRelayTests",
-            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyRelayTestSupport", "ParleyWire", "ParleySecurity", "ParleyClient", nioCore, nioPosix]
+            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyRelayTestSupport", "ParleyWire", "ParleySecurity", "ParleyWebRTC", "ParleyClient", nioCore, nioPosix]
         ),
         .testTarget(name: "ParleyAdminTests", dependencies: ["ParleyAdmin", "ParleyRelay", "ParleyRelayTestSupport", "ParleyBasics", "ParleyWire", logging]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyBasics", "ParleyNetSim", "ParleyWire", nioCore, nioPosix]),

@@ -14,6 +14,12 @@ let package = Package(
             name: "parley-wire-fuzz",
             dependencies: [.product(name: "ParleyWire", package: "parley")]
         ),
+        // What a browser's datagrams reach at the relay's port: STUN answered by the ICE-lite
+        // responder, DTLS into OpenSSL, SRTP and SRTCP into libsrtp2.
+        .executableTarget(
+            name: "parley-webrtc-fuzz",
+            dependencies: [.product(name: "ParleyWebRTC", package: "parley"), .product(name: "ParleyWire", package: "parley")]
+        ),
         // The client's receive path from a joined peer, played by the same script player
         // (`JoinedPeer`) as the property tests.
         .executableTarget(

@@ -115,9 +115,7 @@ final class AdminHTTPHandler: ChannelInboundHandler {
     /// The admin API request's body so far; nil once it grew past ``AdminAPI/maximumBodyBytes``
     /// (the request has been answered 413 and the connection is closing).
     private var body: [UInt8]? = []
-    private let connections: AdminConnections
-    /// Closes the connection unless a whole request arrives first.
-    private var requestDeadline: Scheduled<Void>?
+    private let exchange: HTTPExchange
 
     init(metrics: @escaping @Sendable () -> EventLoopFuture<[UInt8]>, healthy: @escaping @Sendable () -> Bool, token: AdminToken?,
          admin: @escaping @Sendable (AdminAPI.Route, any EventLoop) -> EventLoopFuture<AdminAPI.Response>, connections: AdminConnections) {
@@ -125,28 +123,16 @@ final class AdminHTTPHandler: ChannelInboundHandler {
         self.healthy = healthy
         self.token = token
         self.admin = admin
-        self.connections = connections
+        exchange = HTTPExchange(connections: connections)
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { awaitRequest(context: context) }
+    func handlerAdded(context: ChannelHandlerContext) { exchange.awaitRequest(context: context) }
 
-    func handlerRemoved(context: ChannelHandlerContext) { requestDeadline?.cancel() }
-
-    /// The connection waits for a whole request for at most ``AdminConnections/requestTimeout``.
-    private func awaitRequest(context: ChannelHandlerContext) {
-        let channel = context.channel
-        connections.setWaiting(channel, true)
-        requestDeadline?.cancel()
-        requestDeadline = context.eventLoop.scheduleTask(in: AdminConnections.requestTimeout) { channel.close(promise: nil) }
-    }
+    func handlerRemoved(context: ChannelHandlerContext) { exchange.cancel() }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
-        if case .end = part {
-            requestDeadline?.cancel()
-            requestDeadline = nil
-            connections.setWaiting(context.channel, false)
-        }
+        if case .end = part { exchange.requestArrived(context: context) }
         switch part {
         case let .head(head):
             request = head
@@ -231,22 +217,6 @@ final class AdminHTTPHandler: ChannelInboundHandler {
     }
 
     private func send(_ status: HTTPResponseStatus, body: [UInt8], type: String, head: HTTPRequestHead, context: ChannelHandlerContext) {
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: type)
-        headers.add(name: "Content-Length", value: "\(body.count)")
-        let keepAlive = head.isKeepAlive && head.headers.first(name: "Connection")?.lowercased() != "close"
-        if !keepAlive { headers.add(name: "Connection", value: "close") }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
-        if head.method != .HEAD {
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
-        }
-        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        if !keepAlive {
-            let channel = context.channel
-            done.whenComplete { _ in channel.close(promise: nil) }
-        } else {
-            // Answered; the next request is awaited as the first was.
-            awaitRequest(context: context)
-        }
+        exchange.send(status, body: body, type: type, head: head, context: context)
     }
 }

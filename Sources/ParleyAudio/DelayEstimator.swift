@@ -5,8 +5,9 @@ import Foundation
 /// has to cover the room's reverberation.
 ///
 /// Method: GCC-PHAT (generalised cross-correlation with phase transform, Knapp & Carter
-/// 1976) on 8 kHz copies of both signals. Every `hop` the last ~1 s of each is transformed,
-/// their cross-power spectrum is added to a running average (forgetting factor `memory`),
+/// 1976) on 8 kHz copies of both signals. Every `hop` the last ~1 s of the far end and the
+/// last ~0.5 s of the microphone are transformed together, their cross-power spectrum is
+/// added to a running average (forgetting factor `memory`),
 /// and the average, whitened to unit magnitude in each bin of the speech band
 /// (200–3,800 Hz), is transformed back: an echo path gives one sharp peak at its
 /// strongest tap, whatever the talker. Whitening is why this, and not a plain
@@ -59,8 +60,16 @@ public final class DelayEstimator {
 
     private static let decimation = 6  // 48 kHz → 8 kHz
     private static let rate = AudioClock.sampleRate / decimation
-    private let windowLength = 8_192  // 1.024 s at 8 kHz
-    private let fft = FFT(size: 16_384)
+    /// The far end's history, 1.024 s at 8 kHz: room for the microphone's block plus the
+    /// largest delay searched before it.
+    private let windowLength = 8_192
+    /// The microphone's block: its last 0.512 s. Every echo in it of a far-end sample up
+    /// to `maximumLag` earlier lies inside the far end's window, so the circular correlation
+    /// of the two over `windowLength` points never wraps at the lags searched, and the
+    /// transform is half the size (8,192 points instead of 16,384 for the two full windows
+    /// zero-padded): the estimator's CPU is halved and each hop still sees every new sample.
+    private let micBlockLength = 4_096
+    private let fft = FFT(size: 8_192)
     private let maximumLag: Int
     private let hop: Int
     private let lowBin: Int
@@ -81,39 +90,49 @@ public final class DelayEstimator {
     private var phase = 0
 
     // The averaged cross-spectrum, one block's spectrum (later the whitened correlation),
-    // and the analysis window.
+    // and the analysis windows.
     private let crossReal: UnsafeMutableBufferPointer<Float>
     private let crossImaginary: UnsafeMutableBufferPointer<Float>
     private let spectrumReal: UnsafeMutableBufferPointer<Float>
     private let spectrumImaginary: UnsafeMutableBufferPointer<Float>
-    private let window: UnsafeMutableBufferPointer<Float>
+    private let farWindow: UnsafeMutableBufferPointer<Float>
+    private let micWindow: UnsafeMutableBufferPointer<Float>
 
     private var candidate: (lag: Int, count: Int)?
 
     public init(_ configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        maximumLag = min(configuration.maximumDelayMilliseconds * Self.rate / 1_000, 8_192 / 2 + 2_048)
+        maximumLag = min(configuration.maximumDelayMilliseconds * Self.rate / 1_000, windowLength - micBlockLength)
         hop = max(1, configuration.hopMilliseconds * Self.rate / 1_000)
-        lowBin = 200 * 16_384 / Self.rate
-        highBin = 3_800 * 16_384 / Self.rate
+        lowBin = 200 * fft.size / Self.rate
+        highBin = 3_800 * fft.size / Self.rate
         func zeroed(_ count: Int) -> UnsafeMutableBufferPointer<Float> {
             let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: count)
             buffer.initialize(repeating: 0)
             return buffer
         }
-        farHistory = zeroed(8_192)
-        micHistory = zeroed(8_192)
-        crossReal = zeroed(16_384)
-        crossImaginary = zeroed(16_384)
-        spectrumReal = zeroed(16_384)
-        spectrumImaginary = zeroed(16_384)
-        // A Hann window, so the block edges add no spurious broadband energy.
-        window = zeroed(8_192)
-        for index in 0..<8_192 { window[index] = 0.5 - 0.5 * cos(2 * Float.pi * Float(index) / 8_192) }
+        farHistory = zeroed(windowLength)
+        micHistory = zeroed(windowLength)
+        crossReal = zeroed(fft.size)
+        crossImaginary = zeroed(fft.size)
+        spectrumReal = zeroed(fft.size)
+        spectrumImaginary = zeroed(fft.size)
+        // Tapered edges, so the blocks' ends add no spurious broadband energy: a Hann window
+        // over the microphone's block, and over the far end's window one that is flat
+        // except for 64 ms cosine ramps at both ends (a Hann there would weigh the far-end
+        // samples that the longest delays correlate with next to nothing).
+        farWindow = zeroed(windowLength)
+        let ramp = 512
+        for index in 0..<windowLength {
+            let edge = min(index, windowLength - 1 - index)
+            farWindow[index] = edge >= ramp ? 1 : 0.5 - 0.5 * cos(Float.pi * Float(edge) / Float(ramp))
+        }
+        micWindow = zeroed(micBlockLength)
+        for index in 0..<micBlockLength { micWindow[index] = 0.5 - 0.5 * cos(2 * Float.pi * Float(index) / Float(micBlockLength)) }
     }
 
     deinit {
-        for buffer in [farHistory, micHistory, crossReal, crossImaginary, spectrumReal, spectrumImaginary, window] {
+        for buffer in [farHistory, micHistory, crossReal, crossImaginary, spectrumReal, spectrumImaginary, farWindow, micWindow] {
             buffer.deallocate()
         }
     }
@@ -175,17 +194,14 @@ public final class DelayEstimator {
     private func correlationPeak() -> (lag: Int, confidence: Float) {
         let n = fft.size
         let memory = configuration.memory
-        // Oldest first, windowed. Both real signals go through one complex transform (far as
-        // the real part, mic as the imaginary part) and are separated by symmetry: one FFT
-        // instead of two.
+        // Oldest first, windowed; the microphone only in the window's last `micBlockLength`
+        // samples. Both real signals go through one complex transform (far as the real part,
+        // mic as the imaginary part) and are separated by symmetry: one FFT instead of two.
+        let micStart = windowLength - micBlockLength
         for index in 0..<windowLength {
             let ring = (writeIndex + index) % windowLength
-            spectrumReal[index] = farHistory[ring] * window[index]
-            spectrumImaginary[index] = micHistory[ring] * window[index]
-        }
-        for index in windowLength..<n {
-            spectrumReal[index] = 0
-            spectrumImaginary[index] = 0
+            spectrumReal[index] = farHistory[ring] * farWindow[index]
+            spectrumImaginary[index] = index >= micStart ? micHistory[ring] * micWindow[index - micStart] : 0
         }
         fft.transform(real: spectrumReal.baseAddress!, imaginary: spectrumImaginary.baseAddress!)
         // Far[k] = (Z[k] + conj Z[N−k]) / 2 and Mic[k] = (Z[k] − conj Z[N−k]) / 2i, then

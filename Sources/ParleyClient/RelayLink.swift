@@ -370,7 +370,7 @@ public struct RelayLink {
                 return (output, datagram)
             }
             droppedDatagrams += 1
-        case .unknown:
+        case .stun, .dtls, .unknown:
             droppedDatagrams += 1
         }
         return (output, nil)

@@ -6,8 +6,9 @@ import Synchronization
 /// One open ALSA PCM (`snd_pcm_t`), configured for interleaved signed 16-bit samples.
 ///
 /// Owns the handle and closes it in `deinit`. Reads and writes block (a dedicated audio
-/// thread calls them) and recover from xruns with `snd_pcm_recover`, counting each. The
-/// xrun count is atomic, so a status line on another thread can read it.
+/// thread calls them), never for longer than 100 ms at a time inside ALSA, and recover from
+/// xruns with `snd_pcm_recover`, counting each. The xrun count is atomic, so a status line
+/// on another thread can read it.
 final class ALSAPCM: @unchecked Sendable {
     // @unchecked: the handle is used by one audio thread at a time (the protocol's
     // contract); only `xrunCount` is shared, and it is atomic.
@@ -133,12 +134,7 @@ final class ALSAPCM: @unchecked Sendable {
         if error == -EAGAIN {
             let waited = snd_pcm_wait(handle, 100)
             if waited < 0 { return try recover(Int(waited), what, stalled: &stalled) }
-            if waited == 0 {
-                stalled += 100
-                if stalled >= Self.stallLimitMilliseconds {
-                    throw DeviceError("\(what) on ALSA device '\(name)' failed: it gave nothing for \(stalled / 1_000) s (gone or stuck)")
-                }
-            }
+            if waited == 0 { try countStall(what, stalled: &stalled) }
             return
         }
         if error == -EPIPE || error == -ESTRPIPE {
@@ -148,6 +144,32 @@ final class ALSAPCM: @unchecked Sendable {
         guard recovered >= 0 else { throw DeviceError.alsa(what, device: name, code: error) }
     }
 
+    /// Waits, 100 ms at a time, until a running device can take a read or write of a period
+    /// without blocking; true when it can. The time it gives nothing counts towards
+    /// `stallLimitMilliseconds`. A blocking read or write would do this wait inside ALSA with
+    /// no timeout, and a sound server killed at the wrong moment leaves that wait hanging for
+    /// ever: a capture thread that never returned, so the call neither said the microphone
+    /// was gone nor could stop. A device not yet running is started by the read or write.
+    private func waitUntilReady(_ what: String, stalled: inout Int32) throws(DeviceError) -> Bool {
+        guard snd_pcm_state(handle) == SND_PCM_STATE_RUNNING else { return true }
+        let ready = snd_pcm_wait(handle, 100)
+        if ready > 0 { return true }
+        if ready < 0 {
+            try recover(Int(ready), what, stalled: &stalled)
+            return false
+        }
+        try countStall(what, stalled: &stalled)
+        return false
+    }
+
+    /// Another 100 ms in which the device gave nothing; past the limit it counts as gone.
+    private func countStall(_ what: String, stalled: inout Int32) throws(DeviceError) {
+        stalled += 100
+        if stalled >= Self.stallLimitMilliseconds {
+            throw DeviceError("\(what) on ALSA device '\(name)' failed: it gave nothing for \(stalled / 1_000) s (gone or stuck)")
+        }
+    }
+
     /// Reads exactly `output.count / channels` frames (blocking), recovering from overruns.
     /// Returns fewer only when the device reports the end of its data.
     func read(into output: UnsafeMutableBufferPointer<Float>) throws(DeviceError) -> Int {
@@ -155,6 +177,7 @@ final class ALSAPCM: @unchecked Sendable {
         var done = 0
         var stalled: Int32 = 0
         while done < frames {
+            guard try waitUntilReady("reading", stalled: &stalled) else { continue }
             let chunk = min(frames - done, conversion.count / channels)
             let result = conversion.withUnsafeMutableBufferPointer { buffer in
                 snd_pcm_readi(handle, buffer.baseAddress, snd_pcm_uframes_t(chunk))
@@ -181,6 +204,7 @@ final class ALSAPCM: @unchecked Sendable {
             for index in 0..<chunk * channels { conversion[index] = SampleConversion.int16(samples[done * channels + index]) }
             var offset = 0
             while offset < chunk {
+                guard try waitUntilReady("writing", stalled: &stalled) else { continue }
                 let result = conversion.withUnsafeBufferPointer { buffer in
                     snd_pcm_writei(handle, buffer.baseAddress! + offset * channels, snd_pcm_uframes_t(chunk - offset))
                 }

@@ -50,6 +50,12 @@ public enum DropReason: Int, CaseIterable, Sendable {
     case trunkUnknownSource
     /// Media from a member a moderator server-muted.
     case serverMuted
+    /// A STUN message the relay does not answer: not an authentic ICE check for a browser
+    /// member's credentials (a stranger's, a forged one, or for an offer long gone).
+    case stunUnanswered
+    /// A DTLS record from an address no authentic ICE check came from, or one a browser
+    /// member's handshake refused.
+    case dtlsRefused
 
     public var label: String {
         switch self {
@@ -77,6 +83,8 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .trunkUntrusted: return "trunk_untrusted"
         case .trunkUnknownSource: return "trunk_unknown_source"
         case .serverMuted: return "server_muted"
+        case .stunUnanswered: return "stun_unanswered"
+        case .dtlsRefused: return "dtls_refused"
         }
     }
 }

@@ -41,9 +41,10 @@ struct InboundDatagram {
     }
 
     /// The authentication tag of a sealed datagram, which a "not joined" answer echoes so the
-    /// client knows it is about its own packet; empty for anything else.
+    /// client knows it is about its own packet; empty for anything else, and once opened (the
+    /// bytes are then the packet inside, whose tail is no tag).
     var sealedTag: [UInt8] {
-        guard sealedHeader != nil, bytes.count >= SealedHeader.overhead else { return [] }
+        guard kind == .sealed, sealedHeader != nil, bytes.count >= SealedHeader.overhead else { return [] }
         return Array(readable[(bytes.count - SealedHeader.tagSize)...])
     }
 }

@@ -1,7 +1,7 @@
 import ParleyWire
 
 /// What every leg does with what arrives over it and what its room sends it, written once for
-/// members and trunks (and the browser leg to come): open the datagram with the leg's
+/// members, trunks and browser members: open the datagram with the leg's
 /// transport, forward its media to the receivers of the leg's room snapshot, terminate its RTCP
 /// (``LegRTCP``), take the control every leg speaks (acknowledgements, pings), and deliver what
 /// the room hands the leg — snapshots, rosters, texts, sealed media keys — reliably. What only
@@ -44,7 +44,7 @@ final class LegHandler: @unchecked Sendable {
         case .rtp: forwardMedia(datagram, from: leg, now: now)
         case .rtcp: receiveRTCP(datagram, from: leg, now: now)
         case .control: receiveControl(datagram, from: leg, now: now)
-        case .handshake, .sealed, .unknown: channel.drop(.malformed)
+        case .handshake, .sealed, .stun, .dtls, .unknown: channel.drop(.malformed)
         }
     }
 
@@ -131,7 +131,7 @@ final class LegHandler: @unchecked Sendable {
     }
 
     /// The leg acknowledged a reliable message: it is done with, and the next text may go.
-    private func acknowledge(_ sequence: UInt32, on leg: Leg, now: UInt64) {
+    func acknowledge(_ sequence: UInt32, on leg: Leg, now: UInt64) {
         leg.reliable.acknowledge(sequence: sequence)
         leg.rosterOut.acknowledge(sequence: sequence)
         if sequence == leg.textsOut.inFlight {

@@ -40,7 +40,7 @@ final class PlaintextTransport: LegTransport {
     func carries(_ kind: PacketKind) -> Bool {
         switch kind {
         case .rtp, .rtcp, .control: return true
-        case .handshake, .sealed, .unknown: return false
+        case .handshake, .sealed, .stun, .dtls, .unknown: return false
         }
     }
 

@@ -66,7 +66,7 @@ final class MemberAdmission: @unchecked Sendable {
         case .rtp, .rtcp:
             context.drop(.plaintextRefused)
             if members.member(at: datagram.peer) == nil { answerStranger(datagram.peer, address: datagram.source, receivedSize: size, echo: [], now: now) }
-        case .unknown:
+        case .stun, .dtls, .unknown:
             context.drop(.unknownKind)
         }
     }
@@ -75,6 +75,9 @@ final class MemberAdmission: @unchecked Sendable {
     private func receiveOnInsecureRelay(_ datagram: InboundDatagram, now: UInt64) {
         let isMember = members.member(at: datagram.peer) != nil
         switch datagram.kind {
+        case .rtp where isMember, .rtcp where isMember:
+            // A browser member's SRTP before its DTLS handshake is done.
+            context.drop(.notActive)
         case .rtp, .rtcp:
             context.drop(.notJoined)
             answerStranger(datagram.peer, address: datagram.source, receivedSize: datagram.wireSize, echo: [], now: now)
@@ -82,7 +85,7 @@ final class MemberAdmission: @unchecked Sendable {
             receiveStrangerControl(datagram, now: now)
         case .handshake:
             refuseHandshakeOnInsecureRelay(datagram, now: now)
-        case .control, .sealed, .unknown:
+        case .control, .sealed, .stun, .dtls, .unknown:
             context.drop(.unknownKind)
         }
     }
@@ -231,7 +234,7 @@ final class MemberAdmission: @unchecked Sendable {
 
     /// Puts `member` in its room (limits, SSRC, identity), ending `existing` — a member from
     /// the same address — and any member of the same identity elsewhere.
-    private func admit(_ member: MemberLeg, replacing existing: MemberLeg?, software: String, now: UInt64) -> RoomAdmission {
+    func admit(_ member: MemberLeg, replacing existing: MemberLeg?, software: String, now: UInt64) -> RoomAdmission {
         if let existing {
             // The same address joins afresh (a new SSRC, token or handshake): the old leg
             // ends quietly, since the client that would hear its goodbye is the one joining.

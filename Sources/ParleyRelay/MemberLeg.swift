@@ -1,9 +1,10 @@
 import ParleyWire
 
 /// A member's leg: one person's client, its one stream, and what its token and join say.
+/// A browser member is one too (``BrowserLeg``): the same member, over DTLS-SRTP.
 /// Everything a leg has is in ``Leg``; this adds what only a member has: an identity, the
 /// join's answer, its state and texts as the room hears them, moderation and key budgets.
-final class MemberLeg: Leg, @unchecked Sendable {
+class MemberLeg: Leg, @unchecked Sendable {
     let identity: String
     let ssrc: UInt32
     let canPublish: Bool
@@ -98,4 +99,8 @@ final class MemberLeg: Leg, @unchecked Sendable {
     override func reports(as ssrc: UInt32) -> Bool { ssrc == self.ssrc }
 
     override var logDescription: String { "\(identity)@\(room) from \(peer) ssrc \(ssrc)" }
+
+    /// Whether ``Departures`` keeps the member's address and transport for a while after it
+    /// left, to retransmit its goodbye and acknowledge a retransmitted leave.
+    var isRememberedAfterLeaving: Bool { true }
 }

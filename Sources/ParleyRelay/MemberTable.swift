@@ -96,7 +96,7 @@ final class MemberTable: @unchecked Sendable {
     }
 
     /// The member proved its address: it gets the roster and media, the others a new roster.
-    private func activate(_ member: MemberLeg, now: UInt64) {
+    func activate(_ member: MemberLeg, now: UInt64) {
         guard context.rooms.activate(member, now: now) else { return }
         member.state = .active
         member.gauges = context.metrics.makeStreamGauges(room: member.room, identity: member.identity)
@@ -248,7 +248,7 @@ final class MemberTable: @unchecked Sendable {
         context.metrics.removals[reason]?.increment()
         let goodbye = Departures.goodbye(to: member, reason: reason, text: text, tellMember: tellMember, now: now)
         if let bytes = goodbye.bytes { context.channel.send(bytes, to: member, kind: .control) }
-        if reason != .neverReady, byAddress[member.peer] == nil {
+        if reason != .neverReady, member.isRememberedAfterLeaving, byAddress[member.peer] == nil {
             departures.record(member, goodbye: goodbye.sender, now: now)
         }
     }

@@ -1,4 +1,5 @@
 import NIOCore
+import ParleyWire
 
 #if canImport(Glibc)
 import Glibc
@@ -80,6 +81,15 @@ struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         if firstByte == 0xFF { return false }  // IPv6 multicast ff00::/8
         if high == 0 && low == 0 { return false }  // ::
         return true
+    }
+
+    /// The address as a STUN answer's XOR-MAPPED-ADDRESS gives it.
+    var stunAddress: STUNAddress? {
+        if let bytes = ipv4Bytes {
+            return .ipv4(UInt32(bytes.0) << 24 | UInt32(bytes.1) << 16 | UInt32(bytes.2) << 8 | UInt32(bytes.3), port: port)
+        }
+        // The words hold the address in memory order: big-endian values read back in host order.
+        return .ipv6(high: UInt64(bigEndian: high), low: UInt64(bigEndian: low), port: port)
     }
 
     /// The host this address belongs to, what per-source limits count: many ports of one

@@ -30,6 +30,9 @@ public final class Relay: Sendable {
     let trunkDirectory: TrunkDirectory?
     /// Where rooms live, when this relay is one of a cluster; nil on a relay on its own.
     let placement: (any RoomPlacement)?
+    /// Browser members' offers and the DTLS certificate, shared by the loops; nil when the
+    /// relay takes no browsers.
+    let browserEdge: BrowserEdge?
     private let lifecycle = Lifecycle()
     let logger: Logger
 
@@ -86,9 +89,12 @@ public final class Relay: Sendable {
             replayCache: HandshakeReplayCache(capacityPerEpoch: configuration.handshakeReplayCapacity))
         let trunkDirectory = configuration.insecure ? nil : relayKey.map(TrunkDirectory.init(relayKey:))
         let relaySSRC = UInt32.random(in: 1 ... .max)
+        let browserEdge = try configuration.acceptsBrowsers ? Self.makeBrowserEdge() : nil
+        self.browserEdge = browserEdge
         let workers = try (0..<configuration.threads).map { index in
             RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)", logger: logger), rooms: core, joins: joins, placement: placement,
-                        relaySSRC: relaySSRC, configuration: configuration, metrics: metrics, logger: logger, trunkDirectory: trunkDirectory)
+                        relaySSRC: relaySSRC, configuration: configuration, metrics: metrics, logger: logger, trunkDirectory: trunkDirectory,
+                        browserEdge: browserEdge)
         }
         core.attach(loops: workers)
         self.core = core

@@ -32,6 +32,9 @@ public struct RelayConfiguration: Sendable {
     /// Plaintext on the wire, no handshake: for tests and trusted networks only. Clients must
     /// pass `--insecure` too; each side refuses the other mode with a clear error.
     public var insecure = false
+    /// Browser members on the UDP port (ICE-lite, DTLS-SRTP), whose offers reach the relay
+    /// over its web port (`Relay+Browsers.swift`); on when `parley-relay serve` serves one.
+    public var acceptsBrowsers = false
     /// Admitted handshakes remembered per cookie epoch before the oldest are forgotten (see
     /// ``HandshakeReplayCache``); not a setting, a knob for tests that fill it.
     var handshakeReplayCapacity = 100_000

@@ -7,7 +7,9 @@ import ParleyWire
 ///
 /// ```
 ///            ┌─ a member's address, what its transport carries ─▶ LegHandler ─▶ MemberTable (its control)
+///            │  (a browser member's SRTP and SRTCP among them)
 ///  datagram ─┤─ sealed, a trunk's address and receiver index ──▶ LegHandler ─▶ TrunkTable  (its control)
+///            ├─ STUN or DTLS (RFC 7983's ranges) ──────────────▶ BrowserTable (ICE-lite, DTLS-SRTP)
 ///            └─ anything else: strangers, joins, handshakes ───▶ MemberAdmission (─▶ TrunkTable's handshakes)
 /// ```
 ///
@@ -26,6 +28,9 @@ final class RelayWorker: @unchecked Sendable {
     let admission: MemberAdmission
     /// Nil on an `--insecure` relay, which has no key to prove to another relay.
     let trunks: TrunkTable?
+    /// Nil on a relay that takes no browsers (its web port is off). `--insecure` does not turn
+    /// them off: a browser's media is DTLS-SRTP whatever the relay asks of `parley` members.
+    let browsers: BrowserTable?
 
     var index: Int { context.index }
     var loop: RelayLoop { context.loop }
@@ -35,7 +40,8 @@ final class RelayWorker: @unchecked Sendable {
     static let maximumReadsPerWakeup = 8
 
     init(index: Int, loop: RelayLoop, rooms: any RoomMembership, joins: JoinVerifier, placement: (any RoomPlacement)? = nil, relaySSRC: UInt32,
-         configuration: RelayConfiguration, metrics: RelayMetrics, logger: Logger, trunkDirectory: TrunkDirectory? = nil) {
+         configuration: RelayConfiguration, metrics: RelayMetrics, logger: Logger, trunkDirectory: TrunkDirectory? = nil,
+         browserEdge: BrowserEdge? = nil) {
         let context = LoopContext(index: index, loop: loop, rooms: rooms, relaySSRC: relaySSRC, configuration: configuration, metrics: metrics,
                                   logger: logger)
         let legs = LegHandler(context: context)
@@ -45,9 +51,12 @@ final class RelayWorker: @unchecked Sendable {
         self.legs = legs
         self.members = members
         self.trunks = trunks
+        let browsers = browserEdge.map { BrowserTable(context: context, legs: legs, members: members, edge: $0) }
+        self.browsers = browsers
         admission = MemberAdmission(context: context, legs: legs, members: members, trunks: trunks, joins: joins, placement: placement)
         legs.attach(members: members, trunks: trunks)
         members.attach(admission: admission)
+        browsers?.attach(admission: admission)
     }
 
     // MARK: The socket
@@ -114,6 +123,9 @@ final class RelayWorker: @unchecked Sendable {
         if datagram.kind == .sealed, let trunks, let trunk = trunks.trunk(for: datagram) {
             return legs.receive(&datagram, over: trunk, now: now)
         }
+        if datagram.kind == .stun || datagram.kind == .dtls, let browsers {
+            return browsers.receive(&datagram, now: now)
+        }
         admission.receive(&datagram, now: now)
     }
 
@@ -127,6 +139,7 @@ final class RelayWorker: @unchecked Sendable {
         members.tick(now: now)
         context.rooms.publishDueRosters(now: now)
         trunks?.tick(now: now)
+        browsers?.tick(now: now)
         context.membershipLogs.flushSummary(now: now)
         context.refusalLogs.flushSummary(now: now)
         context.channel.flushStatisticsIfDue(now: now)

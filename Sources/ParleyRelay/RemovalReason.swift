@@ -7,6 +7,8 @@ enum RemovalReason: CaseIterable, Hashable, Sendable {
     case ssrcClash
     /// A moderator or the relay's operator removed the member, or closed its room.
     case kicked, roomClosed
+    /// A browser member's DTLS handshake failed, or its page closed the call.
+    case browserTransportFailed
 
     var label: String {
         switch self {
@@ -18,6 +20,7 @@ enum RemovalReason: CaseIterable, Hashable, Sendable {
         case .ssrcClash: return "ssrc_clash"
         case .kicked: return "kicked"
         case .roomClosed: return "room_closed"
+        case .browserTransportFailed: return "browser_transport_failed"
         }
     }
 }
@@ -34,6 +37,7 @@ extension RemovalReason {
         case .kicked: return .kicked
         case .roomClosed: return .roomClosed
         case .left, .neverReady: return nil
+        case .browserTransportFailed: return .unknown
         }
     }
 
@@ -45,6 +49,7 @@ extension RemovalReason {
         case .ssrcClash: return "a member of this room on another relay has your stream's SSRC; joining again with a new one"
         case .kicked: return "you were removed from the room"
         case .roomClosed: return "the room was closed"
+        case .browserTransportFailed: return "the secure connection to your browser failed; reload the page to join again"
         case .left, .neverReady: return ""
         }
     }

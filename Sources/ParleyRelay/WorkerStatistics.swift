@@ -2,7 +2,8 @@ import ParleyWire
 
 /// The relay counts what arrives by its ``PacketKind``.
 extension PacketKind {
-    /// The kind's slot in ``WorkerStatistics/receivedPackets`` and the metrics' counters.
+    /// The kind's slot in ``WorkerStatistics/receivedPackets`` and the metrics' counters, which
+    /// are both laid out in `allCases` order: its position there.
     @inline(__always) var index: Int {
         switch self {
         case .rtp: return 0
@@ -10,7 +11,9 @@ extension PacketKind {
         case .control: return 2
         case .handshake: return 3
         case .sealed: return 4
-        case .unknown: return 5
+        case .stun: return 5
+        case .dtls: return 6
+        case .unknown: return 7
         }
     }
 }

@@ -5,9 +5,9 @@
 ///
 /// ```
 ///              +----------------+
-///              |        [0..3] -+--> STUN        (not used by Parley)
+///              |        [0..3] -+--> STUN        (browsers' ICE checks)
 ///              |      [16..19] -+--> ZRTP        (not used by Parley)
-///              |      [20..63] -+--> DTLS        (not used by Parley)
+///              |      [20..63] -+--> DTLS        (browsers' DTLS-SRTP handshake)
 ///              |      [64..79] -+--> TURN        (not used by Parley)
 ///              |      [80..95] -+--> Parley (this range cannot be RTP):
 ///              |                |      0x50 control, 0x51–0x54 handshake, 0x55 sealed,
@@ -15,6 +15,9 @@
 ///              |    [128..191] -+--> RTP or RTCP
 ///              +----------------+
 /// ```
+///
+/// A browser member's media arrives as SRTP and SRTCP in the RTP range; the relay tells it
+/// from a Parley member's by its source address, not its first byte.
 ///
 /// RTP and RTCP share the range and are told apart by the second byte (rtcp-mux,
 /// RFC 5761 §4): with the marker bit included, RTCP packet types 192–223 cannot
@@ -29,6 +32,10 @@ public enum PacketKind: Sendable, Hashable, CaseIterable {
     case handshake
     /// A sealed packet (``SealedHeader``) whose ciphertext holds an RTP, RTCP or control packet.
     case sealed
+    /// A STUN message (``STUNMessageView``): a browser's ICE connectivity or consent check.
+    case stun
+    /// A DTLS record (``DTLSRecordHeader``): a browser's DTLS-SRTP handshake.
+    case dtls
     /// Anything else, including empty datagrams; receivers drop these.
     case unknown
 
@@ -48,6 +55,10 @@ public enum PacketKind: Sendable, Hashable, CaseIterable {
             self = .sealed
         case SecureMessageType.trunkInit.rawValue, SecureMessageType.trunkResponse.rawValue:
             self = .handshake
+        case 0...3:
+            self = .stun
+        case 20...63:
+            self = .dtls
         default:
             self = .unknown
         }
@@ -69,6 +80,8 @@ extension PacketKind {
         case .control: return "control"
         case .handshake: return "handshake"
         case .sealed: return "sealed"
+        case .stun: return "stun"
+        case .dtls: return "dtls"
         case .unknown: return "unknown"
         }
     }

@@ -20,6 +20,9 @@ public enum WireElement: String, Sendable, Hashable {
     case inviteURL = "invite URL"
     case sframeHeader = "SFrame header"
     case mediaKeyPackage = "end-to-end media key package"
+    case stunMessage = "STUN message"
+    case sessionDescription = "SDP session description"
+    case dtlsRecord = "DTLS record"
 }
 
 /// Why bytes could not be read or written. Every parser in ParleyWire throws only this type.

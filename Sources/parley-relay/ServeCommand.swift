@@ -48,6 +48,8 @@ struct ServeCommand: ParsableCommand {
     var listen: String?
     @Option(help: ArgumentHelp("HTTP address for /metrics and /healthz, or 'off'. Default 127.0.0.1:9800.", valueName: "host:port"))
     var admin: String?
+    @Option(help: ArgumentHelp("HTTP address for the browser page (/join) and its signalling, or 'off'. Default off.", valueName: "host:port"))
+    var web: String?
     @Option(help: ArgumentHelp("The file `parley-relay keygen` wrote. Default /etc/parley/relay.secret.", valueName: "file"))
     var secretFile: String?
     @Option(help: ArgumentHelp("Forwarding loops, a thread and a UDP socket each. Default: one per core.", valueName: "n"))
@@ -91,7 +93,7 @@ struct ServeCommand: ParsableCommand {
 
     func run() throws {
         let flags: [String: String?] = [
-            "listen": listen, "admin": admin, "secret-file": secretFile, "threads": threads, "log-level": logLevel,
+            "listen": listen, "admin": admin, "web": web, "secret-file": secretFile, "threads": threads, "log-level": logLevel,
             "socket-buffer": socketBuffer, "max-rooms": maxRooms, "max-members-per-room": maxMembersPerRoom,
             "max-packet-rate": maxPacketRate, "max-member-bitrate": maxMemberBitrate, "max-packet-size": maxPacketSize,
             "keepalive-interval": keepaliveInterval, "idle-timeout": idleTimeout,
@@ -102,8 +104,10 @@ struct ServeCommand: ParsableCommand {
         ]
         // Each part reads its own settings from the same layers.
         let layers = try Self.layers(flags: flags.compactMapValues { $0 }, config: config)
-        let configuration = try RelayConfiguration.resolve(layers)
+        var configuration = try RelayConfiguration.resolve(layers)
         let adminSettings = try AdminSettings.resolve(layers)
+        let webSettings = try WebSettings.resolve(layers)
+        configuration.acceptsBrowsers = webSettings.address != nil
         let clusterSettings = try ClusterSettings.resolve(layers)
 
         let level = configuration.logLevel
@@ -127,6 +131,7 @@ struct ServeCommand: ParsableCommand {
         let cluster = try clusterSettings.map { try ClusterMember(settings: $0, metrics: ClusterMetrics(registry: metrics.registry), logger: logger) }
         let relay: Relay
         let adminServer: AdminServer?
+        let webServer: BrowserWebServer?
         do {
             relay = try Relay.start(configuration: configuration, secret: secret.tokenSecret, relayKey: secret.relayKey, placement: cluster,
                                     logger: logger, metrics: metrics)
@@ -134,6 +139,13 @@ struct ServeCommand: ParsableCommand {
                 adminServer = try adminSettings.address.map { try AdminServer.start(serving: relay, at: $0, token: secret.adminToken, logger: logger) }
             } catch {
                 relay.shutdown()
+                throw error
+            }
+            do {
+                webServer = try webSettings.address.map { try BrowserWebServer.start(serving: relay, at: $0, logger: logger) }
+            } catch {
+                relay.shutdown()
+                adminServer?.close()
                 throw error
             }
         } catch let error as ConfigurationError {
@@ -158,6 +170,7 @@ struct ServeCommand: ParsableCommand {
         done.wait()
         relay.shutdown()
         adminServer?.close()
+        webServer?.close()
         withExtendedLifetime(sources) {}
     }
 
@@ -177,7 +190,7 @@ struct ServeCommand: ParsableCommand {
             file = try KeyValueFile(parsing: FileText.read(path: path, what: "config file", hint: Self.configHint), source: path)
         }
         let layers = ConfigurationLayers(flags: flags, environment: environment, file: file)
-        try layers.checkKeys(known: RelayConfiguration.keys + AdminSettings.keys + ClusterSettings.keys)
+        try layers.checkKeys(known: RelayConfiguration.keys + AdminSettings.keys + WebSettings.keys + ClusterSettings.keys)
         return layers
     }
 

@@ -44,14 +44,14 @@ final class CallRoom: @unchecked Sendable {
     private(set) var tap: SpoofingFront?
 
     init(room: String = "standup", scenario: Scenario? = nil, seed: UInt64 = 7, adminToken: AdminToken? = nil,
-         insecure: Bool = false, endToEnd: Bool = false, tap: Bool = false) async throws {
+         insecure: Bool = false, endToEnd: Bool = false, tap: Bool = false, acceptsBrowsers: Bool = false) async throws {
         self.room = room
         self.adminToken = adminToken
         self.insecure = insecure
         self.endToEnd = endToEnd
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-call-\(room)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        relay = try Self.startRelay(port: 0, secret: secret, relayKey: insecure ? nil : relayKey)
+        relay = try Self.startRelay(port: 0, secret: secret, relayKey: insecure ? nil : relayKey, acceptsBrowsers: acceptsBrowsers)
         relayPort = relay.localAddress.port!
         admin = try startAdmin()
         if tap { self.tap = SpoofingFront(relayPort: relayPort, capture: true) }
@@ -67,8 +67,9 @@ final class CallRoom: @unchecked Sendable {
         }
     }
 
-    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey?, host: String = "127.0.0.1") throws -> Relay {
+    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey?, host: String = "127.0.0.1", acceptsBrowsers: Bool = false) throws -> Relay {
         var configuration = RelayConfiguration()
+        configuration.acceptsBrowsers = acceptsBrowsers
         configuration.insecure = relayKey == nil
         configuration.listen = HostAndPort(host: host, port: port)
         configuration.threads = 1

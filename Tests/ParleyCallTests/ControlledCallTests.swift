@@ -47,11 +47,15 @@ struct ControlledCallTests {
         defer { Task { await room.close() } }
         let runtime = room.directory + "/runtime"
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
-        let (tone, silence) = try room.writeToneAndSilence(seconds: 15)
+        // The steps below take about 8 s when `parley ctl` starts at once; on a loaded machine
+        // each run of the (debug) binary can take a second or more. So the tone and both calls
+        // last far longer than the steps, and alice is asked to leave once they are done: a
+        // slow machine makes the test slower, not a call that ended before its last step.
+        let (tone, silence) = try room.writeToneAndSilence(seconds: 60)
 
         try await CallSlots.shared.withSlot {
             // The listener, in this process.
-            let bob = try CallSession(room.configuration(for: "bob", input: .wav(path: silence), durationSeconds: 13))
+            let bob = try CallSession(room.configuration(for: "bob", input: .wav(path: silence), durationSeconds: 90))
             async let bobResult = runOnThread { bob.run() }
 
             // The talker: the real program, its control socket under our runtime folder.
@@ -60,7 +64,7 @@ struct ControlledCallTests {
             alice.arguments = [
                 "call", "--relay", "127.0.0.1:\(room.clientPort)", "--room", room.room, "--token", room.token("alice"),
                 "--relay-key=" + room.relayKey.publicKeyText, "--name", "alice", "--input", tone, "--output", room.directory + "/alice-heard.wav",
-                "--aec", "off", "--duration", "11", "--quiet",
+                "--aec", "off", "--duration", "80", "--quiet",
             ]
             alice.environment = ["XDG_RUNTIME_DIR": runtime, "PATH": "/usr/bin:/bin"]
             alice.standardOutput = FileHandle.nullDevice
@@ -99,6 +103,8 @@ struct ControlledCallTests {
 
             let texts = bob.statistics().texts ?? []
             #expect(texts.map(\.line).contains { $0.hasSuffix("alice: back in five") }, "bob has alice's message: \(texts)")
+            let leave = try Self.ctl(["leave"], runtime: runtime)
+            #expect(leave.status == 0, "\(leave.output)")
             alice.waitUntilExit()
             #expect(alice.terminationStatus == 0)
             bob.stop()

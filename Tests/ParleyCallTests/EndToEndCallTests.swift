@@ -24,14 +24,22 @@ struct EndToEndCallTests {
         let plain = try await Self.tappedCall(conversation, endToEnd: false)
         let sealed = try await Self.tappedCall(conversation, endToEnd: true)
 
+        // What the relay may learn is when each talker talks (packet timing and DTX, and the
+        // audio level it reads: SECURITY.md, traffic analysis), not what they say. So the
+        // sealed stream, decoded as Opus, is held to random noise played exactly where its
+        // frames were: noise that knows the talker's timing and nothing else.
         var noise = SplitMix64(seed: 0x4E01_5E)
         for talker in Conversation.talkers {
             let track = conversation.tracks[talker]!
-            let randomNoise = track.map { _ in Float.random(in: -0.1...0.1, using: &noise) }
-            let noiseScore = SpeechComparison.compare(sent: track, received: randomNoise, offset: 0).envelopeCorrelation
+            let timing = sealed.tapTiming[talker] ?? []
+            let timedNoise = track.indices.map { index in
+                let sample = Float.random(in: -0.1...0.1, using: &noise)
+                return index < timing.count && timing[index] ? sample : 0
+            }
+            let noiseScore = SpeechComparison.compare(sent: track, received: timedNoise, offset: 0).envelopeCorrelation
             let plainTap = plain.tapScores[talker] ?? 0
             let sealedTap = sealed.tapScores[talker] ?? 1
-            print(String(format: "%@ as the relay decodes it: %.3f in a plain room, %.3f end-to-end encrypted; noise scores %.3f",
+            print(String(format: "%@ as the relay decodes it: %.3f in a plain room, %.3f end-to-end encrypted; noise at its frames' times scores %.3f",
                          talker, plainTap, sealedTap, noiseScore))
             #expect(plainTap >= 0.8, "the tap must hear a plain room, or it proves nothing (\(talker): \(plainTap))")
             #expect(sealedTap <= max(noiseScore, 0) + 0.1, "the relay heard \(talker) through end-to-end encryption: \(sealedTap)")
@@ -61,6 +69,8 @@ struct EndToEndCallTests {
         var receptions: [Reception]
         /// What the relay could make of each talker's frames: envelope correlation with their track.
         var tapScores: [String: Double]
+        /// Per sample of each talker's track: whether the relay forwarded a frame for it.
+        var tapTiming: [String: [Bool]]
         var datagrams: [[UInt8]]
         /// Every media key the members held at the end.
         var keys: [MediaKey]
@@ -79,24 +89,27 @@ struct EndToEndCallTests {
         let receptions = try await Reception.all(in: room, outcome: outcome, conversation: conversation)
         let captured = room.tap?.captured ?? []
         var scores: [String: Double] = [:]
+        var timing: [String: [Bool]] = [:]
         for talker in Conversation.talkers {
             guard let listener = Conversation.talkers.first(where: { $0 != talker }),
                   let ssrc = outcome.statistics[listener]?.speakers.first(where: { $0.identity == talker })?.ssrc,
                   let captureStart = outcome.statistics[talker]?.captureStartedAtNanoseconds else { continue }
             let heard = try relaysDecoding(of: ssrc, in: captured, from: captureStart, length: conversation.length)
-            scores[talker] = SpeechComparison.compare(sent: conversation.tracks[talker]!, received: heard, offset: 0).envelopeCorrelation
+            scores[talker] = SpeechComparison.compare(sent: conversation.tracks[talker]!, received: heard.audio, offset: 0).envelopeCorrelation
+            timing[talker] = heard.framed
         }
         let keys = sessions.withLock { $0.values.flatMap { $0.connection.receiver.endToEnd?.heldKeys ?? [] } }
-        return TappedCall(receptions: receptions, tapScores: scores, datagrams: captured.map(\.bytes), keys: keys)
+        return TappedCall(receptions: receptions, tapScores: scores, tapTiming: timing, datagrams: captured.map(\.bytes), keys: keys)
     }
 
     /// The stream `ssrc` as the relay could play it: every frame it forwarded (the primary of a
     /// RED packet), decoded as Opus where it decodes and silence where not, at the time it
-    /// passed the relay, on the talker's capture timeline.
+    /// passed the relay, on the talker's capture timeline; and which samples a frame covered.
     static func relaysDecoding(of ssrc: UInt32, in captured: [(toRelay: Bool, nanoseconds: UInt64, bytes: [UInt8])], from start: UInt64,
-                               length: Int) throws -> [Float] {
+                               length: Int) throws -> (audio: [Float], framed: [Bool]) {
         let decoder = try OpusDecoder()
         var audio = [Float](repeating: 0, count: length)
+        var framed = [Bool](repeating: false, count: length)
         var frame = [Float](repeating: 0, count: 5_760)
         var seen = Set<UInt16>()
         var first: (timestamp: UInt32, position: Int)?
@@ -115,10 +128,11 @@ struct EndToEndCallTests {
                 let decoded = frame.withUnsafeMutableBufferPointer { (try? decoder.decode(payload, into: $0)) ?? 0 }
                 for index in 0..<decoded where position + index >= 0 && position + index < length {
                     audio[position + index] = frame[index]
+                    framed[position + index] = true
                 }
             }
         }
-        return audio
+        return (audio, framed)
     }
 
     static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {

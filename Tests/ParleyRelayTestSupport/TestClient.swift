@@ -102,7 +102,7 @@ package final class TestClient {
             guard let message = try? ControlMessage(parsing: datagram) else { return }
             if message.isReliable, autoAck { send(ControlMessage(body: .ack(.init(sequence: message.sequence)))) }
             controlInbox.append(message)
-        case .handshake, .sealed, .unknown: break
+        case .handshake, .sealed, .stun, .dtls, .unknown: break
         }
     }
 

@@ -297,8 +297,15 @@ struct PacketKindTests {
         #expect(PacketKind(firstByte: 0x56, secondByte: 1) == .handshake)  // trunk init
         #expect(PacketKind(firstByte: 0x57, secondByte: 1) == .handshake)  // trunk response
         #expect(PacketKind(firstByte: 0x58, secondByte: 1) == .unknown)
-        #expect(PacketKind(firstByte: 0x00, secondByte: 1) == .unknown)  // STUN
-        #expect(PacketKind(firstByte: 0x16, secondByte: 1) == .unknown)  // DTLS
+        // RFC 7983's ranges for the browsers' STUN (0-3) and DTLS (20-63), and nothing between.
+        #expect(PacketKind(firstByte: 0x00, secondByte: 1) == .stun)
+        #expect(PacketKind(firstByte: 0x03, secondByte: 1) == .stun)
+        #expect(PacketKind(firstByte: 0x04, secondByte: 1) == .unknown)
+        #expect(PacketKind(firstByte: 0x13, secondByte: 1) == .unknown)
+        #expect(PacketKind(firstByte: 0x14, secondByte: 1) == .dtls)
+        #expect(PacketKind(firstByte: 0x16, secondByte: 1) == .dtls)
+        #expect(PacketKind(firstByte: 0x3F, secondByte: 1) == .dtls)
+        #expect(PacketKind(firstByte: 0x40, secondByte: 1) == .unknown)
         #expect(PacketKind(firstByte: 0x80, secondByte: nil) == .unknown)
         #expect(PacketKind(UnsafeRawBufferPointer(start: nil, count: 0)) == .unknown)
     }

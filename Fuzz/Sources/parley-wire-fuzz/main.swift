@@ -44,6 +44,17 @@ public func fuzzWire(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         precondition(message.noiseMessage.count + HandshakeResponse.headerSize == size, "response body outside the packet")
     }
     if (try? SealedHeader(parsing: bytes)) != nil { precondition(size >= SealedHeader.overhead, "sealed packet shorter than its overhead") }
+    if let message = try? STUNMessageView(parsing: bytes) {
+        precondition(size == STUNMessageView.headerSize + Int(bytes[2]) << 8 + Int(bytes[3]), "STUN length disagrees with the datagram")
+        if let integrity = message.integrity { precondition(message.withIntegrityInput { $0.count + $1.count } == integrity.offset) }
+        if let fingerprint = message.fingerprint { precondition(fingerprint.offset + 8 == size, "FINGERPRINT is not last") }
+        _ = message.hasValidFingerprint
+    }
+    if let records = DTLSRecordHeader.records(in: bytes) { precondition(records * DTLSRecordHeader.size <= size) }
+    if let description = try? SessionDescription(parsing: bytes) {
+        for section in description.media { _ = (section.rtpMaps, section.headerExtensions, section.fingerprints, section.ssrcs, section.setup) }
+        precondition(try! SessionDescription(parsing: description.text) == description, "SDP changed in a round trip")
+    }
     if let text = String(validating: bytes, as: UTF8.self), let invite = try? InviteURL(parsing: text) {
         precondition(try! InviteURL(parsing: invite.description) == invite, "invite changed in a round trip")
     }

@@ -1,0 +1,261 @@
+import ParleyWebRTC
+import ParleyWire
+import Synchronization
+
+/// A person in a browser, from the offer its page posted to the end of its call: the
+/// signalling's side of a browser member, shared by the web port (any thread) and the loop
+/// whose socket receives its media (which makes its ``BrowserLeg``).
+///
+/// Made by ``Relay/acceptBrowserOffer(_:token:candidateHost:)`` once the token verified and the
+/// offer was read; no DTLS state exists until an authentic ICE check and then a ClientHello
+/// arrive from the browser.
+///
+/// What the relay tells the member (joined, rosters, texts, moderation answers, goodbye)
+/// arrives here as the same control messages a `parley` client gets, through its transport
+/// (``BrowserTransport/seal(_:into:nowNanoseconds:)``), and waits as ``BrowserPageEvent``s
+/// until the page asks for them (``events(after:)``). The page's requests (its muted state,
+/// leave) go to the loop as the control messages a `parley` client sends (``submit(_:)``).
+/// The page's signalling is reliable (HTTP), so the relay's reliable messages count as
+/// acknowledged once they are here; their sequence numbers wait for the loop's tick
+/// (``takeAcknowledgements()``).
+public final class BrowserMember: Sendable {
+    /// Names the member in the signalling's URLs: 128 random bits, known only to whoever
+    /// posted the offer.
+    public let id: String
+    public let identity: String
+    public let room: String
+    /// The SSRC the browser's microphone sends with (from its offer).
+    let ssrc: UInt32
+    let canPublish: Bool
+    let isModerator: Bool
+    let capabilities: ControlMessage.Capabilities
+    let token: String
+    let iceUsernameFragment: String
+    let responder: ICELiteResponder
+    let transport: WebRTCAnswer.Transport
+    let offer: WebRTCOffer
+    let allowRED: Bool
+    let createdNanoseconds: UInt64
+
+    private struct State {
+        var events: [BrowserPageEvent] = []
+        /// The index of `events[0]` among all events the member was given.
+        var firstIndex = 0
+        var roster = RosterAssembler()
+        var isEnded = false
+        var leg: BrowserLeg?
+        var loop: (any BrowserLoop)?
+        /// Addresses an authentic ICE check came from: a DTLS ClientHello from one of these
+        /// may make the leg (a browser checks a few candidate pairs).
+        var checkedAddresses: [PeerAddress] = []
+        /// Reliable messages handed over, for the loop to count as acknowledged.
+        var acknowledgements: [UInt32] = []
+        var delivered = RecentSequenceSet()
+        var nextSequence: UInt32 = 1
+        var stateRevision: UInt32 = 0
+    }
+
+    private let state = Mutex(State())
+
+    static let maximumQueuedEvents = 256
+    static let maximumCheckedAddresses = 8
+
+    init(id: String, token: AccessToken, tokenText: String, offer: WebRTCOffer, ssrc: UInt32, transport: WebRTCAnswer.Transport,
+         allowRED: Bool, nowNanoseconds: UInt64) {
+        self.id = id
+        identity = token.identity
+        room = token.room
+        self.ssrc = ssrc
+        canPublish = token.canPublish
+        isModerator = token.isModerator
+        capabilities = allowRED ? [.redundantAudio] : []
+        self.token = tokenText
+        iceUsernameFragment = transport.iceUsernameFragment
+        responder = ICELiteResponder(localUsernameFragment: transport.iceUsernameFragment, localPassword: transport.icePassword,
+                                     remoteUsernameFragment: offer.iceUsernameFragment)
+        self.transport = transport
+        self.offer = offer
+        self.allowRED = allowRED
+        createdNanoseconds = nowNanoseconds
+    }
+
+    // MARK: The page's side
+
+    /// The SDP answer to the page's offer. The section the browser sends on also receives, with
+    /// no SSRC named: the room's voices arrive on it as the browser's unsignalled streams.
+    public var answer: String {
+        WebRTCAnswer.answer(offer, transport: transport, version: 1, outgoing: [:], allowRED: allowRED, receivesUnsignalled: true).text
+    }
+
+    /// The events from index `after` on, and the index to ask from next time. Events older
+    /// than the queue keeps are gone; the roster is always the latest.
+    public func events(after index: Int) -> (events: [BrowserPageEvent], next: Int) {
+        state.withLock { state in
+            let start = max(index, state.firstIndex) - state.firstIndex
+            let next = state.firstIndex + state.events.count
+            guard start < state.events.count else { return ([], next) }
+            return (Array(state.events[start...]), next)
+        }
+    }
+
+    /// Whether the call is over (the last event says why).
+    public var isEnded: Bool { state.withLock { $0.isEnded } }
+
+    /// What the page says, as a `parley` client's control message would: its muted/deafened
+    /// state, a text, or leaving. Before its leg exists there is no one to tell: false.
+    @discardableResult
+    public func submit(_ body: ControlMessage.Body) -> Bool {
+        let target = state.withLock { state -> (BrowserLeg, any BrowserLoop, UInt32)? in
+            guard let leg = state.leg, let loop = state.loop, !state.isEnded else { return nil }
+            defer { state.nextSequence &+= 1 }
+            return (leg, loop, state.nextSequence)
+        }
+        guard let target else { return false }
+        target.1.pageSaid(ControlMessage(sequence: target.2, isReliable: true, body: body), leg: target.0)
+        return true
+    }
+
+    // MARK: The relay's side
+
+    /// A control message the relay sent the member (from its transport, on whichever loop sent it).
+    func deliver(controlBytes: UnsafeRawBufferPointer) {
+        guard let message = try? ControlMessage(parsing: controlBytes) else { return }
+        let event: BrowserPageEvent?
+        let isNew = state.withLock { state -> Bool in
+            if message.isReliable {
+                state.acknowledgements.append(message.sequence)
+                return state.delivered.insert(message.sequence)
+            }
+            return true
+        }
+        guard isNew else { return }
+        switch message.body {
+        case let .joined(joined):
+            event = BrowserPageEvent(kind: "joined", identity: joined.identity, room: joined.room)
+        case let .roster(page):
+            let members = state.withLock { $0.roster.add(page) }
+            guard let members else { return }
+            event = BrowserPageEvent(kind: "roster", roster: members.map {
+                BrowserPageEvent.RosterEntry(identity: $0.identity, ssrc: $0.ssrc, state: $0.state.summary, serverMuted: $0.isServerMuted)
+            })
+        case let .text(text):
+            event = BrowserPageEvent(kind: "text", identity: text.sender, text: text.text)
+        case let .error(error):
+            event = BrowserPageEvent(kind: "error", text: error.message)
+        case let .moderationReply(reply):
+            event = BrowserPageEvent(kind: "notice", text: reply.message)
+        case let .goodbye(goodbye):
+            event = BrowserPageEvent(kind: "ended", text: goodbye.message.isEmpty ? "the relay ended the call" : goodbye.message)
+        default:
+            event = nil
+        }
+        if let event { append(event) }
+    }
+
+    func append(_ event: BrowserPageEvent) {
+        state.withLock { state in
+            guard !state.isEnded else { return }
+            if event.kind == "ended" { state.isEnded = true }
+            state.events.append(event)
+            if state.events.count > Self.maximumQueuedEvents {
+                state.events.removeFirst()
+                state.firstIndex += 1
+            }
+        }
+    }
+
+    /// The call will not be (or is no longer): the page is told why, once, and the member lets
+    /// go of its leg. The leg and its transport hold the member, so keeping the leg would keep
+    /// both alive, with the DTLS connection and SRTP contexts, as long as the page is held.
+    func end(_ reason: String) {
+        append(BrowserPageEvent(kind: "ended", text: reason))
+        state.withLock { state in
+            state.leg = nil
+            state.loop = nil
+        }
+    }
+
+    /// Sequence numbers of reliable messages handed to the page since the last call.
+    func takeAcknowledgements() -> [UInt32] {
+        state.withLock { state in
+            defer { state.acknowledgements = [] }
+            return state.acknowledgements
+        }
+    }
+
+    /// An authentic ICE check came from `peer`.
+    func noteCheck(from peer: PeerAddress) {
+        state.withLock { state in
+            guard !state.checkedAddresses.contains(peer), state.checkedAddresses.count < Self.maximumCheckedAddresses else { return }
+            state.checkedAddresses.append(peer)
+        }
+    }
+
+    func wasChecked(from peer: PeerAddress) -> Bool { state.withLock { $0.checkedAddresses.contains(peer) } }
+
+    /// The loop made the member's leg; false if it already has one (a second ClientHello from
+    /// another of its addresses) or the call is over.
+    func bind(_ leg: BrowserLeg, loop: any BrowserLoop) -> Bool {
+        state.withLock { state in
+            guard state.leg == nil, !state.isEnded else { return false }
+            state.leg = leg
+            state.loop = loop
+            return true
+        }
+    }
+
+    var hasLeg: Bool { state.withLock { $0.leg != nil } }
+
+    /// The member's leg while its call lasts (tests).
+    var leg: BrowserLeg? { state.withLock { $0.leg } }
+
+    /// The page's mute button (and deafen): the room's rosters show it, as a `parley` member's.
+    @discardableResult
+    public func setState(muted: Bool, deafened: Bool) -> Bool {
+        let revision = state.withLock { state -> UInt32 in
+            state.stateRevision &+= 1
+            return state.stateRevision
+        }
+        var memberState: ControlMessage.MemberState = []
+        if muted { memberState.insert(.muted) }
+        if deafened { memberState.insert(.deafened) }
+        return submit(.memberState(ControlMessage.MemberStateUpdate(revision: revision, state: memberState)))
+    }
+
+    /// The page closed the call (its DELETE, as WHIP ends a session).
+    public func leave() {
+        if !submit(.leave(ControlMessage.Leave())) { end("you left the call") }
+    }
+}
+
+/// What the page is told, as JSON.
+public struct BrowserPageEvent: Sendable, Hashable, Encodable {
+    public struct RosterEntry: Sendable, Hashable, Encodable {
+        public var identity: String
+        public var ssrc: UInt32
+        /// "live", "muted" or "deafened".
+        public var state: String
+        public var serverMuted: Bool
+    }
+
+    /// "joined", "connected", "roster", "text", "error", "notice" or "ended".
+    public var kind: String
+    public var identity: String?
+    public var room: String?
+    public var text: String?
+    public var roster: [RosterEntry]?
+
+    init(kind: String, identity: String? = nil, room: String? = nil, text: String? = nil, roster: [RosterEntry]? = nil) {
+        self.kind = kind
+        self.identity = identity
+        self.room = room
+        self.text = text
+        self.roster = roster
+    }
+}
+
+/// What a browser member's page asks of the loop its leg lives on, from any thread; carried
+/// out later on that loop.
+protocol BrowserLoop: AnyObject, Sendable {
+    func pageSaid(_ message: ControlMessage, leg: BrowserLeg)
+}

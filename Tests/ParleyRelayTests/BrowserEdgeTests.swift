@@ -1,0 +1,457 @@
+import Foundation
+import ParleyBasics
+@testable import ParleyRelay
+import ParleyRelayTestSupport
+import ParleyWebRTC
+import ParleyWire
+import Testing
+
+/// Inside the relay-over-UDP suite, one at a time: the hostile test floods the machine.
+extension RelayOverUDP {
+    /// Browser members at the relay's one UDP port, without a browser: a stand-in speaks what
+    /// Chromium speaks (its offer, ICE checks signed with the answer's password, an OpenSSL DTLS
+    /// client whose certificate its offer names, SRTP with the keys the handshake exported) over
+    /// real UDP on 127.0.0.1, beside a `parley` member (the plaintext test client on an
+    /// `--insecure` relay). The browser test in ParleyCallTests does the same with Chromium.
+    @Suite("Browser members")
+    struct BrowserEdgeTests {
+        /// A relay that takes browsers, and a stand-in browser's offer for `identity`.
+        static func offer(fingerprint: CertificateFingerprint, ssrc: UInt32 = 1111) -> String {
+            """
+            v=0\r
+            o=- 4611731400430051336 2 IN IP4 127.0.0.1\r
+            s=-\r
+            t=0 0\r
+            a=group:BUNDLE 0\r
+            m=audio 9 UDP/TLS/RTP/SAVPF 111 63\r
+            c=IN IP4 0.0.0.0\r
+            a=ice-ufrag:brws\r
+            a=ice-pwd:browserpasswordbrowserpassword\r
+            a=fingerprint:\(fingerprint.sdpValue)\r
+            a=setup:actpass\r
+            a=mid:0\r
+            a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level\r
+            a=sendrecv\r
+            a=rtcp-mux\r
+            a=rtpmap:111 opus/48000/2\r
+            a=fmtp:111 minptime=10;useinbandfec=1\r
+            a=rtpmap:63 red/48000/2\r
+            a=fmtp:63 111/111\r
+            a=ssrc:\(ssrc) cname:x\r
+
+            """
+        }
+
+        /// What the stand-in reads from the relay's answer.
+        struct Answer {
+            let ufrag: String
+            let password: String
+            let fingerprint: CertificateFingerprint
+
+            init(_ text: String) throws {
+                let description = try SessionDescription(parsing: text)
+                let section = try #require(description.media.first)
+                func attribute(_ name: String) -> String? { section.attributes.first { $0.name == name }?.value }
+                ufrag = try #require(attribute("ice-ufrag"))
+                password = try #require(attribute("ice-pwd"))
+                fingerprint = try #require(attribute("fingerprint").flatMap(CertificateFingerprint.init(sdpValue:)))
+            }
+        }
+
+        /// An ICE check as Chromium sends it, signed with `password`.
+        static func check(username: String, password: String, transaction: UInt32 = 1) throws -> [UInt8] {
+            var buffer = [UInt8](repeating: 0, count: 300)
+            let authentication = STUNAuthentication(password: password)
+            let count = try buffer.withUnsafeMutableBytes { raw in
+                var writer = try STUNMessageWriter(type: .bindingRequest, transactionID: STUNTransactionID(high: 1, middle: 2, low: transaction), into: raw)
+                try writer.appendUsername(username)
+                try writer.appendICERole(isControlling: true, tieBreaker: 99)
+                try writer.appendUseCandidate()
+                try writer.appendPriority(1_853_824_767)
+                try writer.appendMessageIntegrity(authentication.sign)
+                try writer.appendFingerprint()
+                return writer.count
+            }
+            return Array(buffer.prefix(count))
+        }
+
+        static func browserRelay() throws -> RelayFixture {
+            try RelayFixture.start { $0.acceptsBrowsers = true }
+        }
+
+        // MARK: Signalling
+
+        @Test func anOfferWithoutAValidTokenIsRefusedBeforeAnythingIsKept() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let edge = try #require(fixture.relay.browserEdge)
+            let offer = Self.offer(fingerprint: try DTLSContext().fingerprint)
+            let otherSecret = TokenSecret.random()
+            let now = unixNow()
+            let refusals: [(String, String)] = [
+                ("", "empty"),
+                ("not.a.token", "malformed"),
+                (AccessToken(identity: "ada", room: "call", issuedAt: now, expiresAt: now + 60).signed(with: otherSecret), "another relay's"),
+                (fixture.token(room: "call", identity: "ada", lifetime: -3_600), "expired"),
+            ]
+            for (token, what) in refusals {
+                guard case let .failure(refusal) = fixture.relay.acceptBrowserOffer(offer, token: token, candidateHost: "127.0.0.1") else {
+                    Issue.record("a \(what) token was accepted")
+                    continue
+                }
+                #expect(refusal.status == 403, "\(what): \(refusal.message)")
+                #expect(!refusal.message.isEmpty)
+            }
+            #expect(edge.offers.count == 0, "a refused offer left state behind")
+            // A good token with an offer the relay cannot use: refused too, and nothing kept.
+            let token = fixture.token(room: "call", identity: "ada")
+            for bad in ["", "v=0\r\n", offer.replacingOccurrences(of: "a=fingerprint", with: "a=nofingerprint"), String(offer.prefix(200))] {
+                guard case let .failure(refusal) = fixture.relay.acceptBrowserOffer(bad, token: token, candidateHost: "127.0.0.1") else {
+                    Issue.record("an unusable offer was answered")
+                    continue
+                }
+                #expect(refusal.status == 400, "\(refusal.message)")
+            }
+            #expect(edge.offers.count == 0)
+            guard case let .success(member) = fixture.relay.acceptBrowserOffer(offer, token: token, candidateHost: "127.0.0.1") else {
+                Issue.record("a valid offer was refused")
+                return
+            }
+            #expect(edge.offers.count == 1)
+            #expect(member.answer.contains("a=candidate:1 1 udp 2130706431 127.0.0.1 \(fixture.port) typ host"))
+            #expect(member.answer.contains("a=sendrecv"))
+            #expect(member.answer.contains("a=ice-lite"))
+        }
+
+        // MARK: Media both ways
+
+        /// A stand-in browser connected to the relay: its page, its socket, and its SRTP both ways.
+        struct ConnectedBrowser {
+            let page: BrowserMember
+            let client: TestClient
+            let dtls: DTLSConnection
+            /// What the browser protects its media with, and opens the relay's with.
+            let outbound: SRTPContext
+            let inbound: SRTPContext
+
+            /// Offer, ICE check, DTLS handshake, as Chromium does them; `client` is the socket the
+            /// browser speaks from (a new one unless given).
+            static func connect(to fixture: RelayFixture, identity: String, room: String, ssrc: UInt32 = 1111,
+                                from client: TestClient? = nil, handshakeSeconds: Double = 15) throws -> ConnectedBrowser {
+                let browserContext = try DTLSContext()
+                guard case let .success(page) = fixture.relay.acceptBrowserOffer(
+                    BrowserEdgeTests.offer(fingerprint: browserContext.fingerprint, ssrc: ssrc), token: fixture.token(room: room, identity: identity),
+                    candidateHost: "127.0.0.1") else {
+                    throw BrowserEdgeFailure("the offer was refused")
+                }
+                let answer = try Answer(page.answer)
+                let browser = client ?? TestClient(relayPort: fixture.port)
+                if client == nil { browser.ssrc = ssrc }
+
+                // ICE: the check is answered, no larger than itself.
+                let check = try BrowserEdgeTests.check(username: "\(answer.ufrag):brws", password: answer.password)
+                browser.send(check)
+                var reply: [UInt8]?
+                let checkDeadline = now() + 2
+                while reply == nil, now() < checkDeadline {
+                    if let datagram = browser.receiveRaw(timeout: 0.2), datagram.first == 0x01 { reply = datagram }
+                }
+                guard let reply else { throw BrowserEdgeFailure("the relay did not answer an authentic ICE check") }
+                #expect(reply.count <= check.count)
+
+                // DTLS: the stand-in is the client, as a browser answered `setup:passive` is.
+                let dtls = try DTLSConnection(context: browserContext, isServer: false, peerFingerprint: answer.fingerprint)
+                dtls.start()
+                // Generous: the cookie exchange adds a round trip, and a loaded machine slows both sides.
+                let deadline = now() + handshakeSeconds
+                while dtls.state == .handshaking, now() < deadline {
+                    for datagram in dtls.takeDatagrams() { browser.send(datagram) }
+                    if let datagram = browser.receiveRaw(timeout: 0.2), (20...63).contains(datagram[0]) {
+                        datagram.withUnsafeBytes { _ = dtls.receive($0) }
+                    }
+                }
+                for datagram in dtls.takeDatagrams() { browser.send(datagram) }
+                guard dtls.state == .established, let keys = dtls.srtpKeys(),
+                      let outbound = SRTPContext(profile: keys.profile, keyAndSalt: keys.client, direction: .outbound),
+                      let inbound = SRTPContext(profile: keys.profile, keyAndSalt: keys.server, direction: .inbound) else {
+                    throw BrowserEdgeFailure("the DTLS handshake did not complete (\(dtls.state))")
+                }
+                return ConnectedBrowser(page: page, client: browser, dtls: dtls, outbound: outbound, inbound: inbound)
+            }
+
+            /// RTP as the browser sends it, protected with its keys.
+            func sendRTP(sequence: UInt16, ssrc: UInt32? = nil) throws {
+                var packet = client.rtp(sequence: sequence, ssrc: ssrc) + [UInt8](repeating: 0, count: 32)
+                let size = packet.count - 32
+                let protected = try #require(packet.withUnsafeMutableBytes { outbound.protect($0, count: size, rtcp: false) })
+                client.send(Array(packet.prefix(protected)))
+            }
+
+            /// The RTP the relay sent the browser within `timeout`, opened: (ssrc, sequence, payload).
+            func receiveRTP(count: Int, timeout: Double) -> [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] {
+                var heard: [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] = []
+                let until = now() + timeout
+                while heard.count < count, now() < until {
+                    guard var datagram = client.receiveRaw(timeout: 0.2), datagram.withUnsafeBytes({ PacketKind($0) }) == .rtp else { continue }
+                    let size = datagram.count
+                    guard case let .success(opened) = datagram.withUnsafeMutableBytes({ inbound.unprotect($0, count: size, rtcp: false) }) else {
+                        Issue.record("the browser could not open an SRTP packet from the relay")
+                        continue
+                    }
+                    let packet = Array(datagram.prefix(opened))
+                    if let origin = origin(ofMedia: packet) { heard.append((origin.ssrc, origin.sequence, Array(packet.suffix(from: 12)))) }
+                }
+                return heard
+            }
+        }
+
+        struct BrowserEdgeFailure: Error, CustomStringConvertible {
+            let description: String
+            init(_ description: String) { self.description = description }
+        }
+
+        @Test func aBrowserAndAMemberHearEachOtherThroughTheRoom() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call")
+            let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+            let page = connected.page
+
+            // The room: bob sees the browser member in his roster; the page sees both.
+            #expect(bob.waitForRoster(["ada", "bob"]), "the browser member never reached the roster")
+            #expect(page.events(after: 0).events.contains { $0.kind == "connected" })
+
+            // The browser's SRTP reaches bob as plain RTP, payload untouched.
+            for sequence in 0..<20 as Range<UInt16> { try connected.sendRTP(sequence: sequence) }
+            bob.pump(timeout: 2) { client in client.mediaInbox.compactMap(origin(ofMedia:)).filter { $0.ssrc == 1111 }.count >= 20 }
+            let heardByBob = bob.mediaInbox.compactMap(origin(ofMedia:)).filter { $0.ssrc == 1111 }.map(\.sequence)
+            #expect(Set(heardByBob) == Set(0..<20), "bob heard \(heardByBob.count) of the browser's 20 packets")
+
+            // Bob's RTP reaches the browser as SRTP it opens with its keys.
+            for sequence in 0..<20 as Range<UInt16> { bob.sendRTP(sequence: sequence) }
+            let heardByBrowser = connected.receiveRTP(count: 20, timeout: 2).filter { $0.ssrc == bob.ssrc }.map(\.sequence)
+            #expect(Set(heardByBrowser) == Set(0..<20), "the browser heard \(heardByBrowser.count) of bob's 20 packets")
+
+            // The page's mute button: bob's roster says so.
+            #expect(page.setState(muted: true, deafened: false))
+            #expect(bob.pump(timeout: 2) { client in client.latestRoster?.first { $0.identity == "ada" }?.state.contains(.muted) == true })
+            let roster = page.events(after: 0).events.last { $0.kind == "roster" }?.roster ?? []
+            #expect(Set(roster.map(\.identity)) == ["ada", "bob"])
+
+            // Leaving (WHIP's DELETE): out of the room, the page told.
+            page.leave()
+            #expect(bob.waitForRoster(["bob"]), "the browser member stayed in the roster after it left")
+            #expect(page.isEnded || waitFor(2) { page.isEnded })
+        }
+
+        /// A browser member that left is freed, with its DTLS connection and SRTP contexts, even
+        /// while its page is still held (the web port keeps it while the page asks for events).
+        @Test func aBrowserMemberThatLeftIsFreedWithItsDTLSAndSRTP() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call")
+            weak var leg: BrowserLeg?
+            weak var transport: BrowserTransport?
+            weak var dtls: DTLSConnection?
+            weak var outbound: SRTPContext?
+            let page: BrowserMember
+            do {
+                let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+                page = connected.page
+                #expect(bob.waitForRoster(["ada", "bob"]))
+                let held = try #require(page.leg)
+                leg = held
+                transport = held.browserTransport
+                dtls = held.dtls
+                outbound = held.browserTransport.outbound
+                page.leave()
+            }
+            #expect(bob.waitForRoster(["bob"]), "the browser member stayed in the roster after it left")
+            #expect(waitFor(3) { leg == nil && transport == nil && dtls == nil && outbound == nil },
+                    "the leg that left is still alive: leg \(leg != nil), transport \(transport != nil), DTLS \(dtls != nil), SRTP \(outbound != nil)")
+            #expect(page.isEnded)
+        }
+
+        /// Whoever holds an offer's credentials can send its ICE check and ClientHello from any
+        /// source address; from a `parley` member's, the hello is refused and the member stays,
+        /// still heard.
+        @Test func aBrowserHandshakeFromAMembersAddressIsRefusedAndTheMemberStays() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call")
+            let carol = try fixture.member("carol", room: "call")
+            #expect(carol.waitForRoster(["bob", "carol"]))
+            #expect(throws: BrowserEdgeFailure.self) { try ConnectedBrowser.connect(to: fixture, identity: "mallory", room: "call", from: bob, handshakeSeconds: 3) }
+            carol.drain()
+            #expect(carol.latestRoster.map { Set($0.map(\.identity)) } == ["bob", "carol"], "the roster changed: \(carol.latestRoster?.map(\.identity) ?? [])")
+            carol.mediaInbox = []
+            for sequence in 0..<5 as Range<UInt16> { bob.sendRTP(sequence: sequence) }
+            #expect(carol.pump(timeout: 2) { $0.mediaInbox.compactMap(origin(ofMedia:)).filter { $0.ssrc == bob.ssrc }.count >= 5 },
+                    "bob is no longer heard after a browser's handshake from his address")
+            let metrics = try fixture.relay.metricsText()
+            #expect(metricValue(metrics, #"parley_relay_packets_dropped_total{reason="dtls_refused"}"#).map { $0 >= 1 } == true)
+        }
+
+        /// The page's requests spend the same control budget a `parley` member's do; leaving
+        /// is taken over it.
+        @Test func aPagesRequestsAreRateLimitedAsAMembersAre() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call")
+            let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+            #expect(bob.waitForRoster(["ada", "bob"]))
+            for round in 0..<400 { connected.page.setState(muted: round % 2 == 0, deafened: false) }
+            #expect(waitFor(3) {
+                (try? fixture.relay.metricsText()).flatMap { metricValue($0, #"parley_relay_packets_dropped_total{reason="rate_limited"}"#) }.map { $0 > 100 } == true
+            }, "400 requests at once from a page were not limited")
+            connected.page.leave()
+            #expect(bob.waitForRoster(["bob"]), "leaving was lost to the rate limit")
+        }
+
+        /// A member who sends one sequence number twice (a hostile client can, with other bytes)
+        /// gets it to the browser once: SRTP never encrypts two packets under one nonce.
+        @Test func aRepeatedSequenceNumberReachesTheBrowserOnce() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call")
+            let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+            #expect(bob.waitForRoster(["ada", "bob"]))
+            for sequence in 0..<5 as Range<UInt16> { bob.sendRTP(sequence: sequence) }
+            var other = bob.rtp(sequence: 4)
+            other[other.count - 1] ^= 0xFF
+            bob.send(other)
+            bob.sendRTP(sequence: 5)
+            let heard = connected.receiveRTP(count: 7, timeout: 2).filter { $0.ssrc == bob.ssrc }
+            #expect(heard.filter { $0.sequence == 4 }.count == 1, "sequence 4 reached the browser \(heard.filter { $0.sequence == 4 }.count) times")
+            #expect(Set(heard.map(\.sequence)) == Set(0...5), "the browser heard \(heard.map(\.sequence))")
+            #expect(bob.waitForRoster(["ada", "bob"]), "the browser member left after the repeat")
+        }
+
+        /// What arrives is counted under its own kind: STUN as stun, DTLS as dtls, the rest as unknown.
+        @Test func receivedPacketsAreCountedUnderTheirKind() throws {
+            #expect(PacketKind.allCases.enumerated().allSatisfy { $0.element.index == $0.offset })
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let stranger = TestClient(relayPort: fixture.port)
+            for _ in 0..<3 { stranger.send([0x00, 0x01, 0x00, 0x00]) }
+            for _ in 0..<2 { stranger.send([22, 0xFE, 0xFD]) }
+            stranger.send([0xF0, 0x00])
+            let expected: [String: Double] = ["stun": 3, "dtls": 2, "unknown": 1]
+            var counted: [String: Double] = [:]
+            _ = waitFor(3) {
+                guard let metrics = try? fixture.relay.metricsText() else { return false }
+                for kind in expected.keys { counted[kind] = metricValue(metrics, #"parley_relay_packets_received_total{kind="\#(kind)"}"#) ?? 0 }
+                return counted == expected
+            }
+            #expect(counted == expected)
+        }
+
+        // MARK: Hostile input
+
+        /// Random and truncated STUN, DTLS and SRTP at the relay's port, from strangers and from an
+        /// address that passed an ICE check: nothing crashes, no stranger is answered at all, the
+        /// authentic check is answered no larger than itself before and after, and the relay still
+        /// forwards a member's media.
+        @Test func hostileSTUNDTLSAndSRTPCrashNothingAndStrangersGetNoAnswer() throws {
+            let fixture = try RelayFixture.start(threads: 2) { $0.acceptsBrowsers = true }
+            defer { fixture.stop() }
+            let browserContext = try DTLSContext()
+            guard case let .success(page) = fixture.relay.acceptBrowserOffer(
+                Self.offer(fingerprint: browserContext.fingerprint), token: fixture.token(room: "call", identity: "ada"), candidateHost: "127.0.0.1") else {
+                Issue.record("the offer was refused")
+                return
+            }
+            let answer = try Answer(page.answer)
+            let check = try Self.check(username: "\(answer.ufrag):brws", password: answer.password)
+            let checked = TestClient(relayPort: fixture.port)
+            checked.send(check)
+            let reply = try #require(checked.receiveRaw(timeout: 2))
+            #expect(reply.count <= check.count)
+
+            var rng = SeededGenerator(seed: 0xB0_05E7)
+            let strangers = (0..<8).map { _ in TestClient(relayPort: fixture.port, receiveBuffer: 64 << 10) }
+            let clientHello = Self.clientHello(context: browserContext, relayFingerprint: answer.fingerprint)
+            let seeds: [[UInt8]] = [check, clientHello, try Self.check(username: "\(answer.ufrag):brws", password: "wrong-password-wrong-password")]
+            var sentToStrangers = 0
+            for round in 0..<20_000 {
+                let bytes = Self.hostile(&rng, seeds: seeds)
+                if round % 5 == 0 {
+                    // From the checked address: its garbage DTLS may start a handshake that then fails.
+                    checked.send(bytes)
+                } else {
+                    strangers.randomElement(using: &rng)!.send(bytes)
+                    sentToStrangers += 1
+                }
+                if round % 200 == 0 { usleep(2_000) }
+            }
+            // Garbage in RTP's range gets what it always got from a relay (a short "not joined",
+            // never larger than itself, within the source's budget); STUN and DTLS get nothing.
+            var browserAnswersToStrangers = 0
+            for stranger in strangers {
+                while let answer = stranger.receiveRaw(timeout: 0.05) {
+                    if let first = answer.first, first <= 3 || (20...63).contains(first) { browserAnswersToStrangers += 1 }
+                }
+            }
+            #expect(browserAnswersToStrangers == 0, "strangers got \(browserAnswersToStrangers) STUN or DTLS answers to \(sentToStrangers) hostile datagrams")
+            while let datagram = checked.receiveRaw(timeout: 0.05) {
+                // What the checked address may get: STUN answers (no larger than the check) and DTLS.
+                if datagram.first.map({ $0 <= 3 }) == true { #expect(datagram.count <= check.count) }
+            }
+
+            // Still up and still answering: the authentic check, and a member's media.
+            let again = TestClient(relayPort: fixture.port)
+            let secondCheck = try Self.check(username: "\(answer.ufrag):brws", password: answer.password, transaction: 9)
+            // The flood came from 127.0.0.1 too and spent that host's budget for answers, so the
+            // check is sent again until answered, as a browser retransmits its checks.
+            var secondReply: [UInt8]?
+            let until = now() + 10
+            while secondReply == nil, now() < until {
+                again.send(secondCheck)
+                secondReply = again.receiveRaw(timeout: 0.5)
+            }
+            #expect(secondReply != nil && secondReply!.count <= secondCheck.count)
+            let members = try fixture.room("after", size: 2)
+            members[0].sendRTP(sequence: 1)
+            #expect(members[1].pump(timeout: 2) { !$0.mediaInbox.isEmpty })
+            let metrics = try fixture.relay.metricsText()
+            #expect(metricValue(metrics, #"parley_relay_packets_dropped_total{reason="stun_unanswered"}"#).map { $0 > 1_000 } == true)
+        }
+
+        /// A ClientHello as the stand-in's OpenSSL writes it.
+        static func clientHello(context: DTLSContext, relayFingerprint: CertificateFingerprint) -> [UInt8] {
+            guard let client = try? DTLSConnection(context: context, isServer: false, peerFingerprint: relayFingerprint) else { return [22] }
+            client.start()
+            return client.takeDatagrams().first ?? [22]
+        }
+
+        /// Random bytes in STUN's, DTLS's or SRTP's range, or a seed truncated or with bytes flipped.
+        static func hostile(_ rng: inout SeededGenerator, seeds: [[UInt8]]) -> [UInt8] {
+            switch Int.random(in: 0..<4, using: &rng) {
+            case 0:
+                let ranges: [ClosedRange<UInt8>] = [0...3, 20...63, 128...191]
+                var bytes = (0..<Int.random(in: 0...1_400, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                if !bytes.isEmpty { bytes[0] = UInt8.random(in: ranges.randomElement(using: &rng)!, using: &rng) }
+                return bytes
+            case 1:
+                let seed = seeds.randomElement(using: &rng)!
+                return Array(seed.prefix(Int.random(in: 0..<seed.count, using: &rng)))
+            default:
+                var seed = seeds.randomElement(using: &rng)!
+                // Distinct bytes, so no two flips cancel out into the seed itself.
+                var indices = Set<Int>()
+                while indices.count < min(Int.random(in: 1...4, using: &rng), seed.count) { indices.insert(Int.random(in: 0..<seed.count, using: &rng)) }
+                for index in indices { seed[index] ^= UInt8.random(in: 1...255, using: &rng) }
+                return seed
+            }
+        }
+    }
+}
+
+func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = now() + seconds
+    while now() < deadline {
+        if condition() { return true }
+        usleep(20_000)
+    }
+    return condition()
+}

@@ -1,0 +1,116 @@
+import ParleyWire
+import Testing
+@testable import ParleyWebRTC
+
+@Suite("Offers and answers")
+struct OfferAnswerTests {
+    /// The page's first offer: its microphone, sent only (Chromium 156's form).
+    static let firstOffer = """
+        v=0\r
+        o=- 4611731400430051336 2 IN IP4 127.0.0.1\r
+        s=-\r
+        t=0 0\r
+        a=group:BUNDLE 0\r
+        m=audio 9 UDP/TLS/RTP/SAVPF 111 63 0\r
+        c=IN IP4 0.0.0.0\r
+        a=ice-ufrag:brws\r
+        a=ice-pwd:browserpasswordbrowserpassword\r
+        a=fingerprint:sha-256 DA:A6:59:CD:47:0B:29:5A:D1:0C:A0:67:E3:B4:B5:26:7F:50:C5:4B:BC:11:81:D9:C0:2C:C3:FF:E7:7C:EC:A7\r
+        a=setup:actpass\r
+        a=mid:0\r
+        a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level\r
+        a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r
+        a=sendonly\r
+        a=rtcp-mux\r
+        a=rtpmap:111 opus/48000/2\r
+        a=fmtp:111 minptime=10;useinbandfec=1\r
+        a=rtpmap:63 red/48000/2\r
+        a=fmtp:63 111/111\r
+        a=rtpmap:0 PCMU/8000\r
+        a=ssrc:1111 cname:x\r
+
+        """
+
+    /// Its offer again with two sections to hear members on, and a video section it cannot have.
+    static var secondOffer: String {
+        let receiving = { (mid: String) in """
+            m=audio 9 UDP/TLS/RTP/SAVPF 111 63\r
+            c=IN IP4 0.0.0.0\r
+            a=ice-ufrag:brws\r
+            a=ice-pwd:browserpasswordbrowserpassword\r
+            a=fingerprint:sha-256 DA:A6:59:CD:47:0B:29:5A:D1:0C:A0:67:E3:B4:B5:26:7F:50:C5:4B:BC:11:81:D9:C0:2C:C3:FF:E7:7C:EC:A7\r
+            a=setup:actpass\r
+            a=mid:\(mid)\r
+            a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level\r
+            a=recvonly\r
+            a=rtcp-mux\r
+            a=rtpmap:111 opus/48000/2\r
+            a=rtpmap:63 red/48000/2\r
+            a=fmtp:63 111/111\r
+
+            """ }
+        return firstOffer.replacingOccurrences(of: "BUNDLE 0", with: "BUNDLE 0 1 2") + receiving("1") + receiving("2")
+            + "m=video 9 UDP/TLS/RTP/SAVPF 96\r\na=mid:3\r\na=rtcp-mux\r\na=rtpmap:96 VP8/90000\r\n"
+    }
+
+    static let transport = WebRTCAnswer.Transport(
+        iceUsernameFragment: "relay", icePassword: "relaypasswordrelaypassword",
+        fingerprint: CertificateFingerprint(algorithm: "sha-256", bytes: Array(repeating: 0xAB, count: 32)),
+        candidateAddress: "127.0.0.1", candidatePort: 4433, sessionID: 77)
+
+    @Test func theFirstOfferIsAnsweredAsAnICELiteReceiverOfTheMicrophone() throws {
+        let offer = try WebRTCOffer(SessionDescription(parsing: Self.firstOffer))
+        #expect(offer.iceUsernameFragment == "brws")
+        #expect(offer.sendingSSRC == 1111)
+        #expect(offer.sendingMid == "0")
+        #expect(offer.opusPayloadType == 111)
+        #expect(offer.redPayloadType == 63)
+        #expect(offer.audioLevelExtensionID == 1)
+        let answer = WebRTCAnswer.answer(offer, transport: Self.transport, version: 1, outgoing: [:], allowRED: true)
+        let text = answer.text
+        #expect(text.contains("a=ice-lite\r\n"))
+        #expect(text.contains("a=group:BUNDLE 0\r\n"))
+        #expect(text.contains("a=setup:passive\r\n"))
+        #expect(text.contains("a=candidate:1 1 udp 2130706431 127.0.0.1 4433 typ host\r\n"))
+        #expect(text.contains("a=recvonly\r\n"))
+        #expect(text.contains("m=audio 9 UDP/TLS/RTP/SAVPF 63 111\r\n"))
+        #expect(!text.contains("sdes:mid"), "only the audio level extension is taken")
+        #expect(!text.contains("PCMU"))
+        let reread = try SessionDescription(parsing: text)
+        #expect(reread.media[0].fingerprints == [Self.transport.fingerprint])
+        #expect(reread.media[0].iceUsernameFragment == "relay")
+    }
+
+    @Test func sectionsToHearMembersOnAreAnsweredWithTheirSSRCs() throws {
+        let offer = try WebRTCOffer(SessionDescription(parsing: Self.secondOffer))
+        #expect(offer.receivingMids == ["1", "2"])
+        let answer = WebRTCAnswer.answer(offer, transport: Self.transport, version: 2, outgoing: ["1": 4242], allowRED: false)
+        #expect(answer.bundle == ["0", "1", "2"])
+        #expect(answer.media.count == 4)
+        #expect(answer.media[1].direction == .sendonly)
+        #expect(answer.media[1].ssrcs == [4242])
+        #expect(answer.media[1].formats == ["111"], "RED only where the room allows it")
+        #expect(answer.media[2].direction == .inactive)
+        #expect(answer.media[3].port == 0, "video is refused")
+        #expect(answer.media[3].mid == "3")
+        #expect(answer.media[1].attribute("candidate") == nil, "the one candidate is on the first bundled section")
+    }
+
+    @Test func offersTheRelayCannotAnswerSayWhy() throws {
+        func refusal(_ text: String) -> WebRTCOfferError? {
+            guard let description = try? SessionDescription(parsing: text) else { return .unreadable("") }
+            do throws(WebRTCOfferError) {
+                _ = try WebRTCOffer(description)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(refusal(Self.firstOffer.replacingOccurrences(of: "a=rtcp-mux\r\n", with: "")) == .noAudio)
+        #expect(refusal(Self.firstOffer.replacingOccurrences(of: "opus", with: "speex")) == .noAudio)
+        #expect(refusal(Self.firstOffer.replacingOccurrences(of: "a=ice-pwd:browserpasswordbrowserpassword\r\n", with: "")) == .noICECredentials)
+        #expect(refusal(Self.firstOffer.replacingOccurrences(of: "sha-256", with: "sha-1")) == .noFingerprint)
+        #expect(refusal(Self.firstOffer.replacingOccurrences(of: "actpass", with: "passive")) == .wrongDTLSRole)
+        #expect(WebRTCOfferError.noAudio.description.contains("Opus"))
+    }
+}
