@@ -231,19 +231,22 @@ public final class CallSession: @unchecked Sendable {
         }
         guard proceed else { return }
         audioDone.enter()
+        // Each thread names itself: Foundation passes a name set before `start()` to the
+        // kernel only from the thread itself, and a thread otherwise keeps its creator's (the
+        // network loop's) name in top, perf and /proc.
         let captureThread = Thread { [self] in
+            Thread.current.name = "parley capture"
             ThreadPriority.favourCurrentThread()
             do throws(CallError) { try capture.run(stop: stopAudio) } catch { fail(error) }
             audioDone.leave()
         }
-        captureThread.name = "parley capture"
         audioDone.enter()
         let playbackThread = Thread { [self] in
+            Thread.current.name = "parley playback"
             ThreadPriority.favourCurrentThread()
             do throws(CallError) { try playback.run(stop: stopAudio) } catch { fail(error) }
             audioDone.leave()
         }
-        playbackThread.name = "parley playback"
         playbackThread.start()
         captureThread.start()
     }
