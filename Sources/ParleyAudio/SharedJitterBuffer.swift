@@ -21,6 +21,20 @@ public final class SharedJitterBuffer: AudioSource, @unchecked Sendable {
         }
     }
 
+    /// Network thread: the frames of one packet (its own, and the RED copies of earlier ones)
+    /// under one lock; `body` hands each to the `insert` it is given, payload, sequence number,
+    /// timestamp and whether it is a copy. Holding the lock for the whole packet keeps the
+    /// playback thread from reading between a frame and its copies, and costs one lock a packet.
+    public func inserting(
+        arrival: Double, _ body: (_ insert: (UnsafeRawBufferPointer, UInt16, UInt32, Bool) -> Void) -> Void
+    ) {
+        lock.withLock { _ in
+            body { payload, sequenceNumber, timestamp, isRedundant in
+                buffer.insert(payload: payload, sequenceNumber: sequenceNumber, timestamp: timestamp, arrival: arrival, isRedundant: isRedundant)
+            }
+        }
+    }
+
     /// Playback thread: the next period of audio.
     public func read(into output: UnsafeMutableBufferPointer<Float>, now: Double) -> Bool {
         lock.withLock { _ in buffer.read(into: output, now: now) }

@@ -1,6 +1,7 @@
 import ParleyAudio
 import ParleyE2EE
 import ParleyWire
+import Synchronization
 
 /// What the call does with the relay's datagrams, and what it sends back besides media, as
 /// plain Swift with time passed in: the link's state machine (``RelayLink``), one
@@ -12,7 +13,8 @@ import ParleyWire
 /// playback thread through ``PlaybackMix``, each behind its own lock.
 public final class CallReceiver {
     private let configuration: CallConfiguration
-    private let shared: CallShared
+    private let gate: MediaGate
+    private let status: CallStatus
     private let mix: PlaybackMix
     private let epoch: UInt64
     /// Wall-clock time minus monotonic time, taken once: sender reports carry wall-clock
@@ -55,11 +57,12 @@ public final class CallReceiver {
     /// not played, as nothing opens them.
     public private(set) var unkeyedMedia = 0
 
-    init(configuration: CallConfiguration, shared: CallShared, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
+    init(configuration: CallConfiguration, gate: MediaGate, status: CallStatus, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
          wallClockOffset: UInt64, sendingKey: SendingKey, onEvent: @escaping (LinkEvent) -> Void) {
         self.sendingKey = sendingKey
         self.configuration = configuration
-        self.shared = shared
+        self.gate = gate
+        self.status = status
         self.mix = mix
         self.epoch = epoch
         self.adaptation = adaptation
@@ -84,7 +87,8 @@ public final class CallReceiver {
     public convenience init(configuration: CallConfiguration, mix: PlaybackMix, epoch: UInt64, wallClockNanoseconds: UInt64,
                             onEvent: @escaping (LinkEvent) -> Void = { _ in }) {
         let adaptation = EncoderAdaptation()
-        self.init(configuration: configuration, shared: CallShared(initialSetting: adaptation.setting), mix: mix, epoch: epoch,
+        self.init(configuration: configuration, gate: MediaGate(initialSetting: adaptation.setting),
+                  status: CallStatus(initialBitrate: adaptation.setting.bitrate), mix: mix, epoch: epoch,
                   adaptation: adaptation, wallClockOffset: wallClockNanoseconds &- epoch, sendingKey: Self.sendingKey(for: configuration),
                   onEvent: onEvent)
     }
@@ -132,9 +136,8 @@ public final class CallReceiver {
     /// One datagram from the relay's address: control for the link, media for the speakers.
     /// Returns the datagrams to send in answer.
     public func receive(_ datagram: UnsafeRawBufferPointer, now: UInt64) -> [[UInt8]] {
-        var media: [[UInt8]] = []
-        let output = link.handle(datagram: datagram, now: now) { media.append(Array($0)) }
-        for packet in media { packet.withUnsafeBytes { handleMedia($0, now: now) } }
+        let (output, media) = link.receive(datagram: datagram, now: now)
+        if let media { handleMedia(media, now: now) }
         return apply(output, now: now)
     }
 
@@ -266,22 +269,22 @@ public final class CallReceiver {
             case let .receiverReport(report) where speakers[report.ssrc] == nil:
                 for block in report.reportBlocks where block.ssrc == link.ssrc {
                     let arrival = NTPTimestamp(unixNanoseconds: now &+ wallClockOffset)
-                    shared.update { state in
+                    // The packets this report covers: ours sent since the last one (our own count).
+                    let sent = gate.sent.packets.load(ordering: .relaxed)
+                    status.update { state in
                         state.lossUp = block.lossFraction
                         // Cumulative lost over what we sent: the relay counts from its first packet of ours.
-                        if state.packetsSent > 0 {
-                            state.lossUpTotal = min(1, max(0, Double(block.cumulativeLost) / Double(state.packetsSent)))
+                        if sent > 0 {
+                            state.lossUpTotal = min(1, max(0, Double(block.cumulativeLost) / Double(sent)))
                         }
                         if state.roundTripNanoseconds == nil, let rtt = block.roundTripTime(arrival: arrival) {
                             state.roundTripNanoseconds = UInt64(rtt) * 1_000_000_000 / 65_536
                         }
                     }
-                    // The packets this report covers: ours sent since the last one (our own count).
-                    let sent = shared.snapshot.packetsSent
                     let covered = max(0, sent - packetsSentAtLastReport)
                     packetsSentAtLastReport = sent
                     if let setting = adaptation.report(lossFraction: block.lossFraction, packets: covered) {
-                        shared.update { $0.encoder = setting }
+                        gate.update { $0.encoder = setting }
                     }
                 }
             case let .senderReport(report):
@@ -298,13 +301,13 @@ public final class CallReceiver {
         let listeners = roster.filter { $0.ssrc != link.ssrc }
         let allRead = listeners.allSatisfy { $0.capabilities.contains(.redundantAudio) }
         guard let setting = adaptation.listeners(allReadRedundancy: allRead) else { return }
-        shared.update { $0.encoder = setting }
+        gate.update { $0.encoder = setting }
     }
 
     private func makeReport(now: UInt64) -> [UInt8]? {
         guard link.phase == .active else { return nil }
         let blocks = speakers.values.sorted { $0.ssrc < $1.ssrc }.compactMap { $0.makeReportBlock(now: now) }
-        let sender = shared.snapshot.sender
+        let sender = gate.sent.sender
         guard let bytes = try? reporter.compound(sender: sender, blocks: blocks, now: now, unixNanoseconds: now &+ wallClockOffset) else {
             return nil
         }
@@ -351,10 +354,12 @@ public final class CallReceiver {
                 // The link took a new SSRC (ours was held by another member): our reports follow it.
                 reporter = Self.makeReporter(ssrc: link.ssrc, name: configuration.name)
             }
-            shared.update { state in
+            gate.update { state in
                 state.ssrc = link.ssrc
-                state.mediaGate = canPublish
+                state.open = canPublish
                 state.joinGeneration += 1
+            }
+            status.update { state in
                 state.identity = identity
                 state.phase = .inCall
                 if rejoin { state.rejoins += 1 }
@@ -375,7 +380,7 @@ public final class CallReceiver {
             let mutedNow = Set(roster.filter(\.isServerMuted).map(\.ssrc))
             for ssrc in mutedNow.subtracting(serverMutedSSRCs) { restartStream(ssrc, now: now) }
             serverMutedSSRCs = mutedNow
-            shared.update { state in
+            status.update { state in
                 state.members = roster.map(\.identity).sorted()
                 state.memberStates = Dictionary(roster.map { ($0.identity, $0.state) }, uniquingKeysWith: { $1 })
                 state.serverMuted = roster.filter(\.isServerMuted).map(\.identity).sorted()
@@ -398,21 +403,17 @@ public final class CallReceiver {
                 }
             }
         case let .roundTrip(nanoseconds):
-            shared.update { state in
+            status.update { state in
                 state.roundTripNanoseconds = state.roundTripNanoseconds.map { $0 - $0 / 4 + nanoseconds / 4 } ?? nanoseconds
             }
         case .reconnecting:
-            shared.update { state in
-                state.mediaGate = false
-                state.phase = .reconnecting
-            }
+            gate.update { $0.open = false }
+            status.update { $0.phase = .reconnecting }
         case .redirected:
-            shared.update { $0.mediaGate = false }
+            gate.update { $0.open = false }
         case .failed, .left:
-            shared.update { state in
-                state.mediaGate = false
-                state.phase = .ended
-            }
+            gate.update { $0.open = false }
+            status.update { $0.phase = .ended }
         case let .mediaKeys(keys):
             endToEnd?.received(keys, now: now)
             for speaker in speakers.values { speaker.retryHeld(now: now) }
@@ -466,7 +467,7 @@ public final class CallReceiver {
     private func publishEndToEndStatus() {
         guard let endToEnd else { return }
         let status = endToEnd.status()
-        shared.update { $0.endToEnd = status }
+        self.status.update { $0.endToEnd = status }
     }
 
     /// The person accepted `identity`'s changed key; returns the datagrams to send, or nil when
@@ -507,5 +508,5 @@ public final class CallReceiver {
     }
 
     /// The encoder setting the relay's reports have led to.
-    public var encoderSetting: EncoderAdaptation.Setting { shared.snapshot.encoder }
+    public var encoderSetting: EncoderAdaptation.Setting { gate.snapshot.encoder }
 }

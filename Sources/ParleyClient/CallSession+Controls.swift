@@ -26,20 +26,20 @@ extension CallSession {
     public func perform(_ control: CallControl) -> CallControlReply {
         switch control {
         case .mute, .unmute, .deafen, .undeafen, .pushToTalkMode, .pushToTalkPress, .pushToTalkRelease:
-            let (summary, controls) = shared.update { state in (state.controls.apply(control) ?? "", state.controls) }
+            let (summary, controls) = gate.update { state in (state.controls.apply(control) ?? "", state.controls) }
             mix.setDeafened(controls.deafened)
             connection.setMemberState(controls.memberState)
             return .done(summary)
         case let .say(text):
             switch connection.say(text) {
             case .success:
-                keep(RoomText(sender: shared.snapshot.identity ?? "you", text: text, atSeconds: secondsIntoCall(), outgoing: true))
+                keep(RoomText(sender: status.snapshot.identity ?? "you", text: text, atSeconds: secondsIntoCall(), outgoing: true))
                 return .done("sent to the room")
             case let .failure(refusal):
                 return .refused(refusal.description)
             }
         case let .volume(person, percent):
-            let state = shared.snapshot
+            let state = status.snapshot
             let heard = Set(mix.levels(now: 0).keys)
             guard state.members.contains(person) || heard.contains(person) else {
                 return .refused(CallControlError.unknownPerson(person, members: state.members.filter { $0 != state.identity }).description)
@@ -50,16 +50,16 @@ extension CallSession {
             stop()
             return .done("leaving")
         case .status:
-            return CallControlReply(ok: true, message: shared.snapshot.controls.summary, status: statistics())
+            return CallControlReply(ok: true, message: gate.snapshot.controls.summary, status: statistics())
         case let .verify(person):
-            guard let endToEnd = shared.snapshot.endToEnd else {
+            guard let endToEnd = status.snapshot.endToEnd else {
                 return .refused("this room is not end-to-end encrypted: there is no key to verify")
             }
             return Self.verification(endToEnd, person: person)
         case let .trust(person):
-            guard shared.snapshot.endToEnd != nil else { return .refused("this room is not end-to-end encrypted: there is no key to trust") }
+            guard status.snapshot.endToEnd != nil else { return .refused("this room is not end-to-end encrypted: there is no key to trust") }
             guard connection.trust(person) else {
-                let names = shared.snapshot.endToEnd?.members.map(\.identity) ?? []
+                let names = status.snapshot.endToEnd?.members.map(\.identity) ?? []
                 return .refused(CallControlError.unknownPerson(person, members: names).description)
             }
             return .done("\(person)'s key is accepted and pinned: they get your key and you hear them")
@@ -76,11 +76,11 @@ extension CallSession {
     }
 
     /// Muted, deafened, push-to-talk, now.
-    public var controls: ControlState { shared.snapshot.controls }
+    public var controls: ControlState { gate.snapshot.controls }
 
     /// Keeps a text in the call's record (the status and `--stats-json`), the newest ``RoomText/kept``.
     func keep(_ message: RoomText) {
-        shared.update { state in
+        status.update { state in
             state.texts.append(message)
             if state.texts.count > RoomText.kept { state.texts.removeFirst(state.texts.count - RoomText.kept) }
         }

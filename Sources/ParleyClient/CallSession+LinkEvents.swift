@@ -17,7 +17,7 @@ extension CallSession {
                 return true
             }
             if first {
-                let encrypted = shared.snapshot.endToEnd.map { " · end-to-end encrypted (your fingerprint \($0.ownFingerprint))" } ?? ""
+                let encrypted = status.snapshot.endToEnd.map { " · end-to-end encrypted (your fingerprint \($0.ownFingerprint))" } ?? ""
                 notice("joined room \(room) as \(identity)\(encrypted)\(canPublish ? "" : " (listen only: your token does not allow speaking)")")
                 startAudio()
             } else if rejoin {
@@ -43,7 +43,7 @@ extension CallSession {
             moderationAnswers.deliver(reply, for: sequence)
         case let .roster(members):
             let muted = lifecycle.withLock { state -> Bool? in
-                guard let identity = shared.snapshot.identity else { return nil }
+                guard let identity = status.snapshot.identity else { return nil }
                 let now = members.contains { $0.identity == identity && $0.isServerMuted }
                 defer { state.serverMuted = now }
                 return now == state.serverMuted ? nil : now

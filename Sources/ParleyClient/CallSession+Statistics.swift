@@ -9,10 +9,11 @@ extension CallSession {
         return collectStatistics()
     }
 
-    /// Gathers the figures now: the call's shared state, the network loop's speakers (asked
+    /// Gathers the figures now: the call's status and media gate, the network loop's speakers (asked
     /// on that loop), and the mix's levels and volumes.
     func collectStatistics() -> CallStatistics {
-        let state = shared.snapshot
+        let state = status.snapshot
+        let media = gate.snapshot
         let connection = self.connection!
         let network = connection.submit { (connection.speakerSnapshots(), connection.lossDown()) }
         var speakers = network?.0 ?? lifecycle.withLock { $0.finalStatistics?.speakers } ?? []
@@ -44,18 +45,18 @@ extension CallSession {
             jitterBufferDelayMilliseconds: speakers.filter(\.receiving).map(\.jitterBufferDelayMilliseconds).max(),
             concealedPercent: concealed,
             bitrate: state.currentBitrate,
-            expectedLossPercent: state.encoder.expectedLossPercent,
-            redundantFrames: state.encoder.redundancy.distances.count,
+            expectedLossPercent: media.encoder.expectedLossPercent,
+            redundantFrames: media.encoder.redundancy.distances.count,
             missingDevices: state.missingDevices.sorted(),
             captureXruns: input.xruns,
             playbackXruns: output.xruns,
             rejoins: state.rejoins,
-            packetsSent: state.packetsSent,
-            bytesSent: state.bytesSent,
+            packetsSent: gate.sent.packets.load(ordering: .relaxed),
+            bytesSent: gate.sent.bytes.load(ordering: .relaxed),
             captureStartedAtNanoseconds: state.captureStartedAt,
             playbackStartedAtNanoseconds: state.playbackStartedAt,
             speakers: speakers,
-            controls: state.controls,
+            controls: media.controls,
             mutedMembers: state.memberStates.filter { $0.value.contains(.muted) }.keys.sorted(),
             deafenedMembers: state.memberStates.filter { $0.value.contains(.deafened) }.keys.sorted(),
             texts: state.texts,

@@ -34,7 +34,9 @@ public final class CallSession: @unchecked Sendable {
     private let raw: WAVFileWriter?
     private let sent: WAVFileWriter?
     private let trace: PacketTraceWriter?
-    let shared: CallShared
+    /// What the person sees of the call; what the capture thread reads per frame is `gate`.
+    let status: CallStatus
+    let gate: MediaGate
     let mix: PlaybackMix
     private let tap = EchoReferenceTap()
     let epoch = MonotonicClock.now()
@@ -92,13 +94,15 @@ public final class CallSession: @unchecked Sendable {
         var adaptationConfiguration = EncoderAdaptation.Configuration()
         adaptationConfiguration.maximumBitrate = configuration.maximumBitrate
         let adaptation = EncoderAdaptation(adaptationConfiguration)
-        let shared = CallShared(initialSetting: adaptation.setting)
-        self.shared = shared
+        let status = CallStatus(initialBitrate: adaptation.setting.bitrate)
+        let gate = MediaGate(initialSetting: adaptation.setting)
+        self.status = status
+        self.gate = gate
         input = try CallDevices.openInput(configuration.input) { change in
-            Self.report(change, device: "microphone", flag: "--input", shared: shared, notice: notice)
+            Self.report(change, device: "microphone", flag: "--input", status: status, notice: notice)
         }
         output = try CallDevices.openOutput(configuration.output) { change in
-            Self.report(change, device: "speaker", flag: "--output", shared: shared, notice: notice)
+            Self.report(change, device: "speaker", flag: "--output", status: status, notice: notice)
         }
         guard input.sampleRate == AudioClock.sampleRate, input.channels == 1, output.sampleRate == AudioClock.sampleRate, output.channels == 1 else {
             throw .device("the devices must run at 48 kHz mono; the input runs at \(input.sampleRate) Hz × \(input.channels), the output at \(output.sampleRate) Hz × \(output.channels) (a plughw: device converts)")
@@ -132,28 +136,28 @@ public final class CallSession: @unchecked Sendable {
             }
         }
         // The send closure needs the connection, made just below.
-        let box = ConnectionBox()
+        let box = SenderBox()
         capture = CapturePipeline(
             input: input, processor: processor, encoder: encoder, ssrc: configuration.ssrc, raw: raw, sent: sent, trace: trace, tap: tap,
             silenceAfterInput: configuration.durationSeconds != nil,
-            shared: shared, send: { box.connection?.sendMedia($0) ?? false })
-        playback = PlaybackPipeline(output: output, mix: mix, tap: tap, shared: shared, epoch: epoch)
+            gate: gate, status: status, send: { box.sender?.send($0) ?? false })
+        playback = PlaybackPipeline(output: output, mix: mix, tap: tap, status: status, epoch: epoch)
         connection = RelayConnection(
-            configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation, sendingKey: sendingKey, trace: trace,
+            configuration: configuration, gate: gate, status: status, mix: mix, epoch: epoch, adaptation: adaptation, sendingKey: sendingKey, trace: trace,
             onEvent: { [weak self] event in self?.handle(event) })
-        box.connection = connection
+        box.sender = connection.makeMediaSender()
     }
 
     /// A sound device went away or came back: say so, and keep it in the status.
     private static func report(
-        _ change: DeviceAvailability, device: String, flag: String, shared: CallShared, notice: @Sendable (String) -> Void
+        _ change: DeviceAvailability, device: String, flag: String, status: CallStatus, notice: @Sendable (String) -> Void
     ) {
         switch change {
         case let .lost(reason):
-            shared.update { _ = $0.missingDevices.insert(device) }
+            status.update { _ = $0.missingDevices.insert(device) }
             notice("the \(device) (\(flag)) stopped working (\(reason)); the call goes on, and Parley picks it up again when it is back (`parley devices` lists what is there)")
         case .back:
-            shared.update { _ = $0.missingDevices.remove(device) }
+            status.update { _ = $0.missingDevices.remove(device) }
             notice("the \(device) (\(flag)) is back")
         }
     }
@@ -199,7 +203,7 @@ public final class CallSession: @unchecked Sendable {
             _ = wake.wait(timeout: .now() + .milliseconds(50))
             let now = MonotonicClock.now()
             let (stopping, failure, joinedAt) = lifecycle.withLock { state -> (Bool, CallError?, UInt64?) in
-                if shared.snapshot.inputEnded, state.inputEndedAt == nil { state.inputEndedAt = now }
+                if status.snapshot.inputEnded, state.inputEndedAt == nil { state.inputEndedAt = now }
                 return (state.stopRequested, state.failure, state.joinedAt)
             }
             if stopping || failure != nil { break }
@@ -227,19 +231,22 @@ public final class CallSession: @unchecked Sendable {
         }
         guard proceed else { return }
         audioDone.enter()
+        // Each thread names itself: Foundation passes a name set before `start()` to the
+        // kernel only from the thread itself, and a thread otherwise keeps its creator's (the
+        // network loop's) name in top, perf and /proc.
         let captureThread = Thread { [self] in
+            Thread.current.name = "parley capture"
             ThreadPriority.favourCurrentThread()
             do throws(CallError) { try capture.run(stop: stopAudio) } catch { fail(error) }
             audioDone.leave()
         }
-        captureThread.name = "parley capture"
         audioDone.enter()
         let playbackThread = Thread { [self] in
+            Thread.current.name = "parley playback"
             ThreadPriority.favourCurrentThread()
             do throws(CallError) { try playback.run(stop: stopAudio) } catch { fail(error) }
             audioDone.leave()
         }
-        playbackThread.name = "parley playback"
         playbackThread.start()
         captureThread.start()
     }
@@ -251,7 +258,7 @@ public final class CallSession: @unchecked Sendable {
 
     /// Leaves, stops the threads, closes the files; then the figures.
     private func finish() -> Result<CallStatistics, CallError> {
-        shared.update { if $0.phase != .ended { $0.phase = .leaving } }
+        status.update { if $0.phase != .ended { $0.phase = .leaving } }
         controlServer.withLock { server in
             server?.close()
             server = nil
@@ -277,7 +284,7 @@ public final class CallSession: @unchecked Sendable {
         } catch {
             problems.append("\(error)")
         }
-        shared.update { $0.phase = .ended }
+        status.update { $0.phase = .ended }
         let statistics = collectStatistics()
         lifecycle.withLock { $0.finalStatistics = statistics }
         connection.close()
@@ -287,8 +294,9 @@ public final class CallSession: @unchecked Sendable {
     }
 }
 
-/// Lets the capture pipeline's send closure reach the connection made after it.
-private final class ConnectionBox: @unchecked Sendable {
-    // @unchecked: written once during `CallSession.init`, before any thread reads it.
-    var connection: RelayConnection?
+/// Lets the capture pipeline's send closure reach the sender the connection, made after it, makes.
+private final class SenderBox: @unchecked Sendable {
+    // @unchecked: written once during `CallSession.init`, before any thread reads it; only
+    // the capture thread uses the sender.
+    var sender: MediaSender?
 }

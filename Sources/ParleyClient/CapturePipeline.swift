@@ -17,8 +17,10 @@ import Synchronization
 ///       ─▶ VoiceEncoder (setting from EncoderAdaptation) ─▶ RTPPacketizer ─▶ send
 /// ```
 ///
-/// Everything here belongs to the capture thread; the only shared parts are `CallShared`
-/// (the media gate, encoder settings in, sender counts out) and the reference tap.
+/// Everything here belongs to the capture thread; the only shared parts are the
+/// ``MediaGate`` (whether to send, the encoder setting in; what was sent out), the reference
+/// tap, and `CallStatus` for the rare things a person sees (the capture started, the input ended).
+/// A frame takes no lock of this pipeline's: the gate is a copy refreshed only when it changed.
 final class CapturePipeline {
     static let periodSamples = 480
 
@@ -30,7 +32,10 @@ final class CapturePipeline {
     private let sent: WAVFileWriter?
     private let trace: PacketTraceWriter?
     private let tap: EchoReferenceTap
-    private let shared: CallShared
+    private let gate: MediaGate
+    /// This thread's copy of the gate, refreshed once per frame (without a lock unless it changed).
+    private var gateCopy: VersionedValue<MediaGate.State>.Copy
+    private let status: CallStatus
     private let send: (UnsafeRawBufferPointer) -> Bool
     private let silenceAfterInput: Bool
     private var setting: EncoderAdaptation.Setting
@@ -40,7 +45,7 @@ final class CapturePipeline {
 
     /// - Parameter processor: nil when neither echo cancellation nor noise suppression runs.
     init(input: any AudioInput, processor: OutgoingProcessor?, encoder: VoiceEncoder, ssrc: UInt32,
-         raw: WAVFileWriter?, sent: WAVFileWriter?, trace: PacketTraceWriter?, tap: EchoReferenceTap, silenceAfterInput: Bool, shared: CallShared,
+         raw: WAVFileWriter?, sent: WAVFileWriter?, trace: PacketTraceWriter?, tap: EchoReferenceTap, silenceAfterInput: Bool, gate: MediaGate, status: CallStatus,
          send: @escaping (UnsafeRawBufferPointer) -> Bool) {
         self.silenceAfterInput = silenceAfterInput
         self.input = input
@@ -52,9 +57,12 @@ final class CapturePipeline {
         self.sent = sent
         self.trace = trace
         self.tap = tap
-        self.shared = shared
+        self.gate = gate
+        self.status = status
         self.send = send
-        setting = shared.snapshot.encoder
+        let initial = gate.snapshot
+        gateCopy = .init(placeholder: initial)
+        setting = initial.encoder
     }
 
     /// Runs until `stop` is set or the input ends; throws when the device fails.
@@ -88,7 +96,7 @@ final class CapturePipeline {
                     // first read. Taken before the read, not after: a read that returns late
                     // on a busy machine must not move the origin.
                     let started = MonotonicClock.now()
-                    shared.update { if $0.captureStartedAt == nil { $0.captureStartedAt = started } }
+                    status.update { if $0.captureStartedAt == nil { $0.captureStartedAt = started } }
                 }
                 do {
                     count = try capture.withUnsafeMutableBufferPointer { try input.read(into: $0) }
@@ -96,7 +104,7 @@ final class CapturePipeline {
                     throw .device("the input stopped working: \(error)")
                 }
                 if count == 0 {
-                    shared.update { $0.inputEnded = true }
+                    status.update { $0.inputEnded = true }
                     guard silenceAfterInput else { return }
                     silenceDue = MonotonicClock.now()
                     continue
@@ -118,7 +126,6 @@ final class CapturePipeline {
             }
             captureIndex += period
             filled += period
-            shared.update { $0.capturedSamples = captureIndex }
             guard filled == frameSamples else { continue }
             filled = 0
             let frameStart = captureIndex - frameSamples
@@ -151,20 +158,20 @@ final class CapturePipeline {
     private func encodeAndSend(
         frame: [Float], voice: Bool, capturedAt: UInt64, startSample: Int, encoded: inout [UInt8], packet: inout [UInt8]
     ) throws(CallError) {
-        let (gate, transmits, generation, wanted, ssrc) = shared.update {
-            ($0.mediaGate, $0.controls.transmits, $0.joinGeneration, $0.encoder, $0.ssrc)
-        }
+        gate.state.refresh(&gateCopy)
+        let (open, transmits, generation, wanted, ssrc) = (
+            gateCopy.value.open, gateCopy.value.controls.transmits, gateCopy.value.joinGeneration, gateCopy.value.encoder, gateCopy.value.ssrc)
         if wanted != setting {
             // The path's loss changed: protect against it as the adaptation decided.
             do { try encoder.apply(wanted) } catch { throw .unexpected("the encoder refused a setting: \(error)") }
             setting = wanted
-            shared.update { $0.currentBitrate = wanted.bitrate }
+            status.update { $0.currentBitrate = wanted.bitrate }
         }
         // Muted (or push-to-talk not held): the microphone is replaced by silence, which the
         // encoder sends as a talker falling silent does (a few quiet frames, then DTX), so a
         // listener hears the voice stop within a frame and knows the talker stopped: a stream
         // that just broke off would look like a stalled path, which is concealed for a while.
-        let source = gate && !transmits ? silentFrame : frame
+        let source = open && !transmits ? silentFrame : frame
         if generation != joinGeneration {
             joinGeneration = generation
             packetizer.startTalkspurt()
@@ -181,7 +188,7 @@ final class CapturePipeline {
         } catch {
             throw .unexpected("the encoder failed: \(error)")
         }
-        guard gate else {
+        guard open else {
             // Not joined (yet, or while reconnecting): nothing is sent, but the stream's clock
             // runs on, so a receiver sees a pause, not a jump back in time, and the first
             // packet after it carries the marker; no frame from before the pause is repeated
@@ -238,13 +245,10 @@ final class CapturePipeline {
         let state = RTCPReporter.SenderState(
             packetCount: packetizer.packetCount, octetCount: packetizer.octetCount,
             timestamp: packetizer.nextTimestamp &- UInt32(frame.count), capturedAt: capturedAt)
-        shared.update { shared in
-            shared.sender = state
-            shared.framesEncoded += 1
-            if delivered {
-                shared.packetsSent += 1
-                shared.bytesSent += size
-            }
+        gate.sent.record(state)
+        if delivered {
+            gate.sent.packets.wrappingAdd(1, ordering: .relaxed)
+            gate.sent.bytes.wrappingAdd(size, ordering: .relaxed)
         }
     }
 

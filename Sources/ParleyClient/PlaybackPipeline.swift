@@ -12,14 +12,14 @@ final class PlaybackPipeline {
     private let output: any AudioOutput
     private let mix: PlaybackMix
     private let tap: EchoReferenceTap
-    private let shared: CallShared
+    private let status: CallStatus
     private let epoch: UInt64
 
-    init(output: any AudioOutput, mix: PlaybackMix, tap: EchoReferenceTap, shared: CallShared, epoch: UInt64) {
+    init(output: any AudioOutput, mix: PlaybackMix, tap: EchoReferenceTap, status: CallStatus, epoch: UInt64) {
         self.output = output
         self.mix = mix
         self.tap = tap
-        self.shared = shared
+        self.status = status
         self.epoch = epoch
     }
 
@@ -34,7 +34,7 @@ final class PlaybackPipeline {
             period.withUnsafeBufferPointer { tap.played($0) }
             if !started {
                 started = true
-                shared.update { $0.playbackStartedAt = now }
+                status.update { $0.playbackStartedAt = now }
             }
             do {
                 try period.withUnsafeBufferPointer { try output.write($0) }

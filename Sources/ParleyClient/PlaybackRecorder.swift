@@ -63,8 +63,11 @@ final class PlaybackRecorder: @unchecked Sendable {
         slotStart.initialize(repeating: 0, count: Self.slotCount)
         slotLength = .allocate(capacity: Self.slotCount)
         slotLength.initialize(repeating: 0, count: Self.slotCount)
-        let thread = Thread { [self] in run() }
-        thread.name = "parley recorder"
+        // Named from inside: Foundation gives the kernel a name set before `start()` only from the thread itself.
+        let thread = Thread { [self] in
+            Thread.current.name = "parley recorder"
+            run()
+        }
         thread.start()
     }
 

@@ -25,6 +25,9 @@ public struct RTPPacketizer: Sendable {
     /// Frames skipped as DTX silence.
     public private(set) var skippedFrames = 0
     private var inTalkspurt = false
+    /// The audio-level extension, made once: each packet writes its level into it in place,
+    /// where a new element and its one-byte array would be two allocations a packet.
+    private var levelExtension = [AudioLevel(byte: 0x7F).element]
 
     /// The largest packet this produces: header, extension and the largest Opus packet.
     public static let maximumPacketSize = RTPHeader.fixedSize + 8 + VoiceEncoder.maximumPayloadSize
@@ -50,9 +53,10 @@ public struct RTPPacketizer: Sendable {
     public mutating func packetize(
         payload: UnsafeRawBufferPointer, payloadType: UInt8, samples: Int, level: AudioLevel, into buffer: UnsafeMutableRawBufferPointer
     ) throws(WireError) -> Int {
+        levelExtension[0].data[0] = level.byte
         let header = RTPHeader(
             marker: !inTalkspurt, payloadType: payloadType, sequenceNumber: nextSequenceNumber,
-            timestamp: nextTimestamp, ssrc: ssrc, headerExtension: .elements([level.element]))
+            timestamp: nextTimestamp, ssrc: ssrc, headerExtension: .elements(levelExtension))
         let size = try header.serialize(payload: payload, into: buffer)
         nextTimestamp &+= UInt32(truncatingIfNeeded: samples)
         inTalkspurt = true

@@ -1,32 +1,42 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOCore
 import NIOPosix
 import ParleyAudio
 import ParleyBasics
 import ParleyE2EE
 import ParleyWire
-import Synchronization
 
 /// The network edge of a call, on one SwiftNIO event loop: a datagram channel that talks
 /// only with the relay, feeding its datagrams and a timer set for its next deadline to the
 /// ``CallReceiver``, and sending what that answers.
 ///
+/// The socket is ours, made before the channel and handed to SwiftNIO, so the capture thread
+/// can send media on it directly (``MediaSender``) while the loop's channel reads it and
+/// sends RTCP and control.
+///
 /// Everything mutable here is touched only on `eventLoop` (hence `@unchecked Sendable`);
-/// other threads reach it through `sendMedia` (the capture thread; the channel is
-/// thread-safe) and `submit`.
+/// other threads reach it through ``makeMediaSender()`` (the capture thread) and `submit`.
 final class RelayConnection: @unchecked Sendable {
     let eventLoop: any EventLoop
     private let group: MultiThreadedEventLoopGroup
     private let configuration: CallConfiguration
-    private let shared: CallShared
+    private let gate: MediaGate
 
     private var channel: (any Channel)?
     fileprivate var relayAddress: SocketAddress?
+    /// The socket under `channel`, for the capture thread's `sendto`.
+    private var socket: CInt = -1
+    /// Where the capture thread sends: set once the channel is up, replaced when the link
+    /// moves to another relay, cleared before the socket closes.
+    private let destinations = VersionedValue<MediaDestination?>(nil)
     /// The link's relay as text ("HOST:PORT"), to notice when its cluster moves it.
     private var relayText: String?
     /// Everything the call does with what arrives; this class is only its socket and timer.
     let receiver: CallReceiver
-    /// The link's sealer, which the capture thread uses; the link itself stays on the loop.
+    /// The link's sealer, which the capture thread's ``MediaSealer`` reads; the link itself stays on the loop.
     private let protector: LinkProtector
     private var scheduled: Scheduled<Void>?
     private var scheduledFor: UInt64?
@@ -36,15 +46,15 @@ final class RelayConnection: @unchecked Sendable {
     /// `--packet-trace`: every packet sent and received, for offline replay.
     private let trace: PacketTraceWriter?
 
-    init(configuration: CallConfiguration, shared: CallShared, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
+    init(configuration: CallConfiguration, gate: MediaGate, status: CallStatus, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
          sendingKey: SendingKey, trace: PacketTraceWriter? = nil, onEvent: @escaping @Sendable (LinkEvent) -> Void) {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         eventLoop = group.next()
         self.configuration = configuration
-        self.shared = shared
+        self.gate = gate
         self.trace = trace
         let wallClockOffset = WallClock.nanoseconds() &- MonotonicClock.now()
-        receiver = CallReceiver(configuration: configuration, shared: shared, mix: mix, epoch: epoch, adaptation: adaptation,
+        receiver = CallReceiver(configuration: configuration, gate: gate, status: status, mix: mix, epoch: epoch, adaptation: adaptation,
                                 wallClockOffset: wallClockOffset, sendingKey: sendingKey, onEvent: onEvent)
         protector = receiver.link.protector
         receiver.mediaReceived = { [unowned self] bytes, packet, now in
@@ -69,21 +79,28 @@ final class RelayConnection: @unchecked Sendable {
     /// call deaf for good instead of rejoining. Datagrams from anyone but the relay are dropped.
     func start(relayAddress: SocketAddress) throws {
         self.relayAddress = relayAddress
-        relayLock.withLock { $0 = relayAddress }
-        let wildcard = relayAddress.protocol == .inet6 ? "::" : "0.0.0.0"
-        let channel = try DatagramBootstrap(group: group)
-            .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
-            .channelInitializer { [self] channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(Handler(connection: self))
+        let socket = try Self.makeSocket(for: relayAddress)
+        let channel: any Channel
+        do {
+            channel = try DatagramBootstrap(group: group)
+                .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
+                .channelInitializer { [self] channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(Handler(connection: self))
+                    }
                 }
-            }
-            .bind(host: wildcard, port: 0)
-            .wait()
+                .withBoundSocket(socket)
+                .wait()
+        } catch {
+            // SwiftNIO owns the socket only once the channel exists.
+            _ = Glibc.close(socket)
+            throw error
+        }
         try eventLoop.submit { [self] in
             ThreadPriority.favourCurrentThread()
             self.channel = channel
-            channelLock.withLock { $0 = channel }
+            self.socket = socket
+            destinations.update { $0 = MediaDestination(socket: socket, address: relayAddress) }
             let now = MonotonicClock.now()
             send(receiver.start(now: now), now: now)
         }.wait()
@@ -97,7 +114,7 @@ final class RelayConnection: @unchecked Sendable {
     /// Leaves the room (the link waits up to a second for the relay's acknowledgement).
     func leave() {
         eventLoop.execute { [self] in
-            shared.update { $0.mediaGate = false }
+            gate.update { $0.open = false }
             let now = MonotonicClock.now()
             send(receiver.leave(now: now), now: now)
         }
@@ -151,6 +168,8 @@ final class RelayConnection: @unchecked Sendable {
         try? eventLoop.submit { [self] in
             scheduled?.cancel()
             scheduled = nil
+            // The call stops its capture thread first; no sender keeps the socket past this.
+            destinations.update { $0 = nil }
             channel?.close(promise: nil)
             channel = nil
         }.wait()
@@ -159,27 +178,31 @@ final class RelayConnection: @unchecked Sendable {
 
     // MARK: Media out (capture thread)
 
-    /// Sends one RTP packet, sealed when the link is secure. Dropped (and counted) when the
-    /// link is not joined.
-    func sendMedia(_ packet: UnsafeRawBufferPointer) -> Bool {
-        guard let channel = channelForSending, let relay = relayForSending else { return false }
-        let bytes: [UInt8]
+    /// The capture thread's sender: sealed with the link's session (unless `--insecure`) and
+    /// sent on this connection's socket, to the relay the link talks to now.
+    func makeMediaSender() -> MediaSender {
+        let sealer: MediaSealer?
         switch configuration.security {
-        case .insecure:
-            bytes = Array(packet)
-        case .secure:
-            guard let sealed = protector.protect(packet, nowNanoseconds: MonotonicClock.now()) else { return false }
-            bytes = sealed
+        case .insecure: sealer = nil
+        case .secure: sealer = MediaSealer(protector: protector)
         }
-        channel.writeAndFlush(AddressedEnvelope(remoteAddress: relay, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
-        return true
+        return MediaSender(destinations: destinations, sealer: sealer)
     }
 
-    // The channel and address as the capture thread sees them: set once on the loop before media flows.
-    private let channelLock = Mutex<(any Channel)?>(nil)
-    private var channelForSending: (any Channel)? { channelLock.withLock { $0 } }
-    private let relayLock = Mutex<SocketAddress?>(nil)
-    private var relayForSending: SocketAddress? { relayLock.withLock { $0 } }
+    /// An unbound-port UDP socket of the relay's family, bound to every address, close-on-exec.
+    private static func makeSocket(for relay: SocketAddress) throws -> CInt {
+        let family = relay.protocol == .inet6 ? AF_INET6 : AF_INET
+        let socket = Glibc.socket(family, CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        guard socket >= 0 else { throw IOError(errnoCode: errno, reason: "socket") }
+        let wildcard = try SocketAddress(ipAddress: relay.protocol == .inet6 ? "::" : "0.0.0.0", port: 0)
+        let bound = wildcard.withSockAddr { Glibc.bind(socket, $0, socklen_t($1)) }
+        guard bound == 0 else {
+            let error = IOError(errnoCode: errno, reason: "bind")
+            _ = Glibc.close(socket)
+            throw error
+        }
+        return socket
+    }
 
     // MARK: The loop
 
@@ -210,7 +233,8 @@ final class RelayConnection: @unchecked Sendable {
         relayText = text
         guard let address = Self.resolve(text) else { return }
         relayAddress = address
-        relayLock.withLock { $0 = address }
+        let socket = self.socket
+        if socket >= 0 { destinations.update { $0 = MediaDestination(socket: socket, address: address) } }
     }
 
     /// "HOST:PORT" or "[v6]:PORT" as a socket address; nil if it names nothing.

@@ -9,7 +9,8 @@ import ParleyWire
 ///
 /// It does no I/O. The transport hands it datagrams and clock ticks and sends what it
 /// returns; the call reads its events. Media (RTP and RTCP) passes through: inbound packets
-/// are unsealed and handed to a closure, outbound ones are sealed with ``protector``.
+/// are opened into the link's own buffer and handed back (``receive(datagram:now:)``),
+/// outbound ones are sealed with ``protector``, which the capture thread shares.
 ///
 /// ```
 ///            start                cookie            response/joined          roster
@@ -23,12 +24,13 @@ import ParleyWire
 /// answers the join with a redirect inside its handshake response (so only the pinned relay
 /// can send the client elsewhere), and the link joins there; a `joined` lists other relays,
 /// which the link tries when its relay falls silent (``Configuration/failoverAfterSilenceNanoseconds``).
+/// Which relay that is, and which comes next, is ``RelayFailover``'s to say; the link acts on it.
 ///
 /// One file, over 400 lines, on purpose: it is one state machine whose transitions (joining,
 /// control, errors, reconnecting) read and write the same private fields; split into
 /// extension files, those fields would have to be open to the whole module. What stands
 /// alone is in files of its own: its configuration (`RelayLink+Configuration.swift`),
-/// ``RosterAssembler``, ``RecentSequenceSet``, ``RoomOutbox``, ``PendingModeration``.
+/// ``RelayFailover``, ``RosterAssembler``, ``RecentSequenceSet``, ``RoomOutbox``, ``PendingModeration``.
 public struct RelayLink {
     public enum Phase: Sendable, Equatable {
         case idle
@@ -57,6 +59,12 @@ public struct RelayLink {
     public let configuration: Configuration
     /// Seals outbound media with the current session; shared with the capture thread.
     public let protector = LinkProtector()
+    /// Where sealed datagrams are opened, made once and grown only for a larger datagram.
+    private let opened = OpenedDatagram()
+    /// The receiving half of the session ``protector`` seals with, taken out of it: the link
+    /// alone opens, on one thread, so opening takes no lock. Nil whenever the protector has
+    /// no session.
+    public private(set) var sessionReceiver: SecureSession.Receiver?
     public private(set) var phase: Phase = .idle
     /// The SSRC this member sends from: the configured one, until the relay says another
     /// member holds it (then a fresh random one, and the join starts over).
@@ -69,12 +77,12 @@ public struct RelayLink {
     /// Inbound datagrams that were not for us or did not authenticate.
     public private(set) var droppedDatagrams = 0
     /// The relay the link talks to now, "HOST:PORT": the invite's, or one its cluster sent it to.
-    public private(set) var relayAddress: String
+    public var relayAddress: String { failover.relayAddress }
     /// Other relays of the cluster, learned from redirects and `joined` answers (at most
-    /// ``maximumKnownRelays``); empty for a relay on its own.
-    public private(set) var clusterRelays: [ControlMessage.ClusterRelay] = []
-    /// The key pinned for ``relayAddress`` (or plaintext, with `--insecure`).
-    private var security: Security
+    /// ``RelayFailover/maximumKnownRelays``); empty for a relay on its own.
+    public var clusterRelays: [ControlMessage.ClusterRelay] { failover.clusterRelays }
+    /// Which relay of the cluster the link talks to (and the key pinned for it), and where it goes next.
+    private var failover: RelayFailover
 
     private var handshake: ClientHandshake?
     private var pendingSend: [UInt8]?          // the message being retransmitted in this phase
@@ -108,20 +116,6 @@ public struct RelayLink {
     private var lastRateLimit: ControlMessage.ErrorReply?
     /// A moderator's requests not yet answered.
     private var moderation = PendingModeration()
-    /// Redirects followed since the last join that succeeded.
-    private var redirectsInJoin = 0
-    /// The relay given up for silence, and when: its room stays placed on it until the
-    /// store's lease runs out, so a redirect back to it then means "ask again shortly".
-    private var lostRelay: (address: String, at: UInt64)?
-    /// Turns through the other relays when one after another fails.
-    private var nextFallback = 0
-
-    /// Redirects one join follows before giving up (a cluster places a room in one hop; more
-    /// means its relays disagree).
-    static let maximumRedirects = 4
-    static let maximumKnownRelays = 8
-    /// How long after losing a relay a redirect back to it is taken for a placement not yet expired.
-    static let lostRelayMemoryNanoseconds: UInt64 = 10_000_000_000
 
     /// SSRCs tried before a join gives up on `ssrcInUse` (a clash of random 32-bit values
     /// happens by accident once in billions; only someone squatting on ours repeats it).
@@ -133,8 +127,7 @@ public struct RelayLink {
     public init(configuration: Configuration) {
         self.configuration = configuration
         self.ssrc = configuration.ssrc
-        self.relayAddress = configuration.relayAddress
-        self.security = configuration.security
+        failover = RelayFailover(relayAddress: configuration.relayAddress, security: configuration.security)
         outbox = RoomOutbox(retransmitNanoseconds: configuration.retransmitNanoseconds,
                             maximumRetransmitNanoseconds: configuration.maximumRetransmitNanoseconds)
     }
@@ -177,7 +170,7 @@ public struct RelayLink {
         var output = Output()
         guard case .active = phase else {
             phase = .closed
-            protector.set(nil)
+            dropSession()
             output.events.append(.left)
             return output
         }
@@ -262,7 +255,7 @@ public struct RelayLink {
                 return output
             }
             // Rejoining, and this relay has not answered four hellos: try another of the cluster.
-            if everJoined, phase == .greeting || phase == .joining, sendsInPhase >= 4, let next = moveToAnotherRelay() {
+            if everJoined, phase == .greeting || phase == .joining, sendsInPhase >= 4, let next = failover.moveToAnotherRelay() {
                 output.events.append(.reconnecting(reason: "no answer from the relay; trying \(next)"))
                 beginJoin(now: now, output: &output)
                 return output
@@ -282,13 +275,13 @@ public struct RelayLink {
             beginJoin(now: now, output: &output)
         case .active:
             let silence = now - lastHeard
-            let failover = canFailOver
-            let lostAfter = failover ? configuration.failoverAfterSilenceNanoseconds : configuration.lostAfterSilenceNanoseconds
-            let probeAfter = failover ? configuration.failoverProbeAfterSilenceNanoseconds : configuration.probeAfterSilenceNanoseconds
+            let canFailOver = failover.canFailOver
+            let lostAfter = canFailOver ? configuration.failoverAfterSilenceNanoseconds : configuration.lostAfterSilenceNanoseconds
+            let probeAfter = canFailOver ? configuration.failoverProbeAfterSilenceNanoseconds : configuration.probeAfterSilenceNanoseconds
             if silence >= lostAfter {
                 let heard = "nothing heard from the relay for \(silence / 1_000_000_000).\(silence / 100_000_000 % 10) s"
-                lostRelay = (relayAddress, now)
-                if failover, let next = moveToAnotherRelay() {
+                failover.lost(now: now)
+                if canFailOver, let next = failover.moveToAnotherRelay() {
                     reconnect(reason: "\(heard); rejoining through \(next)", now: now, output: &output)
                 } else {
                     reconnect(reason: heard, now: now, output: &output)
@@ -297,7 +290,7 @@ public struct RelayLink {
             }
             let interval: UInt64
             if silence >= probeAfter {
-                interval = failover ? 250_000_000 : 1_000_000_000
+                interval = canFailOver ? 250_000_000 : 1_000_000_000
             } else {
                 interval = UInt64(joined?.keepaliveIntervalMilliseconds ?? 5_000) * 1_000_000
             }
@@ -329,33 +322,40 @@ public struct RelayLink {
     public mutating func handle(
         datagram: UnsafeRawBufferPointer, now: UInt64, media: (UnsafeRawBufferPointer) -> Void
     ) -> Output {
+        let (output, inner) = receive(datagram: datagram, now: now)
+        if let inner { media(inner) }
+        return output
+    }
+
+    /// Handles one datagram from the relay; returns what to send and tell, and the media inside
+    /// it (RTP or RTCP, unsealed), if it is media. The media lies in `datagram` or in the link's
+    /// own buffer, valid until the next datagram: nothing is allocated for a media packet.
+    public mutating func receive(datagram: UnsafeRawBufferPointer, now: UInt64) -> (Output, media: UnsafeRawBufferPointer?) {
         var output = Output()
         switch PacketKind(datagram) {
         case .handshake:
             handleHandshake(datagram, now: now, output: &output)
         case .sealed:
-            var plaintext = [UInt8](repeating: 0, count: datagram.count)
-            guard let count = plaintext.withUnsafeMutableBytes({ protector.open(datagram, into: $0) }) else {
+            let plaintext = opened.reserve(datagram.count)
+            guard let count = try? sessionReceiver?.open(datagram, into: plaintext) else {
                 droppedDatagrams += 1
-                return output
+                return (output, nil)
             }
             lastHeard = now
             boundNotJoinedReplies = 0
-            plaintext.withUnsafeBytes { inner in
-                let inner = UnsafeRawBufferPointer(rebasing: inner[0..<count])
-                switch PacketKind(inner) {
-                case .control:
-                    if let message = try? ControlMessage(parsing: inner) {
-                        handleControl(message, authenticated: true, now: now, output: &output)
-                    }
-                case .rtp, .rtcp:
-                    media(inner)
-                default:
-                    droppedDatagrams += 1
+            let inner = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(plaintext)[0..<count])
+            switch PacketKind(inner) {
+            case .control:
+                if let message = try? ControlMessage(parsing: inner) {
+                    handleControl(message, authenticated: true, now: now, output: &output)
                 }
+            case .rtp, .rtcp:
+                return (output, inner)
+            default:
+                droppedDatagrams += 1
             }
         case .control:
-            guard let message = try? ControlMessage(parsing: datagram) else { droppedDatagrams += 1; return output }
+            guard let message = try? ControlMessage(parsing: datagram) else { droppedDatagrams += 1; return (output, nil) }
             if case .insecure = configuration.security {
                 lastHeard = now
                 handleControl(message, authenticated: true, now: now, output: &output)
@@ -367,14 +367,13 @@ public struct RelayLink {
         case .rtp, .rtcp:
             if case .insecure = configuration.security, phase == .active {
                 lastHeard = now
-                media(datagram)
-            } else {
-                droppedDatagrams += 1
+                return (output, datagram)
             }
+            droppedDatagrams += 1
         case .stun, .dtls, .unknown:
             droppedDatagrams += 1
         }
-        return output
+        return (output, nil)
     }
 
     // MARK: Joining
@@ -392,7 +391,7 @@ public struct RelayLink {
     }
 
     private mutating func beginJoin(now: UInt64, output: inout Output) {
-        protector.set(nil)
+        dropSession()
         rosterAssembler = RosterAssembler()
         // A new session numbers the relay's messages afresh (a restarted relay counts from its
         // first sequence again), so numbers seen in the old one say nothing about duplicates:
@@ -404,7 +403,7 @@ public struct RelayLink {
         plaintextRelayReplies = nil
         sendsInPhase = 0
         retransmitInterval = configuration.retransmitNanoseconds
-        switch security {
+        switch failover.security {
         case let .secure(relayKey):
             let handshake = ClientHandshake(relayPublicKey: relayKey)
             pendingSend = handshake.helloBytes
@@ -459,6 +458,7 @@ public struct RelayLink {
             self.handshake = nil
             lastHeard = now
             protector.set(session)
+            sessionReceiver = session.takeReceiver()
             handleControl(message, authenticated: true, now: now, output: &output)
         default:
             droppedDatagrams += 1
@@ -479,7 +479,7 @@ public struct RelayLink {
         case let .joined(joined):
             guard authenticated, [.handshaking, .joining, .confirming].contains(phase) else { return }
             self.joined = joined
-            learn(joined.clusterRelays)
+            failover.learn(joined.clusterRelays)
             phase = .confirming
             sendsInPhase = 0
             retransmitInterval = configuration.retransmitNanoseconds
@@ -494,7 +494,7 @@ public struct RelayLink {
                 output.events.append(.joined(identity: joined.identity, room: joined.room, canPublish: joined.canPublish, rejoin: everJoined))
                 everJoined = true
                 lastRateLimit = nil
-                redirectsInJoin = 0
+                failover.joined()
                 lastPing = now
                 nextAction = now + UInt64(joined.keepaliveIntervalMilliseconds) * 1_000_000
                 // A new session at the relay: it knows nothing of our state yet.
@@ -547,7 +547,7 @@ public struct RelayLink {
                 let why = goodbye.reason == .relayShuttingDown ? "the relay is restarting" : "the relay closed the session"
                 var reason = goodbye.message.isEmpty ? why : "\(why): \(goodbye.message)"
                 // A relay of a cluster that stops has given its rooms back: rejoin through another.
-                if goodbye.reason == .relayShuttingDown, canFailOver, let next = moveToAnotherRelay() { reason += "; rejoining through \(next)" }
+                if goodbye.reason == .relayShuttingDown, failover.canFailOver, let next = failover.moveToAnotherRelay() { reason += "; rejoining through \(next)" }
                 reconnect(reason: reason, now: now, output: &output)
             }
         case let .redirect(redirect):
@@ -643,7 +643,7 @@ public struct RelayLink {
     /// Serialises a control message and seals it when the link is secure.
     private func seal(_ message: ControlMessage, now: UInt64) -> [UInt8]? {
         guard let bytes = try? message.serialized() else { return nil }
-        guard case .secure = security else { return bytes }
+        guard case .secure = failover.security else { return bytes }
         return bytes.withUnsafeBytes { protector.protect($0, nowNanoseconds: now) }
     }
 
@@ -657,7 +657,7 @@ public struct RelayLink {
 
     private mutating func reconnect(reason: String, now: UInt64, output: inout Output) {
         abandonModeration(output: &output)
-        protector.set(nil)
+        dropSession()
         phase = .reconnecting
         output.events.append(.reconnecting(reason: reason))
         // Back off from a quarter second; the relay may still be starting.
@@ -667,101 +667,66 @@ public struct RelayLink {
 
     // MARK: The cluster
 
-    /// Whether another relay is known to rejoin through.
-    private var canFailOver: Bool {
-        relayAddress != configuration.relayAddress || clusterRelays.contains { $0.address != relayAddress }
-    }
-
     /// Follows a redirect the pinned relay sent (authenticated): join where the room lives.
     private mutating func follow(_ redirect: ControlMessage.Redirect, now: UInt64, output: inout Output) {
-        learn(redirect.others + [redirect.relay])
-        if let lost = lostRelay, lost.address == redirect.relay.address, now &- lost.at < Self.lostRelayMemoryNanoseconds {
-            // The relay just lost still holds the room until its lease runs out (etcd checks
-            // expiries every half second): ask again in a tenth of a second.
+        switch failover.follow(redirect, now: now) {
+        case .askAgainSoon:
             restartJoin(at: now + 100_000_000)
-            return
-        }
-        redirectsInJoin += 1
-        guard redirectsInJoin <= Self.maximumRedirects, use(redirect.relay) else {
-            redirectsInJoin = 0
-            let message = "the cluster's relays sent this join on more than \(Self.maximumRedirects) times, or to a relay whose key is unusable"
+        case let .giveUp(message):
             if everJoined {
                 output.events.append(.reconnecting(reason: message))
                 restartJoin(at: now + configuration.maximumRetransmitNanoseconds)
             } else {
                 fail(.refused(code: .placementUnavailable, message: message), output: &output)
             }
-            return
+        case let .follow(address):
+            output.events.append(.redirected(to: address))
+            beginJoin(now: now, output: &output)
         }
-        output.events.append(.redirected(to: redirect.relay.address))
-        beginJoin(now: now, output: &output)
-    }
-
-    /// Adds relays to those known, the newest news first, at most ``maximumKnownRelays``.
-    private mutating func learn(_ relays: [ControlMessage.ClusterRelay]) {
-        guard !relays.isEmpty else { return }
-        var merged: [ControlMessage.ClusterRelay] = []
-        for relay in relays + clusterRelays where !merged.contains(where: { $0.address == relay.address }) {
-            merged.append(relay)
-        }
-        clusterRelays = Array(merged.prefix(Self.maximumKnownRelays))
-    }
-
-    /// Points the link at `relay`; false if its key does not suit this link (a secure link
-    /// never goes plaintext, nor the reverse).
-    private mutating func use(_ relay: ControlMessage.ClusterRelay) -> Bool {
-        switch configuration.security {
-        case .secure:
-            guard let key = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: relay.publicKey) else { return false }
-            security = .secure(relayKey: key)
-        case .insecure:
-            guard relay.publicKey.isEmpty else { return false }
-            security = .insecure
-        }
-        relayAddress = relay.address
-        return true
-    }
-
-    /// Moves to the next relay other than the current one: the invite's, then those learned,
-    /// in turn. Returns its address, or nil when there is none.
-    private mutating func moveToAnotherRelay() -> String? {
-        var candidates: [ControlMessage.ClusterRelay] = []
-        if relayAddress != configuration.relayAddress {
-            switch configuration.security {
-            case let .secure(key): candidates.append(.init(address: configuration.relayAddress, publicKey: Array(key.rawRepresentation)))
-            case .insecure: candidates.append(.init(address: configuration.relayAddress, publicKey: []))
-            }
-        }
-        candidates += clusterRelays.filter { $0.address != relayAddress && $0.address != configuration.relayAddress }
-        // The relay just lost goes last.
-        if let lost = lostRelay { candidates.sort { ($0.address == lost.address ? 1 : 0) < ($1.address == lost.address ? 1 : 0) } }
-        for _ in 0..<candidates.count {
-            let next = candidates[nextFallback % candidates.count]
-            nextFallback &+= 1
-            if use(next) { return next.address }
-        }
-        return nil
     }
 
     /// Abandons the join in progress (its handshake and session) and begins a new one at `time`.
     private mutating func restartJoin(at time: UInt64) {
-        protector.set(nil)
+        dropSession()
         handshake = nil
         phase = .reconnecting
         nextAction = time
     }
 
+    /// The session ends (a rejoin, a leave, a failure): nothing is sealed or opened with it any more.
+    private mutating func dropSession() {
+        protector.set(nil)
+        sessionReceiver = nil
+    }
+
     private mutating func finishLeave(output: inout Output) {
         abandonModeration(output: &output)
         phase = .closed
-        protector.set(nil)
+        dropSession()
         output.events.append(.left)
     }
 
     private mutating func fail(_ failure: LinkFailure, output: inout Output) {
         abandonModeration(output: &output)
         phase = .failed(failure)
-        protector.set(nil)
+        dropSession()
         output.events.append(.failed(failure))
+    }
+}
+
+/// The buffer a link opens the relay's sealed datagrams into: one per link, so a packet
+/// allocates nothing; it grows only when a datagram is larger than any before.
+private final class OpenedDatagram {
+    private var bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: 2_048, alignment: 16)
+
+    deinit { bytes.deallocate() }
+
+    /// The buffer, at least `count` bytes.
+    func reserve(_ count: Int) -> UnsafeMutableRawBufferPointer {
+        if bytes.count < count {
+            bytes.deallocate()
+            bytes = .allocate(byteCount: count, alignment: 16)
+        }
+        return bytes
     }
 }

@@ -41,7 +41,12 @@ final class RemoteSpeaker {
     /// filed when it does (``retryHeld(now:)``), with the time it arrived.
     func receive(_ packet: RTPPacketView, now: UInt64, seconds: Double) {
         guard let decryptor else {
-            let accepted = IncomingFrames.forEach(in: packet) { frame in insert(frame, arrival: seconds) }
+            var accepted = false
+            buffer.inserting(arrival: seconds) { insert in
+                accepted = IncomingFrames.forEach(in: packet) { frame in
+                    insert(frame.payload, frame.sequenceNumber, frame.timestamp, frame.isRedundant)
+                }
+            }
             guard accepted else {
                 rejected += 1
                 return
@@ -73,16 +78,15 @@ final class RemoteSpeaker {
         }
     }
 
+    /// Opens the packet's frames and files them, under the jitter buffer's lock once.
     private func file(_ packet: RTPPacketView, decryptor: StreamDecryptor, now: UInt64, seconds: Double) -> IncomingFrames.Unwrapped {
-        IncomingFrames.forEach(
-            payloadType: packet.payloadType, payload: packet.payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
-            open: { decryptor.open($0, timestamp: $1, now: now) }, { insert($0, arrival: seconds) })
-    }
-
-    private func insert(_ frame: IncomingFrames.Frame, arrival seconds: Double) {
-        buffer.insert(
-            payload: frame.payload, sequenceNumber: frame.sequenceNumber, timestamp: frame.timestamp, arrival: seconds,
-            isRedundant: frame.isRedundant)
+        var outcome = IncomingFrames.Unwrapped.rejected
+        buffer.inserting(arrival: seconds) { insert in
+            outcome = IncomingFrames.forEach(
+                payloadType: packet.payloadType, payload: packet.payload, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
+                open: { decryptor.open($0, timestamp: $1, now: now) }, { insert($0.payload, $0.sequenceNumber, $0.timestamp, $0.isRedundant) })
+        }
+        return outcome
     }
 
     /// Reception statistics count the packets that came, whatever copies they carry: the

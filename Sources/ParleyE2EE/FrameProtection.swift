@@ -1,5 +1,5 @@
+import ParleyBasics
 import ParleyWire
-import Synchronization
 
 /// What a frame's SFrame tag also covers besides its header: the RTP SSRC and timestamp of
 /// the frame (a RED copy names its frame's own timestamp), so a relay cannot move a frame to
@@ -24,8 +24,8 @@ public struct FrameMetadata: Sendable, Hashable {
 
 /// How this member's frames leave, handed from the network loop (which learns whether the
 /// room is end-to-end encrypted and rotates the key) to the capture thread (which seals with
-/// it). One lock, taken once per frame by the capture thread and once per change by the
-/// network loop.
+/// it). The loop takes a lock once per change; the capture thread's ``FrameSealer`` reads a
+/// version per frame and takes the lock only when it moved (a join, a new key).
 public final class SendingKey: Sendable {
     public enum Mode: Sendable {
         /// A room without end-to-end encryption: frames go as they are.
@@ -37,14 +37,14 @@ public final class SendingKey: Sendable {
         case withheld
     }
 
-    private let current: Mutex<Mode>
+    fileprivate let current: VersionedValue<Mode>
 
-    public init(_ mode: Mode) { current = Mutex(mode) }
+    public init(_ mode: Mode) { current = VersionedValue(mode) }
 
     /// From the next frame on, frames go this way.
-    public func use(_ mode: Mode) { current.withLock { $0 = mode } }
+    public func use(_ mode: Mode) { current.update { $0 = mode } }
 
-    public var mode: Mode { current.withLock { $0 } }
+    public var mode: Mode { current.current }
 }
 
 /// The capture thread's side of frame encryption: seals each encoded frame as ``SendingKey``
@@ -61,6 +61,8 @@ public struct FrameSealer {
     }
 
     private let source: SendingKey
+    /// The capture thread's copy of ``source``'s mode, refreshed when the loop changes it.
+    private var mode = VersionedValue<SendingKey.Mode>.Copy(placeholder: .withheld)
     private var key: SFrameKey?
     private var counter: UInt64 = 0
 
@@ -72,7 +74,8 @@ public struct FrameSealer {
     /// Seals `frame` into `output`, or says to send it plain, or not at all.
     public mutating func seal(_ frame: UnsafeRawBufferPointer, metadata: FrameMetadata, into output: UnsafeMutableRawBufferPointer) -> Outcome {
         let latest: SFrameKey
-        switch source.mode {
+        source.current.refresh(&mode)
+        switch mode.value {
         case .plain: return .plain
         case .withheld: return .withheld
         case let .sealed(current): latest = current

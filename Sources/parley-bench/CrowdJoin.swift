@@ -24,7 +24,7 @@ struct CrowdJoin {
 
     /// Each member's session with an encrypted relay (nil on a plaintext one), once every
     /// member is active; throws if one is refused or any has not joined within the timeout.
-    func join(_ members: [LoadGenerator.Member]) throws -> [SecureSession?] {
+    func join(_ members: [LoadGenerator.Member]) throws -> [(session: SecureSession?, receiver: SecureSession.Receiver?)] {
         var links = members.indices.map { index in
             let member = members[index]
             var configuration = RelayLink.Configuration(
@@ -77,7 +77,7 @@ struct CrowdJoin {
         for index in links.indices where links[index].ssrc != members[index].ssrc {
             throw ValidationError("the relay moved member-\(index) to another SSRC; the load generator's SSRCs must be unique per room")
         }
-        return links.map { $0.protector.session }
+        return links.map { ($0.protector.session, $0.sessionReceiver) }
     }
 
     /// Hands every waiting datagram to its member's link and queues what the links answer.

@@ -28,6 +28,8 @@ final class LoadGenerator {
     /// Each member's session with an encrypted relay (from its own handshake, as a real
     /// client's); empty on a plaintext one.
     var sessions: [SecureSession?] = []
+    /// Each member's receiving half of its session, which opens what the relay sends it.
+    var receivers: [SecureSession.Receiver?] = []
     var encrypted: Bool { !sessions.isEmpty }
 
     init(rooms: Int, members: Int, payload: Int, forwarder: any ForwarderUnderTest) throws {
@@ -47,7 +49,10 @@ final class LoadGenerator {
             setRooms((0..<rooms).map { room in self.members.filter { $0.room == room }.map(\.address) })
         case let .join(security, token):
             let joined = try CrowdJoin(socket: socket, relayPort: forwarder.port, security: security, token: token).join(self.members)
-            if case .secure = security { sessions = joined }
+            if case .secure = security {
+                sessions = joined.map(\.session)
+                receivers = joined.map(\.receiver)
+            }
         }
     }
 
@@ -126,8 +131,8 @@ final class LoadGenerator {
                 var bytes = sealedBytes
                 if encrypted {
                     guard sealedBytes.first == SecureMessageType.sealed.rawValue, let index = memberIndex(destination), index < members.count,
-                          let session = sessions[index] else { return }
-                    guard let count = try? opened.withUnsafeMutableBytes({ try session.open(sealedBytes, into: $0) }) else { strays += 1; return }
+                          let session = sessions[index], receivers[index] != nil else { return }
+                    guard let count = try? opened.withUnsafeMutableBytes({ try receivers[index]!.open(sealedBytes, into: $0) }) else { strays += 1; return }
                     bytes = opened.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[0..<count]) }
                     if bytes.first == ControlMessage.magic {
                         // Rosters are reliable; the relay's receiver reports need nothing.

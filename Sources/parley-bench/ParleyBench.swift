@@ -21,6 +21,7 @@ struct ParleyBench: ParsableCommand {
             AdmissionFloodBenchmark.self,
             TrunkBenchmark.self,
             ClusterJoinBenchmark.self,
+            ClientAllocationsBenchmark.self,
             RelayAllocationsBenchmark.self,
         ]
     )

@@ -41,18 +41,18 @@ struct MuteOnTheWireTests {
     }
 
     /// Runs the capture pipeline over the input; returns the packets it sent.
-    static func send(_ input: ScriptedTone, shared: CallShared) throws -> [[UInt8]] {
-        shared.update {
-            $0.mediaGate = true
+    static func send(_ input: ScriptedTone, gate: MediaGate) throws -> [[UInt8]] {
+        gate.update {
+            $0.open = true
             $0.ssrc = 0x5EED
         }
         let sent = Mutex<[[UInt8]]>([])
         var opus = OpusEncoder.Configuration()
         opus.dtx = true
-        let setting = shared.snapshot.encoder
+        let setting = gate.snapshot.encoder
         let pipeline = CapturePipeline(
             input: input, processor: nil, encoder: try VoiceEncoder(encoder: OpusEncoder(opus), setting: setting), ssrc: 0x5EED,
-            raw: nil, sent: nil, trace: nil, tap: EchoReferenceTap(), silenceAfterInput: false, shared: shared,
+            raw: nil, sent: nil, trace: nil, tap: EchoReferenceTap(), silenceAfterInput: false, gate: gate, status: CallStatus(initialBitrate: setting.bitrate),
             send: { bytes in sent.withLock { $0.append(Array(bytes)) }; return true })
         try pipeline.run(stop: StopFlag())
         return sent.withLock { $0 }
@@ -106,12 +106,12 @@ struct MuteOnTheWireTests {
     /// DTX packet every 400 ms), never the microphone: the listener's audio stops within a
     /// frame, and the stream stays alive, so the listener does not take it for a stalled path.
     @Test func whileMutedOnlySilenceIsSentAndTheListenerHearsSilenceThenTheVoiceReturnsWithATalkspurt() throws {
-        let shared = CallShared(initialSetting: EncoderAdaptation().setting)
+        let gate = MediaGate(initialSetting: EncoderAdaptation().setting)
         let input = ScriptedTone(seconds: 3, actions: [
-            (1, { _ = shared.update { $0.controls.apply(.mute) } }),
-            (2, { _ = shared.update { $0.controls.apply(.unmute) } }),
+            (1, { _ = gate.update { $0.controls.apply(.mute) } }),
+            (2, { _ = gate.update { $0.controls.apply(.unmute) } }),
         ])
-        let packets = try Self.send(input, shared: shared)
+        let packets = try Self.send(input, gate: gate)
         let headers = try Self.headers(packets)
         let whileMuted = Self.sent(headers, during: 1.0..<2.0)
         #expect(whileMuted <= 15, "while muted only the fade to silence and DTX: \(whileMuted) packets")
@@ -132,13 +132,13 @@ struct MuteOnTheWireTests {
     }
 
     @Test func pushToTalkSendsOnlyBetweenPressAndRelease() throws {
-        let shared = CallShared(initialSetting: EncoderAdaptation().setting)
-        _ = shared.update { $0.controls.apply(.pushToTalkMode(true)) }
+        let gate = MediaGate(initialSetting: EncoderAdaptation().setting)
+        _ = gate.update { $0.controls.apply(.pushToTalkMode(true)) }
         let input = ScriptedTone(seconds: 3, actions: [
-            (1, { _ = shared.update { $0.controls.apply(.pushToTalkPress) } }),
-            (2, { _ = shared.update { $0.controls.apply(.pushToTalkRelease) } }),
+            (1, { _ = gate.update { $0.controls.apply(.pushToTalkPress) } }),
+            (2, { _ = gate.update { $0.controls.apply(.pushToTalkRelease) } }),
         ])
-        let packets = try Self.send(input, shared: shared)
+        let packets = try Self.send(input, gate: gate)
         let headers = try Self.headers(packets)
         let outside = Self.sent(headers, during: 0.0..<1.0) + Self.sent(headers, during: 2.0..<3.0)
         #expect(outside <= 30, "before the press and after the release only silence and DTX: \(outside) packets")

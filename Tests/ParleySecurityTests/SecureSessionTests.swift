@@ -93,6 +93,30 @@ struct SecureSessionTests {
         #expect(throws: SecurityError.replayed(counter: 100)) { try relay.open(packets[100]) }
     }
 
+    /// A reader on one thread takes the receiving half out and opens without the session's
+    /// lock: it follows rekeys and rejects replays as the session did, and the session, its
+    /// half gone, opens nothing, so no packet can be accepted twice through two windows.
+    @Test func theReceivingHalfTakenOutOpensAloneAndTheSessionNoLonger() throws {
+        let (client, relay) = try sessionPair(policy: .init(rekeyAfterPackets: 10, rekeyAfterSeconds: 3_600))
+        var receiver = try #require(client.takeReceiver())
+        #expect(client.takeReceiver() == nil, "there is one receiving half")
+        func open(_ packet: [UInt8]) throws(SecurityError) -> [UInt8] {
+            var output = [UInt8](repeating: 0, count: packet.count)
+            var result: Result<Int, SecurityError> = .success(0)
+            packet.withUnsafeBytes { input in
+                output.withUnsafeMutableBytes { out in
+                    do throws(SecurityError) { result = .success(try receiver.open(input, into: out)) } catch { result = .failure(error) }
+                }
+            }
+            return Array(output.prefix(try result.get()))
+        }
+        let sealed = try (0..<25).map { _ in try relay.seal(rtp) }
+        for packet in sealed { #expect(try open(packet) == rtp, "through two rekeys") }
+        #expect(throws: SecurityError.replayed(counter: 24)) { try open(sealed[24]) }
+        #expect(throws: SecurityError.self) { try client.open(try relay.seal(rtp)) }
+        #expect(try client.seal(rtp).count == SecureSession.sealedSize(plaintextCount: rtp.count), "the sending half stays")
+    }
+
     @Test func aPacketSealedForAnotherSessionDoesNotOpen() throws {
         let (client, _) = try sessionPair()
         let (_, otherRelay) = try sessionPair()

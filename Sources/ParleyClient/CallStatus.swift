@@ -1,24 +1,13 @@
 import ParleyWire
 import Synchronization
 
-/// What the call's threads tell each other, behind one small lock: whether media may be
-/// sent (joined, and not muted), the encoder setting the network loop decided, what the capture thread has sent
-/// (for the sender report), and the figures the status line shows.
-final class CallShared: Sendable {
+/// The call as the person sees it — its phase, the room, the relay's figures, texts, devices —
+/// behind one small lock, written by the network loop and the audio threads when something
+/// changes and read by the status line, `parley ctl` and the summary. Nothing here is on a
+/// packet's path: what the capture thread needs for each frame is the ``MediaGate``.
+final class CallStatus: Sendable {
     struct State: Sendable {
-        /// The link is joined and this member may publish: the capture thread sends.
-        var mediaGate = false
-        /// Bumped on every (re)join, so the capture thread starts a new talkspurt.
-        var joinGeneration = 0
-        /// Mute, deafen, push-to-talk: whether the person lets the microphone out.
-        var controls = ControlState()
-        /// The SSRC the link joined with (a new one if another member held ours); nil before joining.
-        var ssrc: UInt32?
-        var encoder: EncoderAdaptation.Setting
-        var sender: RTCPReporter.SenderState?
-        var packetsSent = 0
-        var bytesSent = 0
-        var framesEncoded = 0
+        /// The encoder's bitrate now (the capture thread writes it when the setting changes).
         var currentBitrate: Int
         var phase = CallPhase.joining
         var rejoins = 0
@@ -39,15 +28,14 @@ final class CallShared: Sendable {
         var inputEnded = false
         /// "microphone", "speaker": sound devices that stopped working and are awaited.
         var missingDevices: Set<String> = []
-        var capturedSamples = 0
         /// The room's end-to-end encryption as people see it; nil in a room without.
         var endToEnd: EndToEndStatus?
     }
 
     let state: Mutex<State>
 
-    init(initialSetting: EncoderAdaptation.Setting) {
-        state = Mutex(State(encoder: initialSetting, currentBitrate: initialSetting.bitrate))
+    init(initialBitrate: Int) {
+        state = Mutex(State(currentBitrate: initialBitrate))
     }
 
     func update<Result>(_ body: (inout State) -> Result) -> Result { state.withLock { body(&$0) } }
