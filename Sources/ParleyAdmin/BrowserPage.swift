@@ -29,7 +29,7 @@ enum BrowserPage {
     <meta name="viewport" content="width=device-width, initial-scale=1">
     <title>Parley</title>
     <style>
-      body { font: 16px/1.4 system-ui, sans-serif; max-width: 40rem; margin: 1.5rem auto; padding: 0 1rem; color: #111; background: #fafafa; }
+      body { font: 16px/1.4 system-ui, sans-serif; max-width: 46rem; margin: 1.5rem auto; padding: 0 1rem; color: #111; background: #fafafa; }
       h1 { font-size: 1.4rem; margin: 0 0 .5rem; }
       h2 { font-size: 1.1rem; margin: 1.2rem 0 .3rem; }
       #status { padding: .5rem .75rem; border-radius: .4rem; background: #e8ecf8; margin: .5rem 0; }
@@ -50,7 +50,8 @@ enum BrowserPage {
       #messages li { padding: .15rem 0; overflow-wrap: anywhere; }
       #messages .sender { font-weight: 600; }
       #messages .mine .sender { color: #1d4e9e; }
-      form { display: flex; gap: .5rem; margin-top: .5rem; }
+      form { display: flex; flex-wrap: wrap; gap: .3rem .5rem; margin-top: .5rem; }
+      form label { flex-basis: 100%; }
       input[type=text] { flex: 1; font-size: 1rem; padding: .45rem; border: 1px solid #555; border-radius: .4rem; }
       button { font-size: 1rem; padding: .45rem 1rem; border-radius: .4rem; border: 1px solid #444; background: #fff; color: #111; cursor: pointer; }
       button:disabled { color: #666; border-color: #999; cursor: default; }
