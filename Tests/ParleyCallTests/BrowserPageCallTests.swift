@@ -95,6 +95,27 @@ struct BrowserPageCallTests {
             try screenshot.write(to: shot)
             print("browser page: screenshot of the page in the call at \(shot.path)")
 
+            // Keyboard only: Tab reaches every control, and each has a name a screen reader says
+            // (past the last control the focus leaves the page, and comes back to the first).
+            var reached: [String] = []
+            for _ in 0..<24 {
+                try page.key("Tab", code: "Tab", keyCode: 9)
+                let focused = try page.evaluate("""
+                    (() => { const e = document.activeElement; if (!e || e === document.body) return 'outside the page'; \
+                    const label = e.getAttribute('aria-label') || (e.labels && e.labels[0] && e.labels[0].textContent) || \
+                    (e.getAttribute('aria-labelledby') && document.getElementById(e.getAttribute('aria-labelledby')).textContent) || e.textContent; \
+                    return label.trim(); })()
+                    """) as? String ?? ""
+                reached.append(focused)
+            }
+            for control in ["Mute", "Deafen", "Push-to-talk", "Room volume", "Leave", "Mute for the room: bob", "Let the room hear bob",
+                            "Kick bob from the room", "Messages", "Message to the room", "Send"] {
+                #expect(reached.contains(control) || (control.hasPrefix("Mute for") && reached.contains("Let the room hear bob"))
+                        || (control.hasPrefix("Let the room") && reached.contains("Mute for the room: bob")),
+                        "Tab never reached \(control); it reached \(reached)")
+            }
+            #expect(!reached.contains(""), "Tab reached a control without a name: \(reached)")
+
             bob.stop()
             _ = await call.value
             let heard = try? room.received(by: "bob", from: "ada")
@@ -105,7 +126,7 @@ struct BrowserPageCallTests {
             // muted, then her voice again.
             let recording = try #require(heard, "bob recorded nothing of ada")
             let frames = EnvelopeMatch.envelope(recording)
-            let firstVoice = try #require(frames.firstIndex { $0 > -45 }, "bob's recording of ada holds no voice at all")
+            let firstVoice = try #require(frames.firstIndex { $0 > -45 }, "bob's recording of ada holds no voice at all (\(recording.count) samples, loudest frame \(frames.max() ?? -200) dB)")
             var longest = (start: firstVoice, count: 0), run = 0
             for index in firstVoice..<frames.count {
                 run = frames[index] < -55 ? run + 1 : 0
