@@ -4,11 +4,18 @@
 /// once, in the offer's Authorization header.
 ///
 /// It asks for the microphone with the browser's own echo cancellation, noise suppression and
-/// gain control, posts its offer (``BrowserWebServer``), plays the room, shows the roster with
-/// each member's state, and has a mute button (also the M key). It says plainly when the
-/// microphone is refused or the connection does not come up (UDP blocked). With `&stats=1` in
-/// the fragment it writes its reception statistics to the console once a second (the browser
-/// test reads them from Chromium's log).
+/// gain control, posts its offer (``BrowserWebServer``), plays the room, and shows the roster:
+/// each member's state (a moderator's mute named as such), and a level meter with "speaking"
+/// from the audio levels the browser measures (`getStats()`: its own microphone's
+/// `media-source`, each received SSRC's `inbound-rtp`, matched to the roster's SSRCs). It has
+/// mute (M), deafen (D), push-to-talk (a toggle; Space held talks, and the page says when it is
+/// on and when it is talking), a volume for the room, the room's texts (a log and a form), and,
+/// when the token makes the member a moderator, server-mute and kick for each other member (the
+/// relay checks the token, never the page). Every string from the network is put in with
+/// `textContent`; the roster is updated in place, so a focused button keeps its focus. It says
+/// plainly when the microphone is refused or the connection does not come up (UDP blocked).
+/// With `&stats=1` in the fragment it writes its reception statistics to the console once a
+/// second (the browser tests read them from Chromium's log).
 enum BrowserPage {
     /// Scripts and styles from this page only, inline; media and connections to this origin.
     static let contentSecurityPolicy =
@@ -22,26 +29,61 @@ enum BrowserPage {
     <meta name="viewport" content="width=device-width, initial-scale=1">
     <title>Parley</title>
     <style>
-      body { font: 16px/1.4 system-ui, sans-serif; max-width: 36rem; margin: 2rem auto; padding: 0 1rem; color: #111; background: #fafafa; }
+      body { font: 16px/1.4 system-ui, sans-serif; max-width: 46rem; margin: 1.5rem auto; padding: 0 1rem; color: #111; background: #fafafa; }
       h1 { font-size: 1.4rem; margin: 0 0 .5rem; }
-      #status { padding: .5rem .75rem; border-radius: .4rem; background: #eef; }
-      #status.problem { background: #fdd; }
-      ul { list-style: none; padding: 0; }
-      li { padding: .3rem 0; border-bottom: 1px solid #ddd; display: flex; justify-content: space-between; }
-      .state { color: #555; }
-      button { font-size: 1rem; padding: .5rem 1.2rem; border-radius: .4rem; border: 1px solid #555; background: #fff; cursor: pointer; }
-      button[aria-pressed="true"] { background: #c33; color: #fff; border-color: #c33; }
-      button:focus-visible { outline: 3px solid #36c; outline-offset: 2px; }
+      h2 { font-size: 1.1rem; margin: 1.2rem 0 .3rem; }
+      #status { padding: .5rem .75rem; border-radius: .4rem; background: #e8ecf8; margin: .5rem 0; }
+      #status.problem { background: #fbdada; }
+      #talking { font-weight: 600; margin: .3rem 0; min-height: 1.4em; }
+      #talking.live { color: #135f2a; }
+      .controls { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; }
+      ul, ol { list-style: none; padding: 0; margin: 0; }
+      #roster li { padding: .4rem 0; border-bottom: 1px solid #ccc; display: grid; grid-template-columns: 1fr auto; gap: .2rem .8rem; align-items: center; }
+      .who { font-weight: 600; }
+      .state { color: #444; }
+      .state.speaking { color: #135f2a; font-weight: 600; }
+      .state.moderated { color: #8a1c1c; font-weight: 600; }
+      meter { width: 7rem; height: .9rem; }
+      .actions { grid-column: 1 / -1; display: flex; flex-wrap: wrap; gap: .4rem; align-items: center; }
+      .actions button { font-size: .9rem; padding: .25rem .7rem; }
+      #messages { max-height: 14rem; overflow-y: auto; border: 1px solid #ccc; border-radius: .4rem; background: #fff; padding: .3rem .6rem; min-height: 2.5rem; }
+      #messages li { padding: .15rem 0; overflow-wrap: anywhere; }
+      #messages .sender { font-weight: 600; }
+      #messages .mine .sender { color: #1d4e9e; }
+      form { display: flex; flex-wrap: wrap; gap: .3rem .5rem; margin-top: .5rem; }
+      form label { flex-basis: 100%; }
+      input[type=text] { flex: 1; font-size: 1rem; padding: .45rem; border: 1px solid #555; border-radius: .4rem; }
+      button { font-size: 1rem; padding: .45rem 1rem; border-radius: .4rem; border: 1px solid #444; background: #fff; color: #111; cursor: pointer; }
+      button:disabled { color: #666; border-color: #999; cursor: default; }
+      button[aria-pressed="true"] { background: #b3261e; color: #fff; border-color: #b3261e; }
+      button.danger { border-color: #b3261e; color: #8a1c1c; }
+      :focus-visible { outline: 3px solid #1d4e9e; outline-offset: 2px; }
+      .hint { color: #444; font-size: .9rem; }
     </style>
     </head>
     <body>
     <main>
       <h1 id="title">Parley</h1>
       <p id="status" role="status" aria-live="polite">Starting…</p>
-      <p><button id="mute" type="button" aria-pressed="false" disabled>Mute</button>
-         <button id="leave" type="button" disabled>Leave</button></p>
+      <div class="controls" role="group" aria-label="Your microphone and sound">
+        <button id="mute" type="button" aria-pressed="false" aria-keyshortcuts="M" disabled>Mute</button>
+        <button id="deafen" type="button" aria-pressed="false" aria-keyshortcuts="D" disabled>Deafen</button>
+        <button id="ptt" type="button" aria-pressed="false" aria-describedby="talking" disabled>Push-to-talk</button>
+        <label for="volume">Room volume</label>
+        <input id="volume" type="range" min="0" max="100" value="100">
+        <button id="leave" type="button" disabled>Leave</button>
+      </div>
+      <p id="talking" aria-live="polite"></p>
+      <p class="hint">Keys: M mutes, D deafens; with push-to-talk on, hold Space to talk.</p>
       <h2 id="roster-heading">In the room</h2>
       <ul id="roster" aria-labelledby="roster-heading"></ul>
+      <h2 id="messages-heading">Messages</h2>
+      <ol id="messages" role="log" aria-live="polite" aria-labelledby="messages-heading" tabindex="0"></ol>
+      <form id="send">
+        <label for="text">Message to the room</label>
+        <input id="text" type="text" autocomplete="off" disabled>
+        <button id="send-button" type="submit" disabled>Send</button>
+      </form>
       <audio id="room" autoplay></audio>
     </main>
     <script>
@@ -49,28 +91,135 @@ enum BrowserPage {
     const fragment = new URLSearchParams(location.hash.slice(1));
     const token = fragment.get("token");
     const reportStats = fragment.get("stats") === "1";
-    const statusLine = document.getElementById("status");
-    const muteButton = document.getElementById("mute");
-    const leaveButton = document.getElementById("leave");
-    const rosterList = document.getElementById("roster");
-    let resource = null, nextEvent = 0, ended = false, muted = false, me = null, track = null, pc = null;
+    const $ = id => document.getElementById(id);
+    const statusLine = $("status"), talkingLine = $("talking"), rosterList = $("roster"), messageList = $("messages");
+    const muteButton = $("mute"), deafenButton = $("deafen"), pttButton = $("ptt"), leaveButton = $("leave");
+    const volumeSlider = $("volume"), textInput = $("text"), sendButton = $("send-button"), roomAudio = $("room");
+    let resource = null, nextEvent = 0, ended = false, me = null, isModerator = false, track = null, pc = null;
+    // What the person chose; the microphone goes out only when all of it allows.
+    let muted = false, deafened = false, pushToTalk = false, talking = false, serverMuted = false;
+    // identity → its row's elements, kept so an update never takes focus from a button in it.
+    const rows = new Map();
+    let roster = [];
+    // SSRC → [audio level 0…1, when it was measured], from getStats().
+    const levels = new Map();
 
     function say(text, problem) {
       statusLine.textContent = text;
       statusLine.className = problem ? "problem" : "";
     }
 
+    function element(tag, properties) {
+      const node = document.createElement(tag);
+      Object.assign(node, properties || {});
+      return node;
+    }
+
+    function rowFor(member) {
+      let row = rows.get(member.identity);
+      if (row) return row;
+      row = { item: element("li"), name: element("span", { className: "who" }), state: element("span", { className: "state" }),
+              meter: element("meter", { min: 0, max: 1, low: 0.05, value: 0 }), actions: element("div", { className: "actions" }) };
+      row.name.textContent = member.identity + (member.identity === me ? " (you)" : "");
+      row.meter.setAttribute("aria-label", "Level of " + member.identity);
+      const head = element("div");
+      head.append(row.name, " ", row.state);
+      row.item.append(head, row.meter, row.actions);
+      if (member.identity !== me && isModerator) {
+        row.serverMute = element("button", { type: "button" });
+        row.serverMute.addEventListener("click", () => moderate(row.serverMuted ? "server_unmute" : "server_mute", member.identity));
+        row.kick = element("button", { type: "button", className: "danger" });
+        row.kick.textContent = "Kick";
+        row.kick.setAttribute("aria-label", "Kick " + member.identity + " from the room");
+        // A kick keeps them out for a while: the first press asks, the second within 5 s kicks.
+        const disarm = () => {
+          row.kickArmed = false;
+          row.kick.textContent = "Kick";
+          row.kick.setAttribute("aria-label", "Kick " + member.identity + " from the room");
+        };
+        row.kick.addEventListener("click", () => {
+          if (row.kickArmed) { disarm(); moderate("kick", member.identity); return; }
+          row.kickArmed = true;
+          row.kick.textContent = "Press again to kick " + member.identity;
+          row.kick.setAttribute("aria-label", "Press again within 5 seconds to kick " + member.identity);
+          setTimeout(() => { if (row.kickArmed) disarm(); }, 5000);
+        });
+        row.actions.append(row.serverMute, row.kick);
+      }
+      rows.set(member.identity, row);
+      return row;
+    }
+
     function showRoster(members) {
-      rosterList.replaceChildren(...members.map(member => {
-        const item = document.createElement("li");
-        const name = document.createElement("span");
-        name.textContent = member.identity + (member.identity === me ? " (you)" : "");
-        const state = document.createElement("span");
-        state.className = "state";
-        state.textContent = member.serverMuted ? "muted by a moderator" : member.state;
-        item.append(name, state);
-        return item;
-      }));
+      roster = members;
+      const present = new Set(members.map(member => member.identity));
+      for (const [identity, row] of rows) if (!present.has(identity)) { row.item.remove(); rows.delete(identity); }
+      for (const member of members) {
+        const row = rowFor(member);
+        row.serverMuted = member.serverMuted;
+        if (row.serverMute) {
+          row.serverMute.textContent = member.serverMuted ? "Unmute for the room" : "Mute for the room";
+          row.serverMute.setAttribute("aria-label", (member.serverMuted ? "Let the room hear " : "Mute for the room: ") + member.identity);
+        }
+        // Moved only when out of place: moving an element takes the focus from a button in it.
+        const index = members.indexOf(member);
+        if (rosterList.children[index] !== row.item) rosterList.insertBefore(row.item, rosterList.children[index] || null);
+      }
+      const mine = members.find(member => member.identity === me);
+      const nowServerMuted = !!(mine && mine.serverMuted);
+      if (nowServerMuted !== serverMuted) {
+        serverMuted = nowServerMuted;
+        say(serverMuted ? "A moderator muted you: the room does not hear you until a moderator lets it." : "A moderator unmuted you: the room hears you again.", serverMuted);
+      }
+      showLevels();
+    }
+
+    // Each member's state in words, and its level while it is heard: a moderator's mute is named
+    // as such, never shown as silence.
+    function showLevels() {
+      const now = performance.now();
+      for (const member of roster) {
+        const row = rows.get(member.identity);
+        if (!row) continue;
+        let level = 0;
+        if (member.identity === me) level = micLive() ? (levels.get("mine") || [0, 0])[0] : 0;
+        else { const entry = levels.get(member.ssrc); if (entry && now - entry[1] < 1500) level = entry[0]; }
+        const speaking = level > 0.03 && member.state === "live" && !member.serverMuted;
+        let words;
+        if (member.serverMuted) words = "muted by a moderator";
+        else if (member.state === "deafened") words = "deafened";
+        else if (member.state === "muted") words = "muted";
+        else words = speaking ? "speaking" : "live";
+        row.state.textContent = words;
+        row.state.className = "state" + (member.serverMuted ? " moderated" : speaking ? " speaking" : "");
+        row.meter.value = member.serverMuted || member.state !== "live" ? 0 : Math.min(1, level * 3);
+      }
+    }
+
+    async function measureLevels() {
+      if (!pc) return;
+      const now = performance.now();
+      (await pc.getStats()).forEach(entry => {
+        if (entry.type === "media-source" && entry.kind === "audio" && entry.audioLevel !== undefined) levels.set("mine", [entry.audioLevel, now]);
+        if (entry.type === "inbound-rtp" && entry.kind === "audio" && entry.audioLevel !== undefined) {
+          const previous = levels.get(entry.ssrc);
+          // A stream that stopped keeps its last level in getStats(): count it only while packets arrive.
+          if (!previous || previous[2] !== entry.packetsReceived) levels.set(entry.ssrc, [entry.audioLevel, now, entry.packetsReceived]);
+        }
+      });
+      showLevels();
+    }
+
+    function addMessage(sender, text, mine) {
+      const item = element("li", { className: mine ? "mine" : "" });
+      const who = element("span", { className: "sender" });
+      who.textContent = sender + ": ";
+      const words = element("span");
+      words.textContent = text;
+      item.append(who, words);
+      messageList.append(item);
+      while (messageList.children.length > 200) messageList.firstElementChild.remove();
+      messageList.scrollTop = messageList.scrollHeight;
     }
 
     async function poll() {
@@ -92,15 +241,17 @@ enum BrowserPage {
       switch (event.kind) {
       case "joined":
         me = event.identity;
-        document.getElementById("title").textContent = "Parley: " + event.room;
+        isModerator = event.moderator === true;
+        $("title").textContent = "Parley: " + event.room;
         say("Connecting the audio…");
         break;
       case "connected":
-        say("In the call as " + me + ".");
-        muteButton.disabled = false;
+        say("In the call as " + me + (isModerator ? ", a moderator." : "."));
+        for (const control of [muteButton, deafenButton, pttButton, textInput, sendButton]) control.disabled = false;
         break;
       case "roster": showRoster(event.roster); break;
-      case "text": say(event.identity + ": " + event.text); break;
+      case "text": addMessage(event.identity, event.text, false); break;
+      case "moderated": say(event.text); break;
       case "error": case "notice": say(event.text, true); break;
       case "ended": finish(event.text); break;
       }
@@ -109,19 +260,63 @@ enum BrowserPage {
     function finish(text) {
       ended = true;
       say(text, true);
-      muteButton.disabled = true;
-      leaveButton.disabled = true;
+      talkingLine.textContent = "";
+      for (const control of [muteButton, deafenButton, pttButton, leaveButton, textInput, sendButton]) control.disabled = true;
+      for (const row of rows.values()) for (const button of [row.serverMute, row.kick]) if (button) button.disabled = true;
       if (pc) pc.close();
       if (track) track.stop();
     }
 
-    async function setMuted(value) {
-      muted = value;
-      track.enabled = !muted;
+    function micLive() { return !muted && !deafened && (!pushToTalk || talking); }
+
+    // The state goes to the relay one request at a time, the newest once the last is answered,
+    // so the room never sees an older state after a newer one.
+    let stateInFlight = false, stateWanted = null;
+    async function sendState() {
+      stateWanted = { muted: !micLive(), deafened: deafened };
+      if (stateInFlight || !resource) return;
+      stateInFlight = true;
+      while (stateWanted) {
+        const body = JSON.stringify(stateWanted);
+        stateWanted = null;
+        try { await fetch(resource + "/state", { method: "POST", headers: { "Content-Type": "application/json" }, body: body }); }
+        catch (error) { say("Could not tell the relay (" + error.message + ").", true); }
+      }
+      stateInFlight = false;
+    }
+
+    function apply() {
+      if (track) track.enabled = micLive();
+      roomAudio.muted = deafened;
       muteButton.setAttribute("aria-pressed", String(muted));
       muteButton.textContent = muted ? "Unmute" : "Mute";
-      await fetch(resource + "/state", { method: "POST", headers: { "Content-Type": "application/json" },
-                                         body: JSON.stringify({ muted: muted, deafened: false }) });
+      deafenButton.setAttribute("aria-pressed", String(deafened));
+      deafenButton.textContent = deafened ? "Undeafen" : "Deafen";
+      pttButton.setAttribute("aria-pressed", String(pushToTalk));
+      talkingLine.className = pushToTalk && talking ? "live" : "";
+      talkingLine.textContent = !pushToTalk ? "" : talking ? "Push-to-talk: talking" : "Push-to-talk is on: hold Space to talk";
+      sendState();
+      showLevels();
+    }
+
+    function setTalking(value) {
+      if (talking === value) return;
+      talking = value;
+      apply();
+    }
+
+    async function sendText(text) {
+      const response = await fetch(resource + "/text", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ text: text }) });
+      if (response.status === 204) return null;
+      return (await response.text()).trim();
+    }
+
+    async function moderate(action, target) {
+      try {
+        const response = await fetch(resource + "/moderate", { method: "POST", headers: { "Content-Type": "application/json" },
+                                                               body: JSON.stringify({ action: action, target: target }) });
+        if (response.status !== 202) say("The relay refused: " + (await response.text()).trim(), true);
+      } catch (error) { say("Could not reach the relay (" + error.message + ").", true); }
     }
 
     async function stats() {
@@ -153,9 +348,8 @@ enum BrowserPage {
       pc = new RTCPeerConnection({ bundlePolicy: "max-bundle", rtcpMuxPolicy: "require" });
       pc.addTransceiver(track, { direction: "sendrecv", streams: [stream] });
       pc.ontrack = event => {
-        const room = document.getElementById("room");
-        room.srcObject = event.streams[0] || new MediaStream([event.track]);
-        room.play().catch(() => say("Click anywhere on the page to hear the room.", true));
+        roomAudio.srcObject = event.streams[0] || new MediaStream([event.track]);
+        roomAudio.play().catch(() => say("Click anywhere on the page to hear the room.", true));
       };
       pc.oniceconnectionstatechange = () => {
         if (pc.iceConnectionState === "failed" && !ended) {
@@ -176,17 +370,48 @@ enum BrowserPage {
       await pc.setRemoteDescription({ type: "answer", sdp: await response.text() });
       leaveButton.disabled = false;
       poll();
+      setInterval(() => measureLevels().catch(() => {}), 250);
       if (reportStats) setInterval(async () => console.log("parley-stats " + JSON.stringify(await stats())), 1000);
     }
 
-    muteButton.addEventListener("click", () => setMuted(!muted));
+    muteButton.addEventListener("click", () => { muted = !muted; apply(); });
+    deafenButton.addEventListener("click", () => { deafened = !deafened; apply(); });
+    pttButton.addEventListener("click", () => { pushToTalk = !pushToTalk; talking = false; apply(); });
+    volumeSlider.addEventListener("input", () => { roomAudio.volume = Number(volumeSlider.value) / 100; });
+    volumeSlider.setAttribute("aria-valuetext", "100 percent");
+    volumeSlider.addEventListener("change", () => volumeSlider.setAttribute("aria-valuetext", volumeSlider.value + " percent"));
     leaveButton.addEventListener("click", async () => {
       if (resource) await fetch(resource, { method: "DELETE" });
       finish("You left the call.");
     });
-    document.addEventListener("keydown", event => {
-      if (event.key.toLowerCase() === "m" && !muteButton.disabled && event.target === document.body) setMuted(!muted);
+    $("send").addEventListener("submit", async event => {
+      event.preventDefault();
+      const text = textInput.value;
+      if (!text.trim() || !resource) return;
+      try {
+        const problem = await sendText(text);
+        if (problem) { say("Not sent: " + problem, true); return; }
+        addMessage(me + " (you)", text, true);
+        textInput.value = "";
+      } catch (error) { say("Not sent: could not reach the relay (" + error.message + ").", true); }
     });
+
+    // Keys act unless the person is typing; Space held talks while push-to-talk is on (and is
+    // then taken from whichever button has focus, so it never presses one by accident).
+    function typing(target) { return target instanceof HTMLInputElement && target.type === "text"; }
+    document.addEventListener("keydown", event => {
+      if (typing(event.target) || event.ctrlKey || event.altKey || event.metaKey || ended) return;
+      if (event.code === "Space" && pushToTalk) { event.preventDefault(); if (!event.repeat) setTalking(true); return; }
+      if (event.repeat || muteButton.disabled) return;
+      const key = event.key.toLowerCase();
+      if (key === "m") { muted = !muted; apply(); }
+      if (key === "d") { deafened = !deafened; apply(); }
+    });
+    document.addEventListener("keyup", event => {
+      if (event.code === "Space" && pushToTalk && !typing(event.target)) { event.preventDefault(); setTalking(false); }
+    });
+    // A window that loses focus never hears the Space key come up: stop talking then.
+    window.addEventListener("blur", () => setTalking(false));
     join().catch(error => say("Something went wrong: " + error.message, true));
     </script>
     </body>

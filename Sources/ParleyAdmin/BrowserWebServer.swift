@@ -5,6 +5,7 @@ import NIOHTTP1
 import NIOPosix
 import ParleyBasics
 import ParleyRelay
+import ParleyWire
 
 /// The relay's web port, for people in a browser: the page (`GET /join`, ``BrowserPage``) and
 /// its signalling in the shape of WHIP (RFC 9725):
@@ -14,7 +15,12 @@ import ParleyRelay
 ///   refused (401/403) before the relay keeps anything.
 /// - `GET /whip/<id>/events?after=N`: what the relay told the member since event N (joined,
 ///   connected, the roster, texts, errors, ended) as JSON, and the next N.
-/// - `POST /whip/<id>/state` with `{"muted": true, "deafened": false}`: the mute button.
+/// - `POST /whip/<id>/state` with `{"muted": true, "deafened": false}`: the mute, deafen and
+///   push-to-talk controls.
+/// - `POST /whip/<id>/text` with `{"text": "…"}`: a text for the room, as `parley`'s `say`.
+/// - `POST /whip/<id>/moderate` with `{"action": "server_mute", "target": "bob"}` (or
+///   `server_unmute`, `kick`): a moderator's request, which the relay checks against the
+///   member's token like any member's; its answer arrives as an event.
 /// - `DELETE /whip/<id>`: the page leaves.
 ///
 /// The id is 128 random bits only the page that posted the offer knows. Connections are
@@ -142,6 +148,29 @@ final class BrowserWebHandler: ChannelInboundHandler {
             } else {
                 send(.conflict, text: "the call is not connected yet", head: head, context: context)
             }
+        case (.POST, 3, "whip") where segments[2] == "text":
+            guard let member = relay.browserMember(id: segments[1]) else { return gone(head: head, context: context) }
+            guard let request = try? JSONDecoder().decode(TextRequest.self, from: Data(body)) else {
+                return send(.badRequest, text: "send {\"text\": \"…\"}", head: head, context: context)
+            }
+            if let problem = member.say(request.text) {
+                send(.unprocessableEntity, text: problem, head: head, context: context)
+            } else {
+                send(.noContent, body: [], type: "text/plain", head: head, context: context)
+            }
+        case (.POST, 3, "whip") where segments[2] == "moderate":
+            guard let member = relay.browserMember(id: segments[1]) else { return gone(head: head, context: context) }
+            guard let request = try? JSONDecoder().decode(ModerationRequest.self, from: Data(body)),
+                  let action = ModerationRequest.actions[request.action] else {
+                return send(.badRequest, text: "send {\"action\": \"server_mute\", \"server_unmute\" or \"kick\", \"target\": identity}",
+                            head: head, context: context)
+            }
+            // Whether this member may is the relay's decision (its token), answered as an event.
+            if member.moderate(action, target: request.target, reason: request.reason ?? "") {
+                send(.accepted, body: [], type: "text/plain", head: head, context: context)
+            } else {
+                send(.conflict, text: "the call is not connected yet", head: head, context: context)
+            }
         case (.DELETE, 2, "whip"):
             guard let member = relay.browserMember(id: segments[1]) else { return gone(head: head, context: context) }
             member.leave()
@@ -189,6 +218,20 @@ final class BrowserWebHandler: ChannelInboundHandler {
     struct StateRequest: Decodable {
         let muted: Bool
         let deafened: Bool?
+    }
+
+    struct TextRequest: Decodable {
+        let text: String
+    }
+
+    struct ModerationRequest: Decodable {
+        let action: String
+        let target: String
+        let reason: String?
+
+        /// What a page may ask, by the words the relay's metrics and logs use for them.
+        static let actions: [String: ControlMessage.ModerationAction] = Dictionary(
+            uniqueKeysWithValues: [ControlMessage.ModerationAction.serverMute, .serverUnmute, .kick].map { ($0.label, $0) })
     }
 
     static func queryValue(_ name: String, in query: String) -> String? {

@@ -53,6 +53,8 @@ public final class BrowserMember: Sendable {
         var delivered = RecentSequenceSet()
         var nextSequence: UInt32 = 1
         var stateRevision: UInt32 = 0
+        /// The page's texts are numbered as a `parley` client numbers its own.
+        var nextTextNumber: UInt32 = 1
     }
 
     private let state = Mutex(State())
@@ -68,7 +70,8 @@ public final class BrowserMember: Sendable {
         self.ssrc = ssrc
         canPublish = token.canPublish
         isModerator = token.isModerator
-        capabilities = allowRED ? [.redundantAudio] : []
+        // Texts: the page shows them, as a `parley` client does.
+        capabilities = allowRED ? [.redundantAudio, .textMessages] : [.textMessages]
         self.token = tokenText
         iceUsernameFragment = transport.iceUsernameFragment
         responder = ICELiteResponder(localUsernameFragment: transport.iceUsernameFragment, localPassword: transport.icePassword,
@@ -131,7 +134,7 @@ public final class BrowserMember: Sendable {
         guard isNew else { return }
         switch message.body {
         case let .joined(joined):
-            event = BrowserPageEvent(kind: "joined", identity: joined.identity, room: joined.room)
+            event = BrowserPageEvent(kind: "joined", identity: joined.identity, room: joined.room, moderator: isModerator)
         case let .roster(page):
             let members = state.withLock { $0.roster.add(page) }
             guard let members else { return }
@@ -143,7 +146,8 @@ public final class BrowserMember: Sendable {
         case let .error(error):
             event = BrowserPageEvent(kind: "error", text: error.message)
         case let .moderationReply(reply):
-            event = BrowserPageEvent(kind: "notice", text: reply.message)
+            // Done is news for the moderator; anything else is a problem to show as one.
+            event = BrowserPageEvent(kind: reply.outcome == .done ? "moderated" : "notice", text: reply.message)
         case let .goodbye(goodbye):
             event = BrowserPageEvent(kind: "ended", text: goodbye.message.isEmpty ? "the relay ended the call" : goodbye.message)
         default:
@@ -222,6 +226,25 @@ public final class BrowserMember: Sendable {
         return submit(.memberState(ControlMessage.MemberStateUpdate(revision: revision, state: memberState)))
     }
 
+    /// A text the person typed, for everyone else in the room, as `parley`'s `say`: nil once it
+    /// went to the relay, else why it cannot go, in words for the person. The relay applies the
+    /// same rule and its rate, and answers a refusal with an error the page shows.
+    public func say(_ text: String) -> String? {
+        if let problem = ControlMessage.Text.problem(with: text) { return problem }
+        let number = state.withLock { state -> UInt32 in
+            defer { state.nextTextNumber &+= 1 }
+            return state.nextTextNumber
+        }
+        return submit(.text(ControlMessage.Text(number: number, text: text))) ? nil : "the call is not connected yet"
+    }
+
+    /// A moderator's request from the page (server-mute, unmute, kick), as `parley ctl` sends
+    /// it: the relay decides from the member's token whether it may, and answers with a
+    /// "moderated" or "notice" event. False before the call is connected.
+    public func moderate(_ action: ControlMessage.ModerationAction, target: String, reason: String = "") -> Bool {
+        submit(.moderate(ControlMessage.ModerationRequest(action: action, target: target, reason: reason)))
+    }
+
     /// The page closed the call (its DELETE, as WHIP ends a session).
     public func leave() {
         if !submit(.leave(ControlMessage.Leave())) { end("you left the call") }
@@ -238,19 +261,24 @@ public struct BrowserPageEvent: Sendable, Hashable, Encodable {
         public var serverMuted: Bool
     }
 
-    /// "joined", "connected", "roster", "text", "error", "notice" or "ended".
+    /// "joined", "connected", "roster", "text", "error", "notice" (a moderation request
+    /// refused), "moderated" (one done) or "ended".
     public var kind: String
     public var identity: String?
     public var room: String?
     public var text: String?
     public var roster: [RosterEntry]?
+    /// With "joined": whether the token makes the member a moderator, so the page offers the
+    /// moderation buttons. The relay checks every request itself.
+    public var moderator: Bool?
 
-    init(kind: String, identity: String? = nil, room: String? = nil, text: String? = nil, roster: [RosterEntry]? = nil) {
+    init(kind: String, identity: String? = nil, room: String? = nil, text: String? = nil, roster: [RosterEntry]? = nil, moderator: Bool? = nil) {
         self.kind = kind
         self.identity = identity
         self.room = room
         self.text = text
         self.roster = roster
+        self.moderator = moderator
     }
 }
 

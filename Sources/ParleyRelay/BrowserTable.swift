@@ -145,7 +145,7 @@ final class BrowserTable: @unchecked Sendable {
             break
         }
         byAddress[leg.peer] = leg
-        page.append(BrowserPageEvent(kind: "joined", identity: leg.identity, room: leg.room))
+        page.append(BrowserPageEvent(kind: "joined", identity: leg.identity, room: leg.room, moderator: page.isModerator))
         handshakeWent(leg, to: leg.dtls.start(), now: now)
     }
 

@@ -137,10 +137,11 @@ extension RelayOverUDP {
             /// Offer, ICE check, DTLS handshake, as Chromium does them; `client` is the socket the
             /// browser speaks from (a new one unless given).
             static func connect(to fixture: RelayFixture, identity: String, room: String, ssrc: UInt32 = 1111,
-                                from client: TestClient? = nil, handshakeSeconds: Double = 15) throws -> ConnectedBrowser {
+                                from client: TestClient? = nil, handshakeSeconds: Double = 15, isModerator: Bool = false) throws -> ConnectedBrowser {
                 let browserContext = try DTLSContext()
                 guard case let .success(page) = fixture.relay.acceptBrowserOffer(
-                    BrowserEdgeTests.offer(fingerprint: browserContext.fingerprint, ssrc: ssrc), token: fixture.token(room: room, identity: identity),
+                    BrowserEdgeTests.offer(fingerprint: browserContext.fingerprint, ssrc: ssrc),
+                    token: fixture.token(room: room, identity: identity, isModerator: isModerator),
                     candidateHost: "127.0.0.1") else {
                     throw BrowserEdgeFailure("the offer was refused")
                 }
@@ -290,6 +291,47 @@ extension RelayOverUDP {
                     "bob is no longer heard after a browser's handshake from his address")
             let metrics = try fixture.relay.metricsText()
             #expect(metricValue(metrics, #"parley_relay_packets_dropped_total{reason="dtls_refused"}"#).map { $0 >= 1 } == true)
+        }
+
+        /// The page's texts and moderation mean what a `parley` client's do: a text reaches the
+        /// room's other members with the page's identity, theirs reach the page; a server-mute
+        /// from a page whose token is not a moderator's is refused by the relay (the page's
+        /// buttons decide nothing), and from a moderator's it mutes the member, who sees it.
+        @Test func aPagesTextsAndModerationMeanWhatAMembersDo() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call", capabilities: [.textMessages])
+            let ada = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+            #expect(bob.waitForRoster(["ada", "bob"]))
+
+            #expect(ada.page.say("hello from the page") == nil)
+            #expect(ada.page.say(" ") != nil, "an empty text was taken")
+            #expect(ada.page.say(String(repeating: "x", count: 501))?.contains("500 bytes") == true)
+            let texts = { bob.controlInbox.compactMap { if case let .text(text) = $0.body { return text }; return nil } }
+            #expect(bob.pump(timeout: 2) { _ in texts().contains { $0.sender == "ada" && $0.text == "hello from the page" } },
+                    "bob never got the page's text: \(texts())")
+            #expect(texts().count == 1, "bob got \(texts().count) texts")
+            bob.send(ControlMessage(sequence: 900, isReliable: true, body: .text(ControlMessage.Text(number: 1, text: "hello from bob"))))
+            #expect(waitFor(2) { ada.page.events(after: 0).events.contains { $0.kind == "text" && $0.identity == "bob" && $0.text == "hello from bob" } },
+                    "the page never got bob's text")
+
+            // Not a moderator: refused by the relay, bob unmuted.
+            #expect(ada.page.moderate(.serverMute, target: "bob"))
+            #expect(waitFor(2) { ada.page.events(after: 0).events.contains { $0.kind == "notice" && $0.text?.contains("moderator") == true } },
+                    "a server-mute from a page without a moderator's token was not refused: \(ada.page.events(after: 0).events)")
+            bob.pump(timeout: 0.3)
+            #expect(bob.latestRoster?.first { $0.identity == "bob" }?.isServerMuted == false)
+
+            // A moderator's page: bob is muted for the room, and his roster says so.
+            let cy = try ConnectedBrowser.connect(to: fixture, identity: "cy", room: "call", ssrc: 2222, isModerator: true)
+            #expect(bob.waitForRoster(["ada", "bob", "cy"]))
+            #expect(waitFor(2) { cy.page.events(after: 0).events.contains { $0.kind == "joined" && $0.moderator == true } })
+            #expect(cy.page.moderate(.serverMute, target: "bob"))
+            #expect(bob.pump(timeout: 2) { client in client.latestRoster?.first { $0.identity == "bob" }?.isServerMuted == true },
+                    "bob was not server-muted by the moderator's page")
+            #expect(waitFor(2) { cy.page.events(after: 0).events.contains { $0.kind == "moderated" } })
+            #expect(waitFor(2) { ada.page.events(after: 0).events.last { $0.kind == "roster" }?.roster?.first { $0.identity == "bob" }?.serverMuted == true },
+                    "the other page's roster does not show bob muted by a moderator")
         }
 
         /// The page's requests spend the same control budget a `parley` member's do; leaving
