@@ -166,10 +166,10 @@ final class BrowserWebHandler: ChannelInboundHandler {
                             head: head, context: context)
             }
             // Whether this member may is the relay's decision (its token), answered as an event.
-            if member.moderate(action, target: request.target, reason: request.reason ?? "") {
-                send(.accepted, body: [], type: "text/plain", head: head, context: context)
-            } else {
-                send(.conflict, text: "the call is not connected yet", head: head, context: context)
+            switch member.moderate(action, target: request.target, reason: request.reason ?? "") {
+            case .sent: send(.accepted, body: [], type: "text/plain", head: head, context: context)
+            case .notConnected: send(.conflict, text: "the call is not connected yet", head: head, context: context)
+            case let .refused(problem): send(.unprocessableEntity, text: problem, head: head, context: context)
             }
         case (.DELETE, 2, "whip"):
             guard let member = relay.browserMember(id: segments[1]) else { return gone(head: head, context: context) }

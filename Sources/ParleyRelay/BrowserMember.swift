@@ -240,9 +240,24 @@ public final class BrowserMember: Sendable {
 
     /// A moderator's request from the page (server-mute, unmute, kick), as `parley ctl` sends
     /// it: the relay decides from the member's token whether it may, and answers with a
-    /// "moderated" or "notice" event. False before the call is connected.
-    public func moderate(_ action: ControlMessage.ModerationAction, target: String, reason: String = "") -> Bool {
-        submit(.moderate(ControlMessage.ModerationRequest(action: action, target: target, reason: reason)))
+    /// "moderated" or "notice" event. The target and reason come from the page's JSON, not the
+    /// wire, so they are held here to what the wire allows a `parley` client: a name that could
+    /// be a member's, and a reason the relay's moderation takes.
+    public func moderate(_ action: ControlMessage.ModerationAction, target: String, reason: String = "") -> PageRequestOutcome {
+        let request = ControlMessage.ModerationRequest(action: action, target: target, reason: reason)
+        if let problem = ModerationCheck.problem(with: request) { return .refused(problem) }
+        if let problem = ParleyNames.problem(withIdentity: target) { return .refused("nobody can be called that: \(problem)") }
+        return submit(.moderate(request)) ? .sent : .notConnected
+    }
+
+    /// What became of a request from the page.
+    public enum PageRequestOutcome: Sendable, Equatable {
+        /// On its way to the relay, which answers with an event.
+        case sent
+        /// Before the call is connected, or after it ended.
+        case notConnected
+        /// Not sent, and why, in words for the person.
+        case refused(String)
     }
 
     /// The page closed the call (its DELETE, as WHIP ends a session).

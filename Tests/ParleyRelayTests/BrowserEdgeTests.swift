@@ -315,8 +315,13 @@ extension RelayOverUDP {
             #expect(waitFor(2) { ada.page.events(after: 0).events.contains { $0.kind == "text" && $0.identity == "bob" && $0.text == "hello from bob" } },
                     "the page never got bob's text")
 
+            // What the wire would not carry from a `parley` client is not sent from the page either.
+            #expect(ada.page.moderate(.kick, target: String(repeating: "b", count: 300)) != .sent)
+            #expect(ada.page.moderate(.kick, target: "bob", reason: String(repeating: "r", count: 1_000)) != .sent)
+            #expect(ada.page.moderate(.serverMute, target: "bo\u{202E}b") != .sent)
+
             // Not a moderator: refused by the relay, bob unmuted.
-            #expect(ada.page.moderate(.serverMute, target: "bob"))
+            #expect(ada.page.moderate(.serverMute, target: "bob") == .sent)
             #expect(waitFor(2) { ada.page.events(after: 0).events.contains { $0.kind == "notice" && $0.text?.contains("moderator") == true } },
                     "a server-mute from a page without a moderator's token was not refused: \(ada.page.events(after: 0).events)")
             bob.pump(timeout: 0.3)
@@ -326,7 +331,7 @@ extension RelayOverUDP {
             let cy = try ConnectedBrowser.connect(to: fixture, identity: "cy", room: "call", ssrc: 2222, isModerator: true)
             #expect(bob.waitForRoster(["ada", "bob", "cy"]))
             #expect(waitFor(2) { cy.page.events(after: 0).events.contains { $0.kind == "joined" && $0.moderator == true } })
-            #expect(cy.page.moderate(.serverMute, target: "bob"))
+            #expect(cy.page.moderate(.serverMute, target: "bob") == .sent)
             #expect(bob.pump(timeout: 2) { client in client.latestRoster?.first { $0.identity == "bob" }?.isServerMuted == true },
                     "bob was not server-muted by the moderator's page")
             #expect(waitFor(2) { cy.page.events(after: 0).events.contains { $0.kind == "moderated" } })
