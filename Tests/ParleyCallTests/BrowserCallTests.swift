@@ -70,8 +70,7 @@ struct BrowserCallTests {
             if let scenarioName {
                 let network = try #require(network)
                 #expect(network.openFlows.count >= 2 && network.down.lost > 0 && network.up.lost > 0,
-                        "\(scenarioName) carried \(network.openFlows.count) flows (the browser's and bob's) and lost \(network.down.lost) "
-                        + "packets down and \(network.up.lost) up")
+                        "\(scenarioName) carried \(network.openFlows.count) flows (the browser's and bob's) and lost \(network.down.lost) packets down and \(network.up.lost) up")
             }
 
             // The parley client heard the browser's speech: its envelope, wherever in the

@@ -102,7 +102,7 @@ final class CallRoom: @unchecked Sendable {
     static func freeUDPPort() throws -> Int {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         guard socket >= 0 else { throw SocketAddressError.unsupported }
-        defer { close(socket) }
+        defer { Glibc.close(socket) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
