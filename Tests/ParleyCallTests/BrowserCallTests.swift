@@ -78,7 +78,10 @@ struct BrowserCallTests {
             let track = conversation.tracks["ada"]!
             let recording = try #require(heard, "the parley client recorded nothing of the browser member")
             let match = EnvelopeMatch.best(of: track, in: recording)
-            #expect(match.correlation > 0.6,
+            // Through wifi-bad a burst or a 250 ms spike takes syllables (0.60–0.90 seen on a
+            // loaded machine); a recording of something else matches at about 0.
+            let follows = scenarioName == nil ? 0.6 : 0.5
+            #expect(match.correlation > follows,
                     "the parley client's recording of the browser does not follow its speech (envelope correlation \(match.correlation), \(recording.count) samples)")
 
             // The browser heard the parley client: audio packets and energy arrived and played.
