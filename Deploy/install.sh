@@ -201,12 +201,15 @@ require_privileges
 web_address=""
 if [[ -n "$web_domain" && "$web_domain" != off ]]; then
     [[ -n "$public_host" ]] || public_host=$web_domain
-    resolved=$(getent ahostsv4 "$web_domain" 2>/dev/null | awk 'NR == 1 { print $1 }' || true)
-    [[ -n "$resolved" ]] || resolved=$(getent ahosts "$web_domain" 2>/dev/null | awk 'NR == 1 { print $1 }' || true)
+    resolved=""
+    if is_live || ! is_address "$public_host"; then
+        resolved=$(getent ahostsv4 "$web_domain" 2>/dev/null | awk 'NR == 1 { print $1 }' || true)
+        [[ -n "$resolved" ]] || resolved=$(getent ahosts "$web_domain" 2>/dev/null | awk 'NR == 1 { print $1 }' || true)
+    fi
     if is_address "$public_host"; then
         web_address=${public_host#[}
         web_address=${web_address%]}
-        if is_live && [[ -n "$resolved" && "$resolved" != "$web_address" ]]; then
+        if [[ -n "$resolved" && "$resolved" != "$web_address" ]]; then
             warn "$web_domain resolves to $resolved, not $web_address; the certificate cannot be issued until its record points here"
         fi
     elif [[ -n "$resolved" ]]; then
@@ -361,10 +364,9 @@ fi
 admin=$(config_value admin)
 admin=${admin:-127.0.0.1:9800}
 
-# The relay's web port behind Caddy, unless relay.conf names a loopback one already.
-default_web_listen=127.0.0.1:8780
 # The web port: on loopback behind Caddy (the port kept if relay.conf has a loopback one), and
 # the UDP socket on the address browsers reach, which the relay puts in its answers.
+default_web_listen=127.0.0.1:8780
 if [[ "$web_domain" == off ]]; then
     set_config web off
 elif [[ -n "$web_domain" ]]; then
