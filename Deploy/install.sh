@@ -536,12 +536,18 @@ configure_caddy() {
         printf '%s\n' "$caddy_import_line" >>"$main"
         caddy_changed=1
     fi
-    if is_live && ((caddy_changed)); then
-        local problem
-        if ! problem=$(caddy validate --adapter caddyfile --config "$main" 2>&1); then
+    # Caddy reads the whole Caddyfile as it will at its next reload (under --root, with the
+    # imports found in the root), keeping nothing of the check.
+    if ((caddy_changed)) && command -v caddy >/dev/null; then
+        local problem checked=$main
+        if ! is_live; then
+            checked="$backup/Caddyfile-as-installed"
+            sed "s|^import /etc/caddy/|import $root/etc/caddy/|" "$main" >"$checked"
+        fi
+        if ! problem=$(HOME=$backup XDG_DATA_HOME=$backup XDG_CONFIG_HOME=$backup caddy validate --adapter caddyfile --config "$checked" 2>&1); then
             if [[ -f "$backup/site-before.caddy" ]]; then cp -p "$backup/site-before.caddy" "$site"; else rm -f "$site"; fi
             if [[ -f "$backup/Caddyfile-before" ]]; then cp -p "$backup/Caddyfile-before" "$main"; fi
-            die "Caddy refused its configuration with the page's site, so Caddy's files were put back as they were: $(printf '%s\n' "$problem" | grep -iE 'error|ambiguous' | tail -n 1)"
+            die "Caddy refused its configuration with the page's site, so Caddy's files were put back as they were: $(printf '%s\n' "$problem" | grep -iE 'error|ambiguous' | tail -n 1). If your Caddyfile serves $web_domain already, add 'reverse_proxy $web_listen' to that site and run this again without --web-domain"
         fi
     fi
     if ((caddy_changed)); then
