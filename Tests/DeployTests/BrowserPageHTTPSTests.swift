@@ -242,7 +242,7 @@ struct BrowserPageHTTPSTests {
         let token = String(minted.output.split(separator: "\n").first ?? "")
         let answered = try fetch(["-X", "POST", "-H", "Authorization: Bearer \(token)", "-H", "Content-Type: application/sdp",
                                   "--data-binary", "@" + offerPath, "\(https)/whip"])
-        let candidate = answered.body.split(separator: "\n").first { $0.hasPrefix("a=candidate:") }.map(String.init) ?? ""
+        let candidate = answered.body.split(whereSeparator: \.isNewline).first { $0.hasPrefix("a=candidate:") }.map(String.init) ?? ""
         print("POST /whip with ada's token through Caddy: \(answered.status), \(candidate)")
         #expect(answered.status == 201, "\(answered.body)")
         #expect(candidate.contains(" 127.0.0.1 \(relayPort) "), "browsers are sent to the relay's own UDP port: \(candidate)")
