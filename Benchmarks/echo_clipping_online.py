@@ -27,6 +27,7 @@ Scores are echo_score.py's (converged single-talk ERLE, double-talk PESQ-WB).
 
 Usage: echo_clipping_online.py SCENARIOS NAME...   (SCENARIOS from echo_scenarios.py)
 """
+import ctypes
 import json
 import os
 import sys
@@ -37,7 +38,6 @@ from scipy.signal import butter, sosfilt
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import echo_score  # noqa: E402
 from echo_clipping_model import FRAME, RATE, SAMPLES, speexdsp  # noqa: E402
-import ctypes  # noqa: E402
 
 HIGH_PASSES = [None, 100, 200, 300]
 SECTIONS = [None] + [butter(2, f, btype="highpass", fs=RATE, output="sos") for f in HIGH_PASSES[1:]]
