@@ -191,11 +191,12 @@ final class BrowserWebHandler: ChannelInboundHandler {
         guard contentType.hasPrefix("application/sdp") else {
             return send(.unsupportedMediaType, text: "send the offer as application/sdp", head: head, context: context)
         }
-        // A relay bound to one address names it (the way through a reverse proxy here).
-        guard let candidateHost = relay.listenHostForBrowsers
+        // The operator's --public-address, when given, is the candidate whatever the page came
+        // through; else a relay bound to one address names it (the way through a reverse proxy here).
+        guard let candidateHost = relay.configuration.browserCandidate?.host ?? relay.listenHostForBrowsers
             ?? Self.candidateHost(hostHeader: head.headers.first(name: "Host") ?? "", localAddress: context.channel.localAddress?.ipAddress) else {
             return send(.serviceUnavailable, text: "the relay does not know which address browsers reach its UDP port at (the page came "
-                + "through a proxy on this machine): whoever runs it should give --listen the relay's public address, not 0.0.0.0",
+                + "through a proxy on this machine): whoever runs it should give --listen the relay's public address, not 0.0.0.0, or --public-address",
                 head: head, context: context)
         }
         switch relay.acceptBrowserOffer(String(decoding: body, as: UTF8.self), token: token, candidateHost: candidateHost) {

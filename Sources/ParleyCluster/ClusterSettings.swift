@@ -32,10 +32,7 @@ public struct ClusterSettings: Sendable, Equatable {
     /// Checks the settings, and reads the credentials' files, so that a relay that cannot
     /// reach its store for a reason a person can fix says so before it starts.
     public func validate() throws(ConfigurationError) {
-        let host = publicAddress.host
-        guard host != "0.0.0.0", host != "::", publicAddress.port != 0 else {
-            throw ConfigurationError("public-address is \(publicAddress); give the address and port clients reach this relay at, e.g. 198.51.100.7:7800, not a wildcard")
-        }
+        try Self.checkPublic(publicAddress)
         if let region, let problem = ParleyNames.problem(withRegion: region) { throw ConfigurationError("region \(problem)") }
         guard (2...60).contains(leaseTTLSeconds) else { throw ConfigurationError("the cluster lease is \(leaseTTLSeconds) s; it must be from 2 to 60 s") }
         _ = try credentials.tlsConfiguration(for: endpoint)
@@ -56,7 +53,7 @@ public struct ClusterSettings: Sendable, Equatable {
         Setting(key: "cluster", help: "etcd's client URL, e.g. https://10.0.0.2:2379, to run as a member of a cluster") { given, text throws(ConfigurationError) in
             given.endpoint = try EtcdEndpoint(parsing: text)
         },
-        Setting(key: "public-address", help: "with cluster: where clients reach this relay, HOST:PORT") { given, text throws(ConfigurationError) in
+        Setting(key: "public-address", help: "where clients reach this relay's UDP port, HOST:PORT: with cluster, and with web behind a NAT or port forward (browsers are told it)") { given, text throws(ConfigurationError) in
             do throws(ConfigurationError) {
                 given.publicAddress = try HostAndPort(parsing: text)
             } catch {
@@ -99,20 +96,42 @@ public struct ClusterSettings: Sendable, Equatable {
     }
 
     /// The cluster settings from `layers`, checked and their files read; nil without `cluster`.
-    public static func resolve(_ layers: ConfigurationLayers) throws(ConfigurationError) -> ClusterSettings? {
+    /// `acceptsBrowsers`: the relay serves the browser page, which tells browsers
+    /// `public-address` too, so it means something without a cluster.
+    public static func resolve(_ layers: ConfigurationLayers, acceptsBrowsers: Bool = false) throws(ConfigurationError) -> ClusterSettings? {
         var given = Given()
         try layers.apply(settings, to: &given)
-        return try given.settings()
+        return try given.settings(acceptsBrowsers: acceptsBrowsers)
+    }
+
+    /// `public-address` as given (nil if not): where clients reach this relay's UDP port. A
+    /// cluster sends clients there; a relay behind a NAT, a port forward or a proxy tells
+    /// browsers it as their ICE candidate, since the address it listens on is not theirs.
+    public static func publicAddress(_ layers: ConfigurationLayers) throws(ConfigurationError) -> HostAndPort? {
+        var given = Given()
+        try layers.apply(settings, to: &given)
+        if let address = given.publicAddress { try Self.checkPublic(address) }
+        return given.publicAddress
+    }
+
+    static func checkPublic(_ address: HostAndPort) throws(ConfigurationError) {
+        guard address.host != "0.0.0.0", address.host != "::", address.port != 0 else {
+            throw ConfigurationError("public-address is \(address); give the address and port clients reach this relay at, e.g. 198.51.100.7:7800, not a wildcard")
+        }
     }
 }
 
 extension ClusterSettings.Given {
-    func settings() throws(ConfigurationError) -> ClusterSettings? {
+    func settings(acceptsBrowsers: Bool) throws(ConfigurationError) -> ClusterSettings? {
         guard let endpoint else {
             let credentialsGiven = credentials != EtcdCredentials()
-            if publicAddress != nil || region != nil || credentialsGiven {
-                throw ConfigurationError("public-address, region and the cluster-* settings are for a member of a cluster; "
+            if region != nil || credentialsGiven {
+                throw ConfigurationError("region and the cluster-* settings are for a member of a cluster; "
                     + "add cluster (etcd's URL, e.g. --cluster https://10.0.0.2:2379) or leave them out")
+            }
+            if publicAddress != nil && !acceptsBrowsers {
+                throw ConfigurationError("public-address is for a member of a cluster, or for browsers (web) reaching a relay behind a NAT or "
+                    + "a port forward; add cluster (etcd's URL, e.g. --cluster https://10.0.0.2:2379) or web, or leave it out")
             }
             return nil
         }

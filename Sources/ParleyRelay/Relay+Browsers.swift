@@ -27,7 +27,8 @@ extension Relay {
     /// its ICE credentials, until it connects or its offer expires). No DTLS state exists
     /// until its browser proves, over ICE, that it holds the answer's credentials.
     /// `candidateHost`: the address browsers reach the relay's UDP port at, when it listens on
-    /// every interface (the host the page was loaded from).
+    /// every interface (the host the page was loaded from) and no `browserCandidate` (the
+    /// operator's `--public-address`) names it.
     public func acceptBrowserOffer(_ sdp: String, token: String, candidateHost: String) -> Result<BrowserMember, BrowserOfferRefusal> {
         guard let edge = browserEdge, isRunning else {
             return .failure(BrowserOfferRefusal(status: 503, message: "this relay does not take browsers now"))
@@ -62,8 +63,8 @@ extension Relay {
         guard let ssrc = offer.sendingSSRC, ssrc != 0 else {
             return .failure(BrowserOfferRefusal(status: 400, message: "the browser's offer sends no microphone stream with an SSRC"))
         }
-        let host = listenHostForBrowsers ?? candidateHost
-        guard let port = localAddress.port, let udpPort = UInt16(exactly: port) else {
+        let host = configuration.browserCandidate?.host ?? listenHostForBrowsers ?? candidateHost
+        guard let port = configuration.browserCandidate?.port ?? localAddress.port, let udpPort = UInt16(exactly: port) else {
             return .failure(BrowserOfferRefusal(status: 503, message: "the relay's UDP port is not known"))
         }
         let transport = WebRTCAnswer.Transport(

@@ -35,6 +35,10 @@ public struct RelayConfiguration: Sendable {
     /// Browser members on the UDP port (ICE-lite, DTLS-SRTP), whose offers reach the relay
     /// over its web port (`Relay+Browsers.swift`); on when `parley-relay serve` serves one.
     public var acceptsBrowsers = false
+    /// Where browsers reach the UDP port when that is not the address it listens on (a NAT's
+    /// or a port forward's, `--public-address`): their ICE candidate. Nil: the listen address,
+    /// or for a wildcard the address the page was loaded from, and the port it listens on.
+    public var browserCandidate: HostAndPort?
     /// Admitted handshakes remembered per cookie epoch before the oldest are forgotten (see
     /// ``HandshakeReplayCache``); not a setting, a knob for tests that fill it.
     var handshakeReplayCapacity = 100_000

@@ -74,7 +74,7 @@ struct ServeCommand: ParsableCommand {
     var idleTimeout: String?
     @Option(help: ArgumentHelp("Join a cluster whose store is etcd at this URL, e.g. https://10.0.0.2:2379. Needs --public-address.", valueName: "url"))
     var cluster: String?
-    @Option(help: ArgumentHelp("With --cluster: where clients reach this relay (other relays send them here).", valueName: "host:port"))
+    @Option(help: ArgumentHelp("Where clients reach this relay's UDP port: with --cluster (other relays send them here), and with --web behind a NAT, a port forward or a proxy (browsers are told it).", valueName: "host:port"))
     var publicAddress: String?
     @Option(help: ArgumentHelp("With --cluster: this relay's region, for tokens that ask for one (\"region\" claim).", valueName: "name"))
     var region: String?
@@ -108,7 +108,8 @@ struct ServeCommand: ParsableCommand {
         let adminSettings = try AdminSettings.resolve(layers)
         let webSettings = try WebSettings.resolve(layers)
         configuration.acceptsBrowsers = webSettings.address != nil
-        let clusterSettings = try ClusterSettings.resolve(layers)
+        configuration.browserCandidate = try ClusterSettings.publicAddress(layers)
+        let clusterSettings = try ClusterSettings.resolve(layers, acceptsBrowsers: configuration.acceptsBrowsers)
 
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in

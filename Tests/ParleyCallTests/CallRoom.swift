@@ -12,6 +12,9 @@ import ParleyRelay
 import ParleySecurity
 import ParleyWire
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A relay on 127.0.0.1 (in this process, real UDP), optionally behind the impairment
 /// proxy, and a `CallSession` per talker of a `Conversation`, each fed its track in real
@@ -51,7 +54,11 @@ final class CallRoom: @unchecked Sendable {
         self.endToEnd = endToEnd
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-call-\(room)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        relay = try Self.startRelay(port: 0, secret: secret, relayKey: insecure ? nil : relayKey, acceptsBrowsers: acceptsBrowsers)
+        // A browser behind the proxy must be told the proxy's address as the relay's ICE
+        // candidate (`--public-address`, as behind a NAT), so the proxy's port is chosen first.
+        let proxyPort = scenario != nil && acceptsBrowsers ? try Self.freeUDPPort() : 0
+        relay = try Self.startRelay(port: 0, secret: secret, relayKey: insecure ? nil : relayKey, acceptsBrowsers: acceptsBrowsers,
+                                    browserCandidate: proxyPort == 0 ? nil : HostAndPort(host: "127.0.0.1", port: proxyPort))
         relayPort = relay.localAddress.port!
         admin = try startAdmin()
         if tap { self.tap = SpoofingFront(relayPort: relayPort, capture: true) }
@@ -61,15 +68,17 @@ final class CallRoom: @unchecked Sendable {
             try await group.next().submit { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, -11) }.get()
             proxyGroup = group
             let configuration = ImpairmentProxy.Configuration(
-                listen: try SocketAddress(ipAddress: "127.0.0.1", port: 0), relay: relay.localAddress,
+                listen: try SocketAddress(ipAddress: "127.0.0.1", port: proxyPort), relay: relay.localAddress,
                 up: scenario.up, down: scenario.down, seed: seed)
             proxy = try await ImpairmentProxy.start(configuration, on: group.next()).get()
         }
     }
 
-    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey?, host: String = "127.0.0.1", acceptsBrowsers: Bool = false) throws -> Relay {
+    static func startRelay(port: Int, secret: TokenSecret, relayKey: RelayKey?, host: String = "127.0.0.1", acceptsBrowsers: Bool = false,
+                           browserCandidate: HostAndPort? = nil) throws -> Relay {
         var configuration = RelayConfiguration()
         configuration.acceptsBrowsers = acceptsBrowsers
+        configuration.browserCandidate = browserCandidate
         configuration.insecure = relayKey == nil
         configuration.listen = HostAndPort(host: host, port: port)
         configuration.threads = 1
@@ -86,6 +95,23 @@ final class CallRoom: @unchecked Sendable {
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(thread), -11)
         }
         return relay
+    }
+
+    /// A UDP port on 127.0.0.1 free a moment ago (the system's next ephemeral ports come
+    /// after it, so another test taking it in between is unlikely).
+    static func freeUDPPort() throws -> Int {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard socket >= 0 else { throw SocketAddressError.unsupported }
+        defer { Glibc.close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+        }
+        guard bound else { throw SocketAddressError.unsupported }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// The relay's admin port on a free port, when the room has an admin token.

@@ -22,6 +22,16 @@ struct ClusterConfigurationTests {
         #expect(try Self.resolve([:]) == nil, "no --cluster: a relay on its own")
     }
 
+    /// A relay on its own behind a NAT or a port forward, serving browsers: public-address is
+    /// what it tells them (their ICE candidate), and needs no cluster.
+    @Test func aRelayForBrowsersBehindANATNamesItsPublicAddressWithoutACluster() throws {
+        let layers = ConfigurationLayers(flags: ["public-address": "198.51.100.7:17800", "web": "0.0.0.0:8443"], environment: [:], file: nil)
+        #expect(try ClusterSettings.resolve(layers, acceptsBrowsers: true) == nil)
+        #expect(try ClusterSettings.publicAddress(layers) == HostAndPort(host: "198.51.100.7", port: 17800))
+        let wildcard = ConfigurationLayers(flags: ["public-address": "0.0.0.0:7800"], environment: [:], file: nil)
+        #expect(throws: ConfigurationError.self) { try ClusterSettings.publicAddress(wildcard) }
+    }
+
     /// The files of a store reached over TLS, made by a real etcd's set-up; the settings take
     /// them once they read and fit together.
     @Test func aMemberOfAStoreBehindTLSNamesItsCAItsCertificateAndItsUser() async throws {

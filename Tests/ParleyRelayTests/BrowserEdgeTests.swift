@@ -75,6 +75,24 @@ extension RelayOverUDP {
             #expect(member.answer.contains("a=ice-lite"))
         }
 
+        /// A relay behind a NAT, a port forward or a proxy (`--public-address`): browsers are
+        /// told that address and port, not the one the relay listens on, nor the page's host.
+        @Test func anOperatorsPublicAddressIsTheBrowsersCandidate() throws {
+            let fixture = try RelayFixture.start {
+                $0.acceptsBrowsers = true
+                $0.browserCandidate = HostAndPort(host: "198.51.100.7", port: 17_800)
+            }
+            defer { fixture.stop() }
+            let offer = Self.offer(fingerprint: try DTLSContext().fingerprint)
+            guard case let .success(member) = fixture.relay.acceptBrowserOffer(
+                offer, token: fixture.token(room: "call", identity: "ada"), candidateHost: "127.0.0.1") else {
+                Issue.record("a valid offer was refused")
+                return
+            }
+            #expect(member.answer.contains("a=candidate:1 1 udp 2130706431 198.51.100.7 17800 typ host"), "\(member.answer)")
+            #expect(!member.answer.contains("2130706431 127.0.0.1"), "the listening address is still a candidate")
+        }
+
         // MARK: Media both ways
 
         /// A stand-in browser connected to the relay: its page, its socket, and its SRTP both ways.
