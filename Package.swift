@@ -19,6 +19,7 @@ let optimizedEvenInDebug: [SwiftSetting] = [.unsafeFlags(["-O"], .when(configura
 let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
 let nioPosix: Target.Dependency = .product(name: "NIOPosix", package: "swift-nio")
 let nioHTTP1: Target.Dependency = .product(name: "NIOHTTP1", package: "swift-nio")
+let nioWebSocket: Target.Dependency = .product(name: "NIOWebSocket", package: "swift-nio")
 let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
 let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 let metrics: Target.Dependency = .product(name: "Metrics", package: "swift-metrics")
@@ -100,8 +101,9 @@ let package = Package(
             name: "ParleyRelay",
             dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyWebRTC", "CParleyNet", nioCore, nioPosix, crypto, logging, metrics, prometheus, atomics]
         ),
-        // The relay's admin port: /metrics, /healthz and the admin API over HTTP, and its client.
-        .target(name: "ParleyAdmin", dependencies: ["ParleyRelay", "ParleyWire", "ParleyBasics", nioCore, nioPosix, nioHTTP1, logging]),
+        // The relay's admin port: /metrics, /healthz and the admin API over HTTP, and its client;
+        // the web port: the browser page, its offer (HTTP) and its signalling (a WebSocket).
+        .target(name: "ParleyAdmin", dependencies: ["ParleyRelay", "ParleyWire", "ParleyBasics", nioCore, nioPosix, nioHTTP1, nioWebSocket, logging]),
         // The cluster: etcd, the view of the relays and rooms, placement and the trunk plan; the
         // relay's `RoomPlacement`.
         .target(

@@ -98,6 +98,11 @@ final class AdminConnections: Sendable {
         channel.closeFuture.whenComplete { [self] _ in entries.withLock { _ = $0.removeValue(forKey: key) } }
     }
 
+    /// The connection became a WebSocket (the web port's signalling): no longer one of these.
+    func upgraded(_ channel: any Channel) {
+        entries.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(channel)) }
+    }
+
     func setWaiting(_ channel: any Channel, _ waiting: Bool) {
         entries.withLock { $0[ObjectIdentifier(channel)]?.waiting = waiting }
     }

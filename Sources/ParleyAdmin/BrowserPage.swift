@@ -4,7 +4,9 @@
 /// once, in the offer's Authorization header.
 ///
 /// It asks for the microphone with the browser's own echo cancellation, noise suppression and
-/// gain control, posts its offer (``BrowserWebServer``), plays the room, and shows the roster:
+/// gain control, posts its offer (``BrowserWebServer``), keeps the call's signalling socket
+/// open (``BrowserSignalling``: events pushed, requests answered; opened again after a break,
+/// from the last event it saw), plays the room, and shows the roster:
 /// each member's state (a moderator's mute named as such), and a level meter with "speaking"
 /// from the audio levels the browser measures (`getStats()`: its own microphone's
 /// `media-source`, each received SSRC's `inbound-rtp`, matched to the roster's SSRCs). It has
@@ -95,7 +97,7 @@ enum BrowserPage {
     const statusLine = $("status"), talkingLine = $("talking"), rosterList = $("roster"), messageList = $("messages");
     const muteButton = $("mute"), deafenButton = $("deafen"), pttButton = $("ptt"), leaveButton = $("leave");
     const volumeSlider = $("volume"), textInput = $("text"), sendButton = $("send-button"), roomAudio = $("room");
-    let resource = null, nextEvent = 0, ended = false, me = null, isModerator = false, track = null, pc = null;
+    let resource = null, ended = false, me = null, isModerator = false, track = null, pc = null;
     // What the person chose; the microphone goes out only when all of it allows.
     let muted = false, deafened = false, pushToTalk = false, talking = false, serverMuted = false;
     // identity → its row's elements, kept so an update never takes focus from a button in it.
@@ -222,19 +224,65 @@ enum BrowserPage {
       messageList.scrollTop = messageList.scrollHeight;
     }
 
-    async function poll() {
-      while (resource && !ended) {
-        try {
-          const response = await fetch(resource + "/events?after=" + nextEvent, { cache: "no-store" });
-          if (response.status === 404) { finish("The call ended. Reload the page to join again."); break; }
-          const answer = await response.json();
-          nextEvent = answer.next;
-          for (const event of answer.events) handle(event);
-        } catch (error) {
-          say("Lost the relay's web port (" + error.message + "); retrying…", true);
+    // The call's signalling: a WebSocket that proves itself with the call's key (offered as a
+    // subprotocol: never in a URL), the relay's events pushed on it, the page's requests
+    // answered on it. When it breaks, the call goes on; the page opens it again, asking from the
+    // last event it saw.
+    let signalKey = null, socket = null, nextEvent = 0, requestNumber = 0, retryDelay = 250, stateUnsent = false;
+    const replies = new Map();
+
+    function connect() {
+      if (ended || !resource) return;
+      const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + resource + "/signal?after=" + nextEvent;
+      const ws = new WebSocket(url, ["parley-signal.v1", "parley-key." + signalKey]);
+      socket = ws;
+      ws.onopen = () => {
+        if (ws !== socket) return;
+        if (retryDelay > 250) say(me ? "In the call as " + me + (isModerator ? ", a moderator." : ".") : "Connecting the audio…");
+        retryDelay = 250;
+        if (stateUnsent) sendState();
+      };
+      ws.onmessage = message => {
+        if (ws !== socket) return;
+        let event;
+        try { event = JSON.parse(message.data); } catch (error) { return; }
+        if (event.kind === "reply") {
+          const settle = replies.get(event.id);
+          replies.delete(event.id);
+          if (settle) settle(event);
+          return;
         }
-        await new Promise(resolve => setTimeout(resolve, 500));
-      }
+        if (typeof event.index === "number") nextEvent = event.index + 1;
+        handle(event);
+      };
+      ws.onclose = close => {
+        if (ws !== socket) return;
+        socket = null;
+        for (const settle of replies.values()) settle({ status: 0, error: "the connection to the relay broke; try again" });
+        replies.clear();
+        // 4001: this page opened a newer socket; after "ended" the call is over.
+        if (ended || close.code === 4001) return;
+        if (pc && (pc.connectionState === "failed" || pc.connectionState === "closed")) {
+          finish("The call ended: the relay stopped answering. Reload the page to join again.");
+          return;
+        }
+        say("Lost the connection to the relay's web port; trying again…", true);
+        setTimeout(connect, retryDelay);
+        retryDelay = Math.min(retryDelay * 2, 5000);
+      };
+    }
+
+    // A request to the relay, answered with { status, error } (statuses as HTTP's: 2xx done).
+    function request(body) {
+      return new Promise(resolve => {
+        if (!socket || socket.readyState !== WebSocket.OPEN) {
+          resolve({ status: 0, error: "the connection to the relay is down; trying again" });
+          return;
+        }
+        const id = ++requestNumber;
+        replies.set(id, resolve);
+        socket.send(JSON.stringify(Object.assign({ id: id }, body)));
+      });
     }
 
     function handle(event) {
@@ -254,6 +302,7 @@ enum BrowserPage {
       case "moderated": say(event.text); break;
       case "error": case "notice": say(event.text, true); break;
       case "ended": finish(event.text); break;
+      case "missed": addMessage("Parley", event.text, false); break;
       }
     }
 
@@ -269,20 +318,15 @@ enum BrowserPage {
 
     function micLive() { return !muted && !deafened && (!pushToTalk || talking); }
 
-    // The state goes to the relay one request at a time, the newest once the last is answered,
-    // so the room never sees an older state after a newer one.
-    let stateInFlight = false, stateWanted = null;
-    async function sendState() {
-      stateWanted = { muted: !micLive(), deafened: deafened };
-      if (stateInFlight || !resource) return;
-      stateInFlight = true;
-      while (stateWanted) {
-        const body = JSON.stringify(stateWanted);
-        stateWanted = null;
-        try { await fetch(resource + "/state", { method: "POST", headers: { "Content-Type": "application/json" }, body: body }); }
-        catch (error) { say("Could not tell the relay (" + error.message + ").", true); }
-      }
-      stateInFlight = false;
+    // The state goes to the relay as it changes, in order on the socket; a change made while
+    // the socket is down goes when it is back.
+    function sendState() {
+      stateUnsent = !socket || socket.readyState !== WebSocket.OPEN;
+      if (stateUnsent) return;
+      request({ type: "state", muted: !micLive(), deafened: deafened }).then(reply => {
+        if (reply.status === 0) stateUnsent = true;
+        else if (reply.status >= 400 && reply.status !== 409) say("Could not tell the relay: " + reply.error, true);
+      });
     }
 
     function apply() {
@@ -306,17 +350,13 @@ enum BrowserPage {
     }
 
     async function sendText(text) {
-      const response = await fetch(resource + "/text", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ text: text }) });
-      if (response.status === 204) return null;
-      return (await response.text()).trim();
+      const reply = await request({ type: "text", text: text });
+      return reply.status === 204 ? null : reply.error;
     }
 
     async function moderate(action, target) {
-      try {
-        const response = await fetch(resource + "/moderate", { method: "POST", headers: { "Content-Type": "application/json" },
-                                                               body: JSON.stringify({ action: action, target: target }) });
-        if (response.status !== 202) say("The relay refused: " + (await response.text()).trim(), true);
-      } catch (error) { say("Could not reach the relay (" + error.message + ").", true); }
+      const reply = await request({ type: "moderate", action: action, target: target });
+      if (reply.status !== 202) say((reply.status ? "The relay refused: " : "Not sent: ") + reply.error, true);
     }
 
     async function stats() {
@@ -367,9 +407,10 @@ enum BrowserPage {
         return;
       }
       resource = response.headers.get("Location");
+      signalKey = response.headers.get("Parley-Signal-Key");
       await pc.setRemoteDescription({ type: "answer", sdp: await response.text() });
       leaveButton.disabled = false;
-      poll();
+      connect();
       setInterval(() => measureLevels().catch(() => {}), 250);
       if (reportStats) setInterval(async () => console.log("parley-stats " + JSON.stringify(await stats())), 1000);
     }
@@ -381,19 +422,17 @@ enum BrowserPage {
     volumeSlider.setAttribute("aria-valuetext", "100 percent");
     volumeSlider.addEventListener("change", () => volumeSlider.setAttribute("aria-valuetext", volumeSlider.value + " percent"));
     leaveButton.addEventListener("click", async () => {
-      if (resource) await fetch(resource, { method: "DELETE" });
+      if (resource) await fetch(resource, { method: "DELETE", headers: { "Authorization": "Bearer " + signalKey } }).catch(() => {});
       finish("You left the call.");
     });
     $("send").addEventListener("submit", async event => {
       event.preventDefault();
       const text = textInput.value;
       if (!text.trim() || !resource) return;
-      try {
-        const problem = await sendText(text);
-        if (problem) { say("Not sent: " + problem, true); return; }
-        addMessage(me + " (you)", text, true);
-        textInput.value = "";
-      } catch (error) { say("Not sent: could not reach the relay (" + error.message + ").", true); }
+      const problem = await sendText(text);
+      if (problem) { say("Not sent: " + problem, true); return; }
+      addMessage(me + " (you)", text, true);
+      textInput.value = "";
     });
 
     // Keys act unless the person is typing; Space held talks while push-to-talk is on (and is

@@ -3,29 +3,29 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOWebSocket
 import ParleyBasics
 import ParleyRelay
 import ParleyWire
 
 /// The relay's web port, for people in a browser: the page (`GET /join`, ``BrowserPage``) and
-/// its signalling in the shape of WHIP (RFC 9725):
+/// its signalling, the offer in the shape of WHIP (RFC 9725):
 ///
 /// - `POST /whip` with the SDP offer (`application/sdp`) and `Authorization: Bearer <token>`:
-///   `201 Created`, the SDP answer, and `Location: /whip/<id>`; a token that does not verify is
-///   refused (401/403) before the relay keeps anything.
-/// - `GET /whip/<id>/events?after=N`: what the relay told the member since event N (joined,
-///   connected, the roster, texts, errors, ended) as JSON, and the next N.
-/// - `POST /whip/<id>/state` with `{"muted": true, "deafened": false}`: the mute, deafen and
-///   push-to-talk controls.
-/// - `POST /whip/<id>/text` with `{"text": "…"}`: a text for the room, as `parley`'s `say`.
-/// - `POST /whip/<id>/moderate` with `{"action": "server_mute", "target": "bob"}` (or
-///   `server_unmute`, `kick`): a moderator's request, which the relay checks against the
-///   member's token like any member's; its answer arrives as an event.
-/// - `DELETE /whip/<id>`: the page leaves.
+///   `201 Created`, the SDP answer, `Location: /whip/<id>`, and the call's signalling key in
+///   `Parley-Signal-Key`; a token that does not verify is refused (401/403) before the relay
+///   keeps anything.
+/// - `GET /whip/<id>/signal` upgraded to a WebSocket, the key in `Sec-WebSocket-Protocol`
+///   (``BrowserSignalling``): what the relay tells the member, pushed as it happens, and the
+///   page's requests (mute state, texts, moderation), answered on it.
+/// - `DELETE /whip/<id>` with `Authorization: Bearer <key>` (or the token the call was
+///   offered with, as a WHIP client sends): the page leaves.
 ///
-/// The id is 128 random bits only the page that posted the offer knows. Connections are
-/// limited as the admin port's are (``AdminConnections``). Serve it over HTTPS in front (a
-/// reverse proxy): browsers give the microphone only to secure origins, which 127.0.0.1 is.
+/// The id only names the call and may reach a proxy's log; the key proves the request is the
+/// page's, and travels only in headers. Connections are limited as the admin port's are
+/// (``AdminConnections``) until they become a signalling socket. Serve it over HTTPS in front
+/// (a reverse proxy that passes WebSockets): browsers give the microphone only to secure
+/// origins, which 127.0.0.1 is.
 public final class BrowserWebServer: Sendable {
     let channel: Channel
     private let group: MultiThreadedEventLoopGroup
@@ -43,11 +43,22 @@ public final class BrowserWebServer: Sendable {
                 .childChannelInitializer { [weak relay] channel in
                     connections.opened(channel)
                     return channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        try channel.pipeline.syncOperations.addHandler(BrowserWebHandler(relay: relay, connections: connections))
+                        // A signalling socket leaves the HTTP handler and the connection limit
+                        // for plain requests behind (at most one per member, which the proof bounds).
+                        let upgrade: NIOHTTPServerUpgradeConfiguration = (
+                            upgraders: [BrowserSignalling.upgrader(relay: relay)],
+                            completionHandler: { context in
+                                context.pipeline.removeHandler(name: BrowserWebHandler.name, promise: nil)
+                                connections.upgraded(context.channel)
+                            })
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withServerUpgrade: upgrade, withErrorHandling: true)
+                        try channel.pipeline.syncOperations.addHandler(BrowserWebHandler(relay: relay, connections: connections), name: BrowserWebHandler.name)
                     }
                 }
                 .childChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                // What a signalling socket may hold of events its page has not read yet.
+                .childChannelOption(.writeBufferWaterMark, value: .init(low: BrowserSignalling.writeBufferLowWater,
+                                                                          high: BrowserSignalling.writeBufferHighWater))
                 .bind(to: try address.socketAddress())
                 .wait()
             let server = BrowserWebServer(channel: channel, group: group)
@@ -68,16 +79,22 @@ public final class BrowserWebServer: Sendable {
 
     public var localAddress: SocketAddress? { channel.localAddress }
 
+    /// Stops listening and closes every connection. Called after the relay's shutdown: the
+    /// goodbyes it gave browser members are written to their sockets first (they wait on this
+    /// loop, in order), so a page hears that the relay went away, not only that it vanished.
     public func close() {
+        try? channel.eventLoop.submit {}.wait()
         try? channel.close().wait()
         try? group.syncShutdownGracefully()
     }
 }
 
 /// One connection of the web port: a request at a time, each answered from the relay.
-final class BrowserWebHandler: ChannelInboundHandler {
+final class BrowserWebHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
+
+    static let name = "parley-web"
 
     private weak var relay: Relay?
     private let exchange: HTTPExchange
@@ -131,48 +148,20 @@ final class BrowserWebHandler: ChannelInboundHandler {
                                 ("Referrer-Policy", "no-referrer")])
         case (.POST, 1, "whip"):
             acceptOffer(head: head, body: body, relay: relay, context: context)
-        case (.GET, 3, "whip") where segments[2] == "events":
-            guard let member = relay.browserMember(id: segments[1]) else { return gone(head: head, context: context) }
-            let after = Self.queryValue("after", in: query).flatMap(Int.init) ?? 0
-            let (events, next) = member.events(after: max(0, after))
-            let answer = EventsAnswer(next: next, events: events)
-            let json = (try? JSONEncoder().encode(answer)).map(Array.init) ?? Array("{}".utf8)
-            send(.ok, body: json, type: "application/json", head: head, context: context, extraHeaders: [("Cache-Control", "no-store")])
-        case (.POST, 3, "whip") where segments[2] == "state":
-            guard let member = relay.browserMember(id: segments[1]) else { return gone(head: head, context: context) }
-            guard let state = try? JSONDecoder().decode(StateRequest.self, from: Data(body)) else {
-                return send(.badRequest, text: "send {\"muted\": true or false, \"deafened\": true or false}", head: head, context: context)
-            }
-            if member.setState(muted: state.muted, deafened: state.deafened ?? false) {
-                send(.noContent, body: [], type: "text/plain", head: head, context: context)
-            } else {
-                send(.conflict, text: "the call is not connected yet", head: head, context: context)
-            }
-        case (.POST, 3, "whip") where segments[2] == "text":
-            guard let member = relay.browserMember(id: segments[1]) else { return gone(head: head, context: context) }
-            guard let request = try? JSONDecoder().decode(TextRequest.self, from: Data(body)) else {
-                return send(.badRequest, text: "send {\"text\": \"…\"}", head: head, context: context)
-            }
-            if let problem = member.say(request.text) {
-                send(.unprocessableEntity, text: problem, head: head, context: context)
-            } else {
-                send(.noContent, body: [], type: "text/plain", head: head, context: context)
-            }
-        case (.POST, 3, "whip") where segments[2] == "moderate":
-            guard let member = relay.browserMember(id: segments[1]) else { return gone(head: head, context: context) }
-            guard let request = try? JSONDecoder().decode(ModerationRequest.self, from: Data(body)),
-                  let action = ModerationRequest.actions[request.action] else {
-                return send(.badRequest, text: "send {\"action\": \"server_mute\", \"server_unmute\" or \"kick\", \"target\": identity}",
-                            head: head, context: context)
-            }
-            // Whether this member may is the relay's decision (its token), answered as an event.
-            switch member.moderate(action, target: request.target, reason: request.reason ?? "") {
-            case .sent: send(.accepted, body: [], type: "text/plain", head: head, context: context)
-            case .notConnected: send(.conflict, text: "the call is not connected yet", head: head, context: context)
-            case let .refused(problem): send(.unprocessableEntity, text: problem, head: head, context: context)
+        case (.GET, 3, "whip") where segments[2] == "signal":
+            // An upgrade the socket refused, or no upgrade at all: say which.
+            switch BrowserSignalling.admit(head, relay: relay) {
+            case let .failure(refusal):
+                send(refusal.status, text: refusal.message, head: head, context: context)
+            case .success:
+                send(.upgradeRequired, text: "the call's signalling is a WebSocket", head: head, context: context,
+                     extraHeaders: [("Upgrade", "websocket")])
             }
         case (.DELETE, 2, "whip"):
             guard let member = relay.browserMember(id: segments[1]) else { return gone(head: head, context: context) }
+            guard let presented = Self.bearer(head), member.matchesSignallingKey(presented) || member.matchesToken(presented) else {
+                return send(.forbidden, text: "send the call's key (or its token) as Authorization: Bearer", head: head, context: context)
+            }
             member.leave()
             send(.ok, text: "left", head: head, context: context)
         default:
@@ -182,8 +171,7 @@ final class BrowserWebHandler: ChannelInboundHandler {
 
     /// WHIP's POST: the token from `Authorization: Bearer`, checked before the offer is read.
     private func acceptOffer(head: HTTPRequestHead, body: [UInt8], relay: Relay, context: ChannelHandlerContext) {
-        guard let authorization = head.headers.first(name: "Authorization"), authorization.lowercased().hasPrefix("bearer "),
-              case let token = authorization.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces), !token.isEmpty else {
+        guard let token = Self.bearer(head) else {
             return send(.unauthorized, text: "send the invite's token as Authorization: Bearer <token>", head: head, context: context,
                         extraHeaders: [("WWW-Authenticate", "Bearer")])
         }
@@ -204,36 +192,19 @@ final class BrowserWebHandler: ChannelInboundHandler {
             send(HTTPResponseStatus(statusCode: refusal.status), text: refusal.message, head: head, context: context)
         case let .success(member):
             send(.created, body: Array(member.answer.utf8), type: "application/sdp", head: head, context: context,
-                 extraHeaders: [("Location", "/whip/\(member.id)"), ("Cache-Control", "no-store")])
+                 extraHeaders: [("Location", "/whip/\(member.id)"), ("Parley-Signal-Key", member.signallingKey), ("Cache-Control", "no-store")])
         }
+    }
+
+    /// The credential of `Authorization: Bearer <credential>`, if there is one.
+    static func bearer(_ head: HTTPRequestHead) -> String? {
+        guard let authorization = head.headers.first(name: "Authorization"), authorization.lowercased().hasPrefix("bearer ") else { return nil }
+        let credential = authorization.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+        return credential.isEmpty ? nil : credential
     }
 
     private func gone(head: HTTPRequestHead, context: ChannelHandlerContext) {
         send(.notFound, text: "no such call: it ended, or never started; reload the page to join again", head: head, context: context)
-    }
-
-    struct EventsAnswer: Encodable {
-        let next: Int
-        let events: [BrowserPageEvent]
-    }
-
-    struct StateRequest: Decodable {
-        let muted: Bool
-        let deafened: Bool?
-    }
-
-    struct TextRequest: Decodable {
-        let text: String
-    }
-
-    struct ModerationRequest: Decodable {
-        let action: String
-        let target: String
-        let reason: String?
-
-        /// What a page may ask, by the words the relay's metrics and logs use for them.
-        static let actions: [String: ControlMessage.ModerationAction] = Dictionary(
-            uniqueKeysWithValues: [ControlMessage.ModerationAction.serverMute, .serverUnmute, .kick].map { ($0.label, $0) })
     }
 
     static func queryValue(_ name: String, in query: String) -> String? {

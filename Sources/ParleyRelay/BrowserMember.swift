@@ -1,3 +1,4 @@
+import Crypto
 import ParleyWebRTC
 import ParleyWire
 import Synchronization
@@ -12,16 +13,23 @@ import Synchronization
 ///
 /// What the relay tells the member (joined, rosters, texts, moderation answers, goodbye)
 /// arrives here as the same control messages a `parley` client gets, through its transport
-/// (``BrowserTransport/seal(_:into:nowNanoseconds:)``), and waits as ``BrowserPageEvent``s
-/// until the page asks for them (``events(after:)``). The page's requests (its muted state,
-/// leave) go to the loop as the control messages a `parley` client sends (``submit(_:)``).
-/// The page's signalling is reliable (HTTP), so the relay's reliable messages count as
-/// acknowledged once they are here; their sequence numbers wait for the loop's tick
-/// (``takeAcknowledgements()``).
+/// (``BrowserTransport/seal(_:into:nowNanoseconds:)``), and is kept as numbered
+/// ``BrowserPageEvent``s (a bounded log, ``events(after:limit:)``) for the page's signalling
+/// socket, which is woken as each arrives (``listen(_:)``) and sends them in order; a socket
+/// that comes back after a break asks from the number it last saw. The page's requests (its
+/// muted state, texts, moderation, leave) go to the loop as the control messages a `parley`
+/// client sends (``submit(_:)``). The page's signalling is reliable (TCP), so the relay's
+/// reliable messages count as acknowledged once they are here; their sequence numbers wait for
+/// the loop's tick (``takeAcknowledgements()``).
 public final class BrowserMember: Sendable {
-    /// Names the member in the signalling's URLs: 128 random bits, known only to whoever
-    /// posted the offer.
+    /// Names the member in the signalling's paths (the WHIP resource, its socket): 128 random
+    /// bits. Not a secret: paths reach proxies' logs. What proves a request is the page's is
+    /// the call's signalling key (``matchesSignallingKey(_:)``).
     public let id: String
+    /// The call's signalling key (256 random bits), handed to the page in the offer's answer
+    /// and never put in a path: whoever presents it is the page that posted the offer.
+    public let signallingKey: String
+    private let signallingKeyDigest: [UInt8]
     public let identity: String
     public let room: String
     /// The SSRC the browser's microphone sends with (from its offer).
@@ -38,9 +46,17 @@ public final class BrowserMember: Sendable {
     let createdNanoseconds: UInt64
 
     private struct State {
+        /// The latest events, oldest first, each numbered (``BrowserPageEvent/index``); the
+        /// roster is not among them but kept apart, the latest only, so however many texts
+        /// follow it a page that comes back is never left without one.
         var events: [BrowserPageEvent] = []
-        /// The index of `events[0]` among all events the member was given.
-        var firstIndex = 0
+        var latestRoster: BrowserPageEvent?
+        /// The number the next event gets.
+        var nextIndex = 0
+        /// The highest number dropped from `events` to keep it bounded (-1: none).
+        var droppedThrough = -1
+        /// The page's signalling socket, woken when an event arrives.
+        var listener: (any BrowserPageListener)?
         var roster = RosterAssembler()
         var isEnded = false
         var leg: BrowserLeg?
@@ -62,9 +78,11 @@ public final class BrowserMember: Sendable {
     static let maximumQueuedEvents = 256
     static let maximumCheckedAddresses = 8
 
-    init(id: String, token: AccessToken, tokenText: String, offer: WebRTCOffer, ssrc: UInt32, transport: WebRTCAnswer.Transport,
+    init(id: String, signallingKey: String, token: AccessToken, tokenText: String, offer: WebRTCOffer, ssrc: UInt32, transport: WebRTCAnswer.Transport,
          allowRED: Bool, nowNanoseconds: UInt64) {
         self.id = id
+        self.signallingKey = signallingKey
+        signallingKeyDigest = Array(SHA256.hash(data: Array(signallingKey.utf8)))
         identity = token.identity
         room = token.room
         self.ssrc = ssrc
@@ -90,14 +108,56 @@ public final class BrowserMember: Sendable {
         WebRTCAnswer.answer(offer, transport: transport, version: 1, outgoing: [:], allowRED: allowRED, receivesUnsignalled: true).text
     }
 
-    /// The events from index `after` on, and the index to ask from next time. Events older
-    /// than the queue keeps are gone; the roster is always the latest.
-    public func events(after index: Int) -> (events: [BrowserPageEvent], next: Int) {
+    /// Up to `limit` events numbered `index` or later, oldest first, and the number to ask from
+    /// next time. If events from `index` on were dropped to keep the log bounded (a page away
+    /// longer than the log lasts), a "missed" event comes first; the roster is always the latest.
+    public func events(after index: Int, limit: Int = .max) -> (events: [BrowserPageEvent], next: Int) {
         state.withLock { state in
-            let start = max(index, state.firstIndex) - state.firstIndex
-            let next = state.firstIndex + state.events.count
-            guard start < state.events.count else { return ([], next) }
-            return (Array(state.events[start...]), next)
+            var found = state.events.filter { $0.index! >= index }
+            if let roster = state.latestRoster, roster.index! >= index {
+                found.insert(roster, at: found.firstIndex { $0.index! > roster.index! } ?? found.endIndex)
+            }
+            if found.count > limit { found.removeLast(found.count - limit) }
+            let next = found.last.map { $0.index! + 1 } ?? max(index, state.nextIndex)
+            if index <= state.droppedThrough {
+                found.insert(BrowserPageEvent(kind: "missed", text: "some of the room's messages could not be kept while this page was away"), at: 0)
+            }
+            return (found, next)
+        }
+    }
+
+    /// Whether `presented` is the call's signalling key, in time that does not depend on where
+    /// they differ (both are hashed first, so neither does it depend on the length).
+    public func matchesSignallingKey(_ presented: some StringProtocol) -> Bool {
+        Self.sameDigest(signallingKeyDigest, Array(SHA256.hash(data: Array(presented.utf8))))
+    }
+
+    /// Whether `presented` is the token the member joined with, compared as the key is.
+    public func matchesToken(_ presented: some StringProtocol) -> Bool {
+        Self.sameDigest(Array(SHA256.hash(data: Array(token.utf8))), Array(SHA256.hash(data: Array(presented.utf8))))
+    }
+
+    private static func sameDigest(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+
+    /// The page's signalling socket: woken from now on when an event arrives. One at a time: a
+    /// newer socket of the page (it came back after a break) replaces the older, which is told.
+    public func listen(_ listener: any BrowserPageListener) {
+        let previous = state.withLock { state in
+            defer { state.listener = listener }
+            return state.listener
+        }
+        if let previous, previous !== listener { previous.replaced() }
+    }
+
+    /// The socket closed: nothing more is woken (the call goes on; the log keeps what arrives).
+    public func stopListening(_ listener: any BrowserPageListener) {
+        state.withLock { state in
+            if state.listener === listener { state.listener = nil }
         }
     }
 
@@ -157,15 +217,23 @@ public final class BrowserMember: Sendable {
     }
 
     func append(_ event: BrowserPageEvent) {
-        state.withLock { state in
-            guard !state.isEnded else { return }
+        let listener = state.withLock { state -> (any BrowserPageListener)? in
+            guard !state.isEnded else { return nil }
             if event.kind == "ended" { state.isEnded = true }
-            state.events.append(event)
-            if state.events.count > Self.maximumQueuedEvents {
-                state.events.removeFirst()
-                state.firstIndex += 1
+            var numbered = event
+            numbered.index = state.nextIndex
+            state.nextIndex += 1
+            if event.kind == "roster" {
+                state.latestRoster = numbered
+            } else {
+                state.events.append(numbered)
+                if state.events.count > Self.maximumQueuedEvents {
+                    state.droppedThrough = state.events.removeFirst().index!
+                }
             }
+            return state.listener
         }
+        listener?.eventsArrived()
     }
 
     /// The call will not be (or is no longer): the page is told why, once, and the member lets
@@ -277,8 +345,12 @@ public struct BrowserPageEvent: Sendable, Hashable, Encodable {
     }
 
     /// "joined", "connected", "roster", "text", "error", "notice" (a moderation request
-    /// refused), "moderated" (one done) or "ended".
+    /// refused), "moderated" (one done), "ended", or "missed" (events dropped while the page
+    /// was away).
     public var kind: String
+    /// Its number among the member's events, which a page that comes back asks from; none on
+    /// "missed".
+    public var index: Int?
     public var identity: String?
     public var room: String?
     public var text: String?
@@ -295,6 +367,15 @@ public struct BrowserPageEvent: Sendable, Hashable, Encodable {
         self.roster = roster
         self.moderator = moderator
     }
+}
+
+/// The page's signalling socket, as the member sees it. Called on whichever thread appended
+/// the event or opened the newer socket: hand it on, do not block.
+public protocol BrowserPageListener: AnyObject, Sendable {
+    /// Events arrived: ask ``BrowserMember/events(after:limit:)`` for them.
+    func eventsArrived()
+    /// Another socket of the page took over from this one.
+    func replaced()
 }
 
 /// What a browser member's page asks of the loop its leg lives on, from any thread; carried

@@ -4,8 +4,8 @@ import ParleyWire
 
 /// Browser members' signalling, as the web port asks it (the shape of WHIP, RFC 9725): an SDP
 /// offer with the member's token is answered with the relay's SDP answer, or refused before
-/// anything is kept; the page then asks for what the relay tells it and says what it wants
-/// through its ``BrowserMember``.
+/// anything is kept; the page then hears what the relay tells it and says what it wants
+/// through its ``BrowserMember`` (the web port's signalling socket).
 extension Relay {
     static func makeBrowserEdge() throws -> BrowserEdge {
         do {
@@ -70,7 +70,7 @@ extension Relay {
         let transport = WebRTCAnswer.Transport(
             iceUsernameFragment: Self.randomICEText(count: 8), icePassword: Self.randomICEText(count: 24), fingerprint: edge.dtls.fingerprint,
             candidateAddress: host, candidatePort: udpPort, sessionID: UInt64.random(in: 1...(1 << 62)))
-        let member = BrowserMember(id: Self.randomToken(bytes: 16), token: claims, tokenText: token, offer: offer, ssrc: ssrc,
+        let member = BrowserMember(id: Self.randomToken(bytes: 16), signallingKey: Self.randomToken(bytes: 32), token: claims, tokenText: token, offer: offer, ssrc: ssrc,
                                    transport: transport, allowRED: offer.redPayloadType != nil, nowNanoseconds: MonotonicClock.now())
         if let refusal = edge.offers.register(member, now: MonotonicClock.now()) {
             return .failure(BrowserOfferRefusal(status: 429, message: refusal))
@@ -91,7 +91,7 @@ extension Relay {
         return host == "0.0.0.0" || host == "::" || host.isEmpty ? nil : host
     }
 
-    /// Random bytes as base64url, for ids in URLs.
+    /// Random bytes as base64url (letters, digits, `-` and `_`: safe in a path and in a header).
     static func randomToken(bytes count: Int) -> String {
         var generator = SystemRandomNumberGenerator()
         return Base64URL.encode((0..<count).map { _ in UInt8.random(in: 0 ... 255, using: &generator) })

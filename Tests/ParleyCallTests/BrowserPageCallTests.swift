@@ -56,6 +56,19 @@ struct BrowserPageCallTests {
             let seesBob = try page.waitFor("[...document.querySelectorAll('#roster .who')].some(e => e.textContent === 'bob')", seconds: 20)
             #expect(seesBob, "the page's roster never showed bob: \(page.shown("#roster"))")
 
+            // How long a roster change takes to show: bob mutes and unmutes at the terminal, and
+            // the page notes (by the machine's clock, which the test reads too) when his row first
+            // says so. The relay pushes the roster as it changes; the page used to ask twice a
+            // second, which alone cost 0 to 500 ms, 250 on average.
+            let rosterDelays = try await Self.rosterDelays(page: page, of: bob, toggles: 6)
+            let sortedDelays = rosterDelays.sorted()
+            print("browser page: a roster change reached the page in \(sortedDelays.map { String(format: "%.0f", $0) }.joined(separator: ", ")) ms")
+            #expect(sortedDelays.count == 6, "the page did not show every one of bob's mute changes: \(sortedDelays)")
+            if !sortedDelays.isEmpty {
+                #expect(sortedDelays[sortedDelays.count / 2] < 150,
+                        "a roster change took \(sortedDelays[sortedDelays.count / 2]) ms (median) to reach the page, not well under the 500 ms of the old polling")
+            }
+
             // Mute with the mouse, unmute with the M key; bob's recording of ada says which was which.
             try await Task.sleep(for: .seconds(3))
             try page.click("#mute")
@@ -142,6 +155,40 @@ struct BrowserPageCallTests {
             #expect(voiceBefore >= 50, "bob heard only \(Double(voiceBefore) * 0.02) s of ada before she muted")
             #expect(voiceAfter >= 100, "bob heard only \(Double(voiceAfter) * 0.02) s of ada after she unmuted")
         }
+    }
+
+    /// Bob's mute toggled `toggles` times from the terminal; for each, the milliseconds from the
+    /// toggle to the moment bob's row on the page first shows it (a MutationObserver in the page
+    /// stamps it with `Date.now()`, the clock `Date()` reads here). Misses are left out.
+    static func rosterDelays(page: ChromiumDevTools, of bob: CallSession, toggles: Int) async throws -> [Double] {
+        _ = try page.evaluate("""
+            (() => { window.parleyRosterSeen = null; window.parleyRosterWanted = null;
+              const row = () => [...document.querySelectorAll('#roster li')].find(e => e.querySelector('.who').textContent === 'bob');
+              new MutationObserver(() => {
+                const shown = row(), wanted = window.parleyRosterWanted;
+                if (!shown || wanted === null || window.parleyRosterSeen !== null) return;
+                if ((shown.querySelector('.state').textContent === 'muted') === wanted) window.parleyRosterSeen = Date.now();
+              }).observe(document.getElementById('roster'), { subtree: true, childList: true, characterData: true });
+              return true; })()
+            """)
+        var delays: [Double] = []
+        for toggle in 0..<toggles {
+            let muting = toggle % 2 == 0
+            _ = try page.evaluate("window.parleyRosterSeen = null; window.parleyRosterWanted = \(muting); true")
+            // Off the page's old half-second rhythm, so no toggle lines up with it.
+            try await Task.sleep(for: .milliseconds(300 + 137 * toggle))
+            let start = Date().timeIntervalSince1970 * 1_000
+            _ = bob.perform(muting ? .mute : .unmute)
+            let deadline = Date().addingTimeInterval(3)
+            var seen: Double?
+            while Date() < deadline, seen == nil {
+                try await Task.sleep(for: .milliseconds(50))
+                seen = ChromiumDevTools.number(try page.evaluate("window.parleyRosterSeen"))
+            }
+            if let seen { delays.append(seen - start) }
+        }
+        _ = try page.evaluate("window.parleyRosterWanted = null; true")
+        return delays
     }
 
     static func waitUntil(seconds: Double, _ condition: () -> Bool) async -> Bool {

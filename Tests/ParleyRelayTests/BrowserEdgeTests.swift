@@ -133,7 +133,7 @@ extension RelayOverUDP {
         }
 
         /// A browser member that left is freed, with its DTLS connection and SRTP contexts, even
-        /// while its page is still held (the web port keeps it while the page asks for events).
+        /// while its page is still held (its signalling socket keeps it as long as it is open).
         @Test func aBrowserMemberThatLeftIsFreedWithItsDTLSAndSRTP() throws {
             let fixture = try Self.browserRelay()
             defer { fixture.stop() }
