@@ -84,10 +84,11 @@ public final class BrowserMember: Sendable {
 
     // MARK: The page's side
 
-    /// The SDP answer to the page's offer. The section the browser sends on also receives, with
-    /// no SSRC named: the room's voices arrive on it as the browser's unsignalled streams.
+    /// The SDP answer to the page's offer: its slots, each one other member's voice at a time
+    /// with no SSRC named (``BrowserReceivers`` marks each copy with its slot's MID), and its
+    /// sending section, which also receives the voices beyond its slots.
     public var answer: String {
-        WebRTCAnswer.answer(offer, transport: transport, version: 1, outgoing: [:], allowRED: allowRED, receivesUnsignalled: true).text
+        WebRTCAnswer.answer(offer, transport: transport, version: 1, allowRED: allowRED).text
     }
 
     /// The events from index `after` on, and the index to ask from next time. Events older
