@@ -19,11 +19,11 @@
 /// `textContent`; the roster is updated in place, so a focused button keeps its focus. It says
 /// plainly when the microphone is refused or the connection does not come up (UDP blocked).
 /// With `&stats=1` in the fragment it writes its reception statistics to the console once a
-/// second (the browser tests read them from Chromium's log).
+/// second (the browser tests read them from Chromium's log); `&slots=N` offers fewer slots.
 enum BrowserPage {
     /// Receivers the page offers besides its microphone: each other member's voice plays on one
-    /// of its own, with its own volume, until more than this many talk at once (then the rest
-    /// share the microphone's section, at the room's volume).
+    /// of its own, with its own volume; members who arrive while this many others are in the
+    /// room share the microphone's section instead, at the room's volume.
     static let receiverSlots = 16
 
     /// Scripts and styles from this page only, inline; media and connections to this origin.
@@ -100,10 +100,11 @@ enum BrowserPage {
     </main>
     <script>
     "use strict";
-    const receiverSlots = \#(receiverSlots);
     const fragment = new URLSearchParams(location.hash.slice(1));
     const token = fragment.get("token");
     const reportStats = fragment.get("stats") === "1";
+    // `&slots=N` in the fragment offers fewer slots (the browser tests fill them with a few members).
+    const receiverSlots = Math.min(\#(receiverSlots), Math.max(1, Math.floor(Number(fragment.get("slots")) || \#(receiverSlots))));
     const $ = id => document.getElementById(id);
     const statusLine = $("status"), talkingLine = $("talking"), rosterList = $("roster"), messageList = $("messages");
     const muteButton = $("mute"), deafenButton = $("deafen"), pttButton = $("ptt"), leaveButton = $("leave");
@@ -116,8 +117,8 @@ enum BrowserPage {
     let roster = [];
     // SSRC → [audio level 0…1, when it was measured], from getStats().
     const levels = new Map();
-    // SSRC → [audio level 0…1, when it was played]: the level the speaker's client wrote in its
-    // packets (getSynchronizationSources()), which no volume here changes.
+    // SSRC → [audio level 0…1, when it was seen, its RTP timestamp]: the level the speaker's
+    // client wrote in its packets (getSynchronizationSources()), which no volume here changes.
     const sentLevels = new Map();
     // The receivers: mid → its <audio>; the microphone's section is the shared one (roomAudio),
     // which plays the voices beyond the slots.
@@ -283,7 +284,11 @@ enum BrowserPage {
       });
       for (const transceiver of pc.getTransceivers()) {
         for (const source of transceiver.receiver.getSynchronizationSources()) {
-          if (source.audioLevel !== undefined && now - source.timestamp < 1000) sentLevels.set(source.source, [source.audioLevel, now]);
+          // Listed for 10 s after its last packet: fresh only while its RTP timestamp moves.
+          const previous = sentLevels.get(source.source);
+          if (source.audioLevel !== undefined && (!previous || previous[2] !== source.rtpTimestamp)) {
+            sentLevels.set(source.source, [source.audioLevel, now, source.rtpTimestamp]);
+          }
         }
       }
       applyVolumes();

@@ -50,15 +50,12 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
     let page: BrowserMember
     /// The browser's payload types and extension ids against Parley's.
     let mapping: RTPPayloadMapping
-    /// Which slot (receiving section) each voice plays on at the browser; nil when it has none.
-    let receivers: BrowserReceivers?
     private(set) var inbound: SRTPContext?
     private(set) var outbound: SRTPContext?
 
     init(page: BrowserMember, mapping: RTPPayloadMapping) {
         self.page = page
         self.mapping = mapping
-        receivers = BrowserReceivers(offer: page.offer)
     }
 
     /// The handshake's keys; on the leg's loop, before the leg is active.
@@ -102,7 +99,7 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
     }
 
     func sealedSize(plaintextCount: Int) -> Int {
-        plaintextCount + (outbound?.profile.rtcpOverhead ?? 0) + (receivers == nil ? 0 : RTPMidStamp.maximumGrowth)
+        plaintextCount + (outbound?.profile.rtcpOverhead ?? 0) + (page.receivers == nil ? 0 : RTPMidStamp.maximumGrowth)
     }
 
     /// RTP and RTCP: copied into the send batch's slot, renumbered for the browser, its RTP
@@ -122,7 +119,7 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
         if kind == .rtp {
             if !mapping.toBrowser(UnsafeMutableRawBufferPointer(rebasing: output[0..<count])) { return 0 }
             // After the renumbering, which must not touch the MID element under the browser's id.
-            if let receivers {
+            if let receivers = page.receivers {
                 let room = UnsafeMutableRawBufferPointer(rebasing: output[0..<(output.count - outbound.profile.rtcpOverhead)])
                 guard let stamped = receivers.stamp(room, count: count, nowNanoseconds: nowNanoseconds) else { return 0 }
                 count = stamped

@@ -34,6 +34,8 @@ public final class BrowserMember: Sendable {
     let responder: ICELiteResponder
     let transport: WebRTCAnswer.Transport
     let offer: WebRTCOffer
+    /// Which slot (receiving section) each voice plays on at the browser; nil without slots.
+    let receivers: BrowserReceivers?
     let allowRED: Bool
     let createdNanoseconds: UInt64
 
@@ -78,6 +80,7 @@ public final class BrowserMember: Sendable {
                                      remoteUsernameFragment: offer.iceUsernameFragment)
         self.transport = transport
         self.offer = offer
+        receivers = BrowserReceivers(offer: offer)
         self.allowRED = allowRED
         createdNanoseconds = nowNanoseconds
     }
@@ -139,6 +142,7 @@ public final class BrowserMember: Sendable {
         case let .roster(page):
             let members = state.withLock { $0.roster.add(page) }
             guard let members else { return }
+            receivers?.rosterChanged(Set(members.map(\.ssrc)))
             event = BrowserPageEvent(kind: "roster", roster: members.map {
                 BrowserPageEvent.RosterEntry(identity: $0.identity, ssrc: $0.ssrc, state: $0.state.summary, serverMuted: $0.isServerMuted)
             })

@@ -3,32 +3,42 @@ import ParleyWire
 import Synchronization
 
 /// Which of a browser's slots (receiving sections, ``WebRTCOffer/slotMids``) carries which
-/// member's voice: the first packet of a voice takes a free slot, and keeps it while it goes on.
+/// member's voice, and which voices share the browser's sending section instead.
 ///
-/// A slot whose voice sent nothing for ``idleNanoseconds`` (it left, or is muted and sends
-/// nothing) is given to the next voice that needs one, the longest-silent first; until a slot
-/// is needed it stays with its voice, so a member who pauses comes back on the same track, at
-/// the volume the person chose for them. A voice that finds every slot busy has none (the
-/// caller plays it on the shared section) and takes one as soon as one frees. Nothing here
-/// comes from the network but an SSRC and our own clock; no arithmetic can overflow.
+/// A voice is placed by its first packet, and stays where it was placed while it is in the
+/// room: a free slot if there is one, else the shared section. It never moves, because the
+/// browser binds an SSRC to the section its first packets named (Chromium keeps delivering it
+/// to the stream it made there, whatever MID later packets carry). A slot frees when its voice
+/// leaves: when a roster that named it no longer does, or, for a voice no roster named (one the
+/// page never saw), when it sent nothing for ``unlistedIdleNanoseconds``. A freed slot goes to
+/// the next new voice; the browser plays that new SSRC on the same section as that slot's
+/// track. Nothing here comes from the network but SSRCs and our own clock; no arithmetic can
+/// overflow, and what is kept is bounded by the room's size.
 struct ReceiverSlots: Sendable {
-    /// How long a slot's voice must be silent before another voice may take the slot: longer
-    /// than a parley client's DTX gap (it sends at least every 400 ms while it is live), so
-    /// only a member that left, muted or deafened loses its slot.
-    static let idleNanoseconds: UInt64 = 3_000_000_000
+    enum Placement: Sendable, Hashable {
+        case slot(Int)
+        case shared
+    }
+
+    /// How long a voice no roster named keeps its slot after its last packet.
+    static let unlistedIdleNanoseconds: UInt64 = 10_000_000_000
+    /// Voices remembered on the shared section; beyond it a new voice is shared unremembered.
+    static let maximumSharedVoices = 1_024
 
     private(set) var holders: [UInt32?]
     private var lastHeard: [UInt64]
+    private var shared: Set<UInt32> = []
+    /// The SSRCs the latest roster named.
+    private var listed: Set<UInt32> = []
 
     init(count: Int) {
         holders = Array(repeating: nil, count: count)
         lastHeard = Array(repeating: 0, count: count)
     }
 
-    /// The slot `ssrc`'s packet goes on, or nil when every slot is busy.
-    mutating func slot(for ssrc: UInt32, nowNanoseconds now: UInt64) -> Int? {
+    /// Where `ssrc`'s packet goes.
+    mutating func placement(of ssrc: UInt32, nowNanoseconds now: UInt64) -> Placement {
         var free: Int?
-        var stalest: Int?
         for index in holders.indices {
             guard let holder = holders[index] else {
                 if free == nil { free = index }
@@ -36,21 +46,34 @@ struct ReceiverSlots: Sendable {
             }
             if holder == ssrc {
                 lastHeard[index] = max(lastHeard[index], now)
-                return index
+                return .slot(index)
             }
-            if now > lastHeard[index], now - lastHeard[index] >= Self.idleNanoseconds, stalest.map({ lastHeard[index] < lastHeard[$0] }) ?? true {
-                stalest = index
+            if free == nil, !listed.contains(holder), now > lastHeard[index], now - lastHeard[index] >= Self.unlistedIdleNanoseconds {
+                free = index
             }
         }
-        guard let chosen = free ?? stalest else { return nil }
-        holders[chosen] = ssrc
-        lastHeard[chosen] = now
-        return chosen
+        if shared.contains(ssrc) { return .shared }
+        guard let free else {
+            if shared.count < Self.maximumSharedVoices { shared.insert(ssrc) }
+            return .shared
+        }
+        holders[free] = ssrc
+        lastHeard[free] = now
+        return .slot(free)
+    }
+
+    /// The room's roster as the browser is told it: the voices it named before and no longer
+    /// does have left, and their places are free.
+    mutating func rosterChanged(_ ssrcs: Set<UInt32>) {
+        let left = listed.subtracting(ssrcs)
+        for index in holders.indices where holders[index].map(left.contains) == true { holders[index] = nil }
+        shared.subtract(left)
+        listed = ssrcs
     }
 }
 
 /// A browser's slots and how a copy for it says which one it is on: the MID of the slot its
-/// voice holds (or of the shared section when none is free), written into the copy's header
+/// voice holds (or of the shared section when it has none), written into the copy's header
 /// extension as the browser negotiated it (``RTPMidStamp``). Copies for one browser are written
 /// by several loops, so the slots are behind a lock; nothing here runs for any other kind of leg.
 final class BrowserReceivers: Sendable {
@@ -72,8 +95,13 @@ final class BrowserReceivers: Sendable {
         slots = Mutex(ReceiverSlots(count: slotElements.count))
     }
 
-    /// The slot each voice holds now (for tests and the page's roster).
+    /// The slot each voice holds now (for tests).
     var holders: [UInt32?] { slots.withLock { $0.holders } }
+
+    /// The roster the browser was just told: voices that left free their places.
+    func rosterChanged(_ ssrcs: Set<UInt32>) {
+        slots.withLock { $0.rosterChanged(ssrcs) }
+    }
 
     /// Writes the MID of the slot the RTP packet's voice is on into it, in place (it may grow
     /// up to `packet.count`); its new length, or nil when it must not be sent (no slot and no
@@ -81,8 +109,12 @@ final class BrowserReceivers: Sendable {
     func stamp(_ packet: UnsafeMutableRawBufferPointer, count: Int, nowNanoseconds: UInt64) -> Int? {
         guard count >= RTPHeader.fixedSize else { return nil }
         let ssrc = UInt32(bigEndian: packet.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
-        let slot = slots.withLock { $0.slot(for: ssrc, nowNanoseconds: nowNanoseconds) }
-        guard let element = slot.map({ slotElements[$0] }) ?? sharedElement else { return nil }
+        let element: [UInt8]?
+        switch slots.withLock({ $0.placement(of: ssrc, nowNanoseconds: nowNanoseconds) }) {
+        case let .slot(index): element = slotElements[index]
+        case .shared: element = sharedElement
+        }
+        guard let element else { return nil }
         return element.withUnsafeBytes { RTPMidStamp.stamp(packet, count: count, midElement: $0, keepingID: audioLevelID) }
     }
 }

@@ -148,9 +148,10 @@ struct BrowserPageCallTests {
     /// talking different speech, the page shows a level for each (and "speaking"), plays each
     /// on a slot of its own, and turning one member's volume to 0 (the slider on their row,
     /// with the keyboard) silences that member only in what the page plays, while their row
-    /// still shows them speaking. A member leaving and another joining reach the page without
-    /// the call being set up again. What the page plays is read per voice from `getStats()`:
-    /// the audio energy each voice played (after the page's volume), by the SSRC the roster names.
+    /// still shows them speaking. The page offers two slots here: when bob leaves and dee
+    /// joins, dee is given bob's slot (a new SSRC on that slot's MID) and plays at her own
+    /// volume, not the 0 bob had; the call is never set up again. What the page plays is read per voice from `getStats()`: the audio energy each
+    /// voice played (after the page's volume), by the SSRC the roster names.
     @Test(.enabled(if: chromium != nil, "Debian's chromium is not installed: run Scripts/bootstrap (CI does), or apt-get install chromium"),
           .timeLimit(.minutes(10)))
     func eachMemberHasTheirOwnLevelAndVolumeOnThePage() async throws {
@@ -163,7 +164,7 @@ struct BrowserPageCallTests {
             defer { web.close() }
             // Each talker's turns end to end, over and over: each talks all the time.
             func talking(_ talker: String) throws -> String {
-                let path = room.directory + "/\(talker)-talking.wav"
+                let path = room.directory + "/\(talker)-talking-\(UUID().uuidString).wav"
                 let writer = try WAVFileWriter(path: path)
                 let turns = conversation.turns.filter { $0.talker == talker }.map { Array(conversation.tracks[talker]![$0.range]) }
                 var samples = 0
@@ -174,7 +175,7 @@ struct BrowserPageCallTests {
                 return path
             }
             let page = try ChromiumDevTools(
-                chromium: Self.chromium!, url: "http://127.0.0.1:\(web.localAddress!.port!)/join#token=\(room.token("ada"))",
+                chromium: Self.chromium!, url: "http://127.0.0.1:\(web.localAddress!.port!)/join#token=\(room.token("ada"))&slots=2",
                 speech: try talking("ada"), directory: room.directory)
             defer { page.stop() }
             try page.attach()
@@ -261,20 +262,32 @@ struct BrowserPageCallTests {
             #expect((bobBack["bob"] ?? 0) > loud.bob * 0.3, "bob's volume back at 100 did not bring him back: \(bobBack["bob"] ?? -1) against \(loud.bob)")
             #expect(levelsSilenced["bob"]?.speaking == true, "with his volume at 0 the page no longer shows bob speaking: the meter must show him, not what plays")
 
-            // Bob leaves and dee joins: dee plays on a slot, with no new offer and no new call.
+            // Bob, turned down to nothing again, leaves, and dee joins: she gets the slot bob left
+            // and plays at her own volume.
+            try page.click("#roster input[aria-label='Volume of bob']")
+            try page.key("Home", code: "Home", keyCode: 36)
             bob.0.stop()
             _ = await bob.1.value
             let dee = try start("ada", as: "dee")
             let seesDee = try page.waitFor("[...document.querySelectorAll('#roster .who')].some(e => e.textContent === 'dee')", seconds: 20)
             #expect(seesDee, "the page's roster never showed dee: \(page.shown("#roster"))")
-            try await Task.sleep(for: .seconds(3))
+            let deadline = Date().addingTimeInterval(15)
+            var deeSlot: String?
+            while Date() < deadline {
+                deeSlot = try voices()["dee"]?.slot
+                if deeSlot != nil, deeSlot == bobSlot { break }
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            #expect(deeSlot != nil && deeSlot == bobSlot, "dee never took bob's slot \(bobSlot ?? "none"); she is on \(deeSlot ?? "none")")
+            try await Task.sleep(for: .seconds(1))
             let afterChange = try await played(over: 4)
             // The page's one offer stands: its session version is the first one's, its state connected.
             let connection = try page.evaluate("pc.connectionState + ' ' + pc.localDescription.sdp.split('\\r\\n')[1].split(' ')[2]") as? String ?? ""
-            print("browser voices: after bob left and dee joined the page played \(afterChange); its connection and offer version: \(connection)")
-            #expect((afterChange["dee"] ?? 0) > 0.001 && (afterChange["cy"] ?? 0) > 0.001, "the page did not play dee and cy after bob left and dee joined: \(afterChange)")
+            print("browser voices: after bob left and dee joined the page played \(afterChange), dee on slot \(deeSlot ?? "none"); "
+                + "its connection and offer version: \(connection)")
+            #expect((afterChange["dee"] ?? 0) > loud.cy * 0.3, "dee, on the slot bob had at volume 0, is not heard at her own volume: \(afterChange)")
+            #expect((afterChange["cy"] ?? 0) > loud.cy * 0.3, "cy is no longer heard after bob left and dee joined: \(afterChange)")
             #expect(connection == "connected 2", "the call was set up again, or is down: \(connection)")
-            #expect(try voices()["dee"]?.slot != try voices()["cy"]?.slot, "dee plays on cy's slot")
 
             for (session, task) in [cy, dee] {
                 session.stop()

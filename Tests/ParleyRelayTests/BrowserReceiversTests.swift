@@ -4,66 +4,82 @@ import ParleyWire
 import Testing
 @testable import ParleyRelay
 
-/// How a browser's slots are given out: each voice keeps its slot while it talks or pauses,
-/// a slot goes to another voice only once its own has been silent for a while and a voice
-/// needs it, the voices beyond the slots share the sending section, and every copy carries
-/// the MID of where its voice is.
+/// How a browser's slots are given out: each voice keeps where its first packet put it (a
+/// browser binds an SSRC to that section) while it is in the room, a slot frees when the
+/// roster says its voice left, the voices beyond the slots share the sending section, and
+/// every copy carries the MID of where its voice is.
 @Suite("Browser receiver slots")
 struct BrowserReceiversTests {
     static let second: UInt64 = 1_000_000_000
 
-    @Test func voicesTakeFreeSlotsAndKeepThem() {
+    @Test func voicesTakeFreeSlotsAndKeepThemTheRestShare() {
         var slots = ReceiverSlots(count: 2)
-        #expect(slots.slot(for: 100, nowNanoseconds: 1) == 0)
-        #expect(slots.slot(for: 200, nowNanoseconds: 2) == 1)
-        #expect(slots.slot(for: 100, nowNanoseconds: 3) == 0)
-        #expect(slots.slot(for: 300, nowNanoseconds: 4) == nil, "both slots are busy: the third voice has none")
-        // Long after, a slot still held by a voice that paused is its own while no one needs it.
-        #expect(slots.slot(for: 200, nowNanoseconds: 60 * Self.second) == 1)
+        slots.rosterChanged([100, 200, 300])
+        #expect(slots.placement(of: 100, nowNanoseconds: 1) == .slot(0))
+        #expect(slots.placement(of: 200, nowNanoseconds: 2) == .slot(1))
+        #expect(slots.placement(of: 100, nowNanoseconds: 3) == .slot(0))
+        #expect(slots.placement(of: 300, nowNanoseconds: 4) == .shared, "both slots are busy: the third voice shares")
+        // Long after, a voice that paused is where it was.
+        #expect(slots.placement(of: 200, nowNanoseconds: 600 * Self.second) == .slot(1))
     }
 
-    @Test func aSilentVoiceGivesItsSlotToOneThatNeedsIt() {
+    @Test func aVoiceThatLeftFreesItsSlotForTheNextNewVoiceAndNoVoiceMoves() {
         var slots = ReceiverSlots(count: 2)
-        _ = slots.slot(for: 100, nowNanoseconds: 1 * Self.second)
-        _ = slots.slot(for: 200, nowNanoseconds: 2 * Self.second)
-        _ = slots.slot(for: 100, nowNanoseconds: 3 * Self.second)
-        // 200 has been silent 2 s: not long enough.
-        #expect(slots.slot(for: 300, nowNanoseconds: 4 * Self.second) == nil)
-        // Now 200 has been silent longer than the idle time, 100 not: 300 takes 200's slot.
-        let later = 2 * Self.second + ReceiverSlots.idleNanoseconds
-        _ = slots.slot(for: 100, nowNanoseconds: later)
-        #expect(slots.slot(for: 300, nowNanoseconds: later) == 1)
-        #expect(slots.holders == [100, 300])
-        // And 200, back, has none until one idles.
-        #expect(slots.slot(for: 200, nowNanoseconds: later + 1) == nil)
+        slots.rosterChanged([100, 200, 300])
+        _ = slots.placement(of: 100, nowNanoseconds: 1)
+        _ = slots.placement(of: 200, nowNanoseconds: 2)
+        #expect(slots.placement(of: 300, nowNanoseconds: 3) == .shared)
+        // 200 leaves; 400 joins. 300 stays shared (its browser stream is bound there); 400 takes the slot.
+        slots.rosterChanged([100, 300, 400])
+        #expect(slots.holders == [100, nil])
+        #expect(slots.placement(of: 300, nowNanoseconds: 4) == .shared)
+        #expect(slots.placement(of: 400, nowNanoseconds: 5) == .slot(1))
+        // 300 leaves the shared section; if it came back (a new member with its SSRC) it is new.
+        slots.rosterChanged([100, 400])
+        slots.rosterChanged([100, 300, 400])
+        #expect(slots.placement(of: 300, nowNanoseconds: 6) == .shared, "no slot is free")
     }
 
-    @Test func theLongestSilentSlotGoesFirst() {
-        var slots = ReceiverSlots(count: 3)
-        _ = slots.slot(for: 1, nowNanoseconds: 3 * Self.second)
-        _ = slots.slot(for: 2, nowNanoseconds: 1 * Self.second)
-        _ = slots.slot(for: 3, nowNanoseconds: 2 * Self.second)
-        #expect(slots.slot(for: 4, nowNanoseconds: 100 * Self.second) == 1)
-        #expect(slots.slot(for: 5, nowNanoseconds: 100 * Self.second) == 2)
-        #expect(slots.slot(for: 6, nowNanoseconds: 100 * Self.second) == 0)
-    }
-
-    @Test func aClockReadEarlierOnAnotherLoopNeitherTrapsNorFreesASlot() {
+    @Test func aVoiceNoRosterNamedYetKeepsItsSlotThroughRosterChanges() {
         var slots = ReceiverSlots(count: 1)
-        _ = slots.slot(for: 1, nowNanoseconds: 10 * Self.second)
-        #expect(slots.slot(for: 2, nowNanoseconds: 0) == nil)
-        #expect(slots.slot(for: 1, nowNanoseconds: 0) == 0)
-        #expect(slots.slot(for: 2, nowNanoseconds: .max) == 0)
+        slots.rosterChanged([1])
+        // 7's packets arrive before a roster names it: a roster without it is no departure.
+        #expect(slots.placement(of: 7, nowNanoseconds: 1) == .slot(0))
+        slots.rosterChanged([1])
+        #expect(slots.placement(of: 7, nowNanoseconds: 2) == .slot(0))
+        slots.rosterChanged([1, 7])
+        slots.rosterChanged([1])
+        #expect(slots.holders == [nil])
     }
 
-    @Test func randomTrafficNeverGivesOneSlotToTwoVoicesOrOneVoiceTwoSlots() {
+    @Test func aSlotOfAVoiceNoRosterNamedFreesAfterItsSilence() {
+        var slots = ReceiverSlots(count: 1)
+        _ = slots.placement(of: 7, nowNanoseconds: Self.second)
+        #expect(slots.placement(of: 8, nowNanoseconds: 2 * Self.second) == .shared)
+        #expect(slots.placement(of: 9, nowNanoseconds: Self.second + ReceiverSlots.unlistedIdleNanoseconds) == .slot(0))
+        // A clock read earlier on another loop neither traps nor frees anything.
+        #expect(slots.placement(of: 10, nowNanoseconds: 0) == .shared)
+        #expect(slots.placement(of: 9, nowNanoseconds: 0) == .slot(0))
+    }
+
+    @Test func randomTrafficNeverGivesOneSlotToTwoVoicesNorMovesAVoice() {
         var rng = SplitMix64(seed: 0x534C_4F54)
         var slots = ReceiverSlots(count: 4)
         var now: UInt64 = 0
+        var placed: [UInt32: ReceiverSlots.Placement] = [:]
+        var roster: Set<UInt32> = []
         for _ in 0..<20_000 {
-            now += UInt64.random(in: 0...(Self.second / 2), using: &rng)
-            let ssrc = UInt32.random(in: 0...9, using: &rng)
-            if let slot = slots.slot(for: ssrc, nowNanoseconds: now) { #expect(slots.holders[slot] == ssrc) }
+            now += UInt64.random(in: 0...Self.second, using: &rng)
+            if UInt8.random(in: 0...50, using: &rng) == 0 {
+                roster = Set((0..<UInt32.random(in: 0...8, using: &rng)).map { _ in UInt32.random(in: 0...11, using: &rng) })
+                for left in Set(placed.keys).subtracting(roster) { placed[left] = nil }
+                slots.rosterChanged(roster)
+            }
+            let ssrc = UInt32.random(in: 0...11, using: &rng)
+            let placement = slots.placement(of: ssrc, nowNanoseconds: now)
+            if case let .slot(index) = placement { #expect(slots.holders[index] == ssrc) }
+            if roster.contains(ssrc), let before = placed[ssrc] { #expect(before == placement, "a voice in the room moved") }
+            if roster.contains(ssrc) { placed[ssrc] = placement }
             let held = slots.holders.compactMap { $0 }
             #expect(Set(held).count == held.count)
         }
@@ -106,14 +122,15 @@ struct BrowserReceiversTests {
 
     @Test func eachCopyCarriesItsSlotsMidAndTheRestShareTheSendingSection() throws {
         let receivers = try #require(BrowserReceivers(offer: Self.offer()))
+        receivers.rosterChanged([10, 20, 30, 40])
         #expect(try Self.mid(receivers, ssrc: 10, at: 1) == "a")
         #expect(try Self.mid(receivers, ssrc: 20, at: 2) == "b")
         #expect(try Self.mid(receivers, ssrc: 10, at: 3) == "a")
         #expect(try Self.mid(receivers, ssrc: 30, at: 4) == "0", "a third voice plays on the shared section")
-        // 20 left; after the idle time 30 moves onto its slot.
-        let later = 2 + ReceiverSlots.idleNanoseconds
-        #expect(try Self.mid(receivers, ssrc: 10, at: later) == "a")
-        #expect(try Self.mid(receivers, ssrc: 30, at: later) == "b")
+        // 20 leaves: 40, new, takes its slot; 30 stays shared.
+        receivers.rosterChanged([10, 30, 40])
+        #expect(try Self.mid(receivers, ssrc: 40, at: 5) == "b")
+        #expect(try Self.mid(receivers, ssrc: 30, at: 6) == "0")
     }
 
     @Test func withoutASharedSectionAVoiceBeyondTheSlotsIsNotSent() throws {
