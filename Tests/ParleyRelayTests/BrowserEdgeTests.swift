@@ -16,7 +16,20 @@ extension RelayOverUDP {
     @Suite("Browser members")
     struct BrowserEdgeTests {
         /// A relay that takes browsers, and a stand-in browser's offer for `identity`.
-        static func offer(fingerprint: CertificateFingerprint, ssrc: UInt32 = 1111) -> String {
+        /// `slots`: recvonly sections besides the microphone's, with the MID extension, as the page offers.
+        static func offer(fingerprint: CertificateFingerprint, ssrc: UInt32 = 1111, slots: Int = 0) -> String {
+            guard slots > 0 else { return microphoneOffer(fingerprint: fingerprint, ssrc: ssrc) }
+            let mids = (1...slots).map(String.init)
+            let slotSections = mids.map { mid in
+                "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:\(mid)\r\na=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r\na=recvonly\r\na=rtcp-mux\r\na=rtpmap:111 opus/48000/2\r\n"
+            }.joined()
+            return microphoneOffer(fingerprint: fingerprint, ssrc: ssrc)
+                .replacingOccurrences(of: "a=group:BUNDLE 0\r\n", with: "a=group:BUNDLE 0 \(mids.joined(separator: " "))\r\n")
+                .replacingOccurrences(of: "a=sendrecv\r\n", with: "a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r\na=sendrecv\r\n")
+                + slotSections
+        }
+
+        static func microphoneOffer(fingerprint: CertificateFingerprint, ssrc: UInt32) -> String {
             """
             v=0\r
             o=- 4611731400430051336 2 IN IP4 127.0.0.1\r
@@ -136,11 +149,11 @@ extension RelayOverUDP {
 
             /// Offer, ICE check, DTLS handshake, as Chromium does them; `client` is the socket the
             /// browser speaks from (a new one unless given).
-            static func connect(to fixture: RelayFixture, identity: String, room: String, ssrc: UInt32 = 1111,
+            static func connect(to fixture: RelayFixture, identity: String, room: String, ssrc: UInt32 = 1111, slots: Int = 0,
                                 from client: TestClient? = nil, handshakeSeconds: Double = 15, isModerator: Bool = false) throws -> ConnectedBrowser {
                 let browserContext = try DTLSContext()
                 guard case let .success(page) = fixture.relay.acceptBrowserOffer(
-                    BrowserEdgeTests.offer(fingerprint: browserContext.fingerprint, ssrc: ssrc),
+                    BrowserEdgeTests.offer(fingerprint: browserContext.fingerprint, ssrc: ssrc, slots: slots),
                     token: fixture.token(room: room, identity: identity, isModerator: isModerator),
                     candidateHost: "127.0.0.1") else {
                     throw BrowserEdgeFailure("the offer was refused")
@@ -188,6 +201,25 @@ extension RelayOverUDP {
                 client.send(Array(packet.prefix(protected)))
             }
 
+            /// The RTP the relay sent the browser within `timeout`, opened: the sender's SSRC (from
+            /// the payload) and the MID the copy carries (extension id 4).
+            func receiveMids(count: Int, timeout: Double) -> [(ssrc: UInt32, mid: String?)] {
+                var heard: [(ssrc: UInt32, mid: String?)] = []
+                let until = now() + timeout
+                while heard.count < count, now() < until {
+                    guard var datagram = client.receiveRaw(timeout: 0.2), datagram.withUnsafeBytes({ PacketKind($0) }) == .rtp else { continue }
+                    let size = datagram.count
+                    guard case let .success(opened) = datagram.withUnsafeMutableBytes({ inbound.unprotect($0, count: size, rtcp: false) }) else { continue }
+                    let packet = Array(datagram.prefix(opened))
+                    guard let origin = origin(ofMedia: packet) else { continue }
+                    let mid = packet.withUnsafeBytes { raw in
+                        (try? RTPPacketView(parsing: raw))?.headerExtensionElements.first { $0.id == 4 }.map { String(decoding: $0.data, as: UTF8.self) }
+                    }
+                    heard.append((origin.ssrc, mid))
+                }
+                return heard
+            }
+
             /// The RTP the relay sent the browser within `timeout`, opened: (ssrc, sequence, payload).
             func receiveRTP(count: Int, timeout: Double) -> [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] {
                 var heard: [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] = []
@@ -209,6 +241,49 @@ extension RelayOverUDP {
         struct BrowserEdgeFailure: Error, CustomStringConvertible {
             let description: String
             init(_ description: String) { self.description = description }
+        }
+
+        /// A browser that offers slots hears each member on a slot of their own, marked with its
+        /// MID over the real SRTP path; a member beyond the slots on the shared section; and a
+        /// member who joins after one left, on the slot that member had.
+        @Test func eachMemberReachesTheBrowserOnASlotOfTheirOwn() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call", slots: 2)
+            let answer = try SessionDescription(parsing: connected.page.answer)
+            #expect(answer.media.map(\.direction) == [.sendrecv, .sendonly, .sendonly])
+            let bob = try fixture.member("bob", room: "call")
+            let cy = try fixture.member("cy", room: "call")
+            let dee = try fixture.member("dee", room: "call")
+            #expect(bob.waitForRoster(["ada", "bob", "cy", "dee"]))
+            func mids(_ members: [TestClient], from sequence: UInt16) -> [UInt32: Set<String>] {
+                for offset in 0..<5 as Range<UInt16> { for member in members { member.sendRTP(sequence: sequence + offset) } }
+                var byVoice: [UInt32: Set<String>] = [:]
+                for heard in connected.receiveMids(count: 5 * members.count, timeout: 2) { byVoice[heard.ssrc, default: []].insert(heard.mid ?? "none") }
+                return byVoice
+            }
+            // One at a time, so which voice comes first is known.
+            #expect(mids([bob], from: 0) == [bob.ssrc: ["1"]])
+            #expect(mids([cy], from: 0) == [cy.ssrc: ["2"]])
+            #expect(mids([dee], from: 0) == [dee.ssrc: ["0"]], "a third voice shares the microphone's section")
+            #expect(mids([bob, cy, dee], from: 5) == [bob.ssrc: ["1"], cy.ssrc: ["2"], dee.ssrc: ["0"]], "a voice moved")
+
+            // Bob leaves; eve joins and gets his slot; dee stays where the browser bound her.
+            bob.send(ControlMessage(sequence: bob.takeSequence(), isReliable: true, body: .leave(.init())))
+            let eve = try fixture.member("eve", room: "call")
+            #expect(cy.waitForRoster(["ada", "cy", "dee", "eve"]))
+            // The page's roster (which frees the slot) reaches the browser member on its loop.
+            #expect(Self.waitUntil(seconds: 2) { connected.page.events(after: 0).events.last { $0.kind == "roster" }?.roster?.contains { $0.identity == "bob" } == false })
+            #expect(mids([eve, dee, cy], from: 20) == [eve.ssrc: ["1"], cy.ssrc: ["2"], dee.ssrc: ["0"]])
+        }
+
+        static func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
+            let deadline = now() + seconds
+            while now() < deadline {
+                if condition() { return true }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            return condition()
         }
 
         @Test func aBrowserAndAMemberHearEachOtherThroughTheRoom() throws {
