@@ -103,7 +103,8 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
     }
 
     /// RTP and RTCP: copied into the send batch's slot, renumbered for the browser, its RTP
-    /// marked with the MID of the slot its voice plays on, protected in place. A control message goes to the page instead (0 bytes for the socket). A packet the
+    /// marked with the MID of the slot its voice plays on (``BrowserReceivers``), protected in
+    /// place. A control message goes to the page instead (0 bytes for the socket). A packet the
     /// outbound context refuses (a sequence number it already protected for that SSRC, or an
     /// SSRC beyond its streams) is dropped: 0 bytes, and the leg goes on.
     func seal(_ packet: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, nowNanoseconds: UInt64) -> Int {

@@ -202,7 +202,7 @@ struct BrowserPageCallTests {
                 for voice in list {
                     guard let identity = voice["identity"] as? String else { continue }
                     let energy = ChromiumDevTools.number(voice["totalAudioEnergy"]) ?? 0
-                    // A voice that moved between slots has a stream on each: count them all.
+                    // Summed, should the browser ever keep two streams for one voice.
                     result[identity] = ((result[identity]?.energy ?? 0) + energy, voice["slot"] as? String)
                 }
                 return result

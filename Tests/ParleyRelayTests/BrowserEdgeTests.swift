@@ -19,7 +19,7 @@ extension RelayOverUDP {
         /// `slots`: recvonly sections besides the microphone's, with the MID extension, as the page offers.
         static func offer(fingerprint: CertificateFingerprint, ssrc: UInt32 = 1111, slots: Int = 0) -> String {
             guard slots > 0 else { return microphoneOffer(fingerprint: fingerprint, ssrc: ssrc) }
-            let mids = (1...slots).map(String.init)
+            let mids = (1...slots).map { String($0) }
             let slotSections = mids.map { mid in
                 "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:\(mid)\r\na=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r\na=recvonly\r\na=rtcp-mux\r\na=rtpmap:111 opus/48000/2\r\n"
             }.joined()

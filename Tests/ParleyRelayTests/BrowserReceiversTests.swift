@@ -121,7 +121,7 @@ struct BrowserReceiversTests {
     }
 
     @Test func eachCopyCarriesItsSlotsMidAndTheRestShareTheSendingSection() throws {
-        let receivers = try #require(BrowserReceivers(offer: Self.offer()))
+        let receivers = try #require(BrowserReceivers(offer: try Self.offer()))
         receivers.rosterChanged([10, 20, 30, 40])
         #expect(try Self.mid(receivers, ssrc: 10, at: 1) == "a")
         #expect(try Self.mid(receivers, ssrc: 20, at: 2) == "b")
@@ -134,7 +134,7 @@ struct BrowserReceiversTests {
     }
 
     @Test func withoutASharedSectionAVoiceBeyondTheSlotsIsNotSent() throws {
-        let receivers = try #require(BrowserReceivers(offer: Self.offer(sendingReceives: false)))
+        let receivers = try #require(BrowserReceivers(offer: try Self.offer(sendingReceives: false)))
         #expect(try Self.mid(receivers, ssrc: 10, at: 1) == "a")
         #expect(try Self.mid(receivers, ssrc: 20, at: 1) == "b")
         #expect(try Self.mid(receivers, ssrc: 30, at: 1) == nil)
