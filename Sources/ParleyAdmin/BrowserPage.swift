@@ -4,21 +4,30 @@
 /// once, in the offer's Authorization header.
 ///
 /// It asks for the microphone with the browser's own echo cancellation, noise suppression and
-/// gain control, posts its offer (``BrowserWebServer``), keeps the call's signalling socket
-/// open (``BrowserSignalling``: events pushed, requests answered; opened again after a break,
-/// from the last event it saw), plays the room, and shows the roster:
-/// each member's state (a moderator's mute named as such), and a level meter with "speaking"
-/// from the audio levels the browser measures (`getStats()`: its own microphone's
-/// `media-source`, each received SSRC's `inbound-rtp`, matched to the roster's SSRCs). It has
-/// mute (M), deafen (D), push-to-talk (a toggle; Space held talks, and the page says when it is
-/// on and when it is talking), a volume for the room, the room's texts (a log and a form), and,
+/// gain control, posts its offer (``BrowserWebServer``) with its microphone and
+/// ``receiverSlots`` receivers besides (each plays one other member at a time, as the relay's
+/// MID in each packet says), keeps the call's signalling socket open (``BrowserSignalling``:
+/// events pushed, requests answered; opened again after a break, from the last event it saw),
+/// plays each slot as its own track, and shows the roster: each member's state (a moderator's
+/// mute named as such), a level meter with "speaking" from the audio levels the browser
+/// measures (its own microphone's `media-source`; for the others, the level each packet
+/// carries, from `getSynchronizationSources()`, else `getStats()`'s `inbound-rtp`, matched to
+/// the roster's SSRCs), and a volume for each other member, applied to whichever slot carries
+/// that member's SSRC now (`inbound-rtp`'s `mid`). It has mute (M), deafen (D), push-to-talk
+/// (a toggle; Space held talks, and the page says when it is on and when it is talking), a
+/// volume for the room, the room's texts (a log and a form), and,
 /// when the token makes the member a moderator, server-mute and kick for each other member (the
 /// relay checks the token, never the page). Every string from the network is put in with
 /// `textContent`; the roster is updated in place, so a focused button keeps its focus. It says
 /// plainly when the microphone is refused or the connection does not come up (UDP blocked).
 /// With `&stats=1` in the fragment it writes its reception statistics to the console once a
-/// second (the browser tests read them from Chromium's log).
+/// second (the browser tests read them from Chromium's log); `&slots=N` offers fewer slots.
 enum BrowserPage {
+    /// Receivers the page offers besides its microphone: each other member's voice plays on one
+    /// of its own, with its own volume; members who arrive while this many others are in the
+    /// room share the microphone's section instead, at the room's volume.
+    static let receiverSlots = 16
+
     /// Scripts and styles from this page only, inline; media and connections to this origin.
     static let contentSecurityPolicy =
         "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; media-src 'self' blob: mediastream:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -48,6 +57,8 @@ enum BrowserPage {
       meter { width: 7rem; height: .9rem; }
       .actions { grid-column: 1 / -1; display: flex; flex-wrap: wrap; gap: .4rem; align-items: center; }
       .actions button { font-size: .9rem; padding: .25rem .7rem; }
+      .actions label { font-size: .9rem; display: flex; align-items: center; gap: .3rem; }
+      .actions input[type=range] { width: 8rem; }
       #messages { max-height: 14rem; overflow-y: auto; border: 1px solid #ccc; border-radius: .4rem; background: #fff; padding: .3rem .6rem; min-height: 2.5rem; }
       #messages li { padding: .15rem 0; overflow-wrap: anywhere; }
       #messages .sender { font-weight: 600; }
@@ -87,12 +98,15 @@ enum BrowserPage {
         <button id="send-button" type="submit" disabled>Send</button>
       </form>
       <audio id="room" autoplay></audio>
+      <div id="voices" hidden></div>
     </main>
     <script>
     "use strict";
     const fragment = new URLSearchParams(location.hash.slice(1));
     const token = fragment.get("token");
     const reportStats = fragment.get("stats") === "1";
+    // `&slots=N` in the fragment offers fewer slots (the browser tests fill them with a few members).
+    const receiverSlots = Math.min(\#(receiverSlots), Math.max(1, Math.floor(Number(fragment.get("slots")) || \#(receiverSlots))));
     const $ = id => document.getElementById(id);
     const statusLine = $("status"), talkingLine = $("talking"), rosterList = $("roster"), messageList = $("messages");
     const muteButton = $("mute"), deafenButton = $("deafen"), pttButton = $("ptt"), leaveButton = $("leave");
@@ -105,6 +119,17 @@ enum BrowserPage {
     let roster = [];
     // SSRC → [audio level 0…1, when it was measured], from getStats().
     const levels = new Map();
+    // SSRC → [audio level 0…1, when it was seen, its RTP timestamp]: the level the speaker's
+    // client wrote in its packets (getSynchronizationSources()), which no volume here changes.
+    const sentLevels = new Map();
+    // The receivers: mid → its <audio>; the microphone's section is the shared one (roomAudio),
+    // which plays the voices beyond the slots.
+    const players = new Map();
+    let sharedMid = null;
+    // SSRC → { mid, at }: the slot each voice arrived on last, and when; "SSRC/mid" → packets.
+    const arrivals = new Map(), packetCounts = new Map();
+    // identity → volume 0…1, as the person set it on that member's row.
+    const volumes = new Map();
 
     function say(text, problem) {
       statusLine.textContent = text;
@@ -127,6 +152,20 @@ enum BrowserPage {
       const head = element("div");
       head.append(row.name, " ", row.state);
       row.item.append(head, row.meter, row.actions);
+      if (member.identity !== me) {
+        // The voice's own volume: it follows the member to whichever slot carries them.
+        row.volume = element("input", { type: "range", min: 0, max: 100, value: Math.round((volumes.get(member.identity) ?? 1) * 100) });
+        row.volume.setAttribute("aria-label", "Volume of " + member.identity);
+        row.volume.setAttribute("aria-valuetext", row.volume.value + " percent");
+        row.volume.addEventListener("input", () => {
+          volumes.set(member.identity, Number(row.volume.value) / 100);
+          row.volume.setAttribute("aria-valuetext", row.volume.value + " percent");
+          applyVolumes();
+        });
+        const label = element("label");
+        label.append("Volume", row.volume);
+        row.actions.append(label);
+      }
       if (member.identity !== me && isModerator) {
         row.serverMute = element("button", { type: "button" });
         row.serverMute.addEventListener("click", () => moderate(row.serverMuted ? "server_unmute" : "server_mute", member.identity));
@@ -183,9 +222,7 @@ enum BrowserPage {
       for (const member of roster) {
         const row = rows.get(member.identity);
         if (!row) continue;
-        let level = 0;
-        if (member.identity === me) level = micLive() ? (levels.get("mine") || [0, 0])[0] : 0;
-        else { const entry = levels.get(member.ssrc); if (entry && now - entry[1] < 1500) level = entry[0]; }
+        const level = member.identity === me ? (micLive() ? (levels.get("mine") || [0, 0])[0] : 0) : levelOf(member.ssrc, now);
         const speaking = level > 0.03 && member.state === "live" && !member.serverMuted;
         let words;
         if (member.serverMuted) words = "muted by a moderator";
@@ -198,17 +235,65 @@ enum BrowserPage {
       }
     }
 
+    // A voice's level as its speaker sends it, whatever volume it plays at here: the level in its
+    // packets, else what plays divided by the volume it plays at.
+    function levelOf(ssrc, now) {
+      const sent = sentLevels.get(ssrc);
+      if (sent && now - sent[1] < 1000) return sent[0];
+      const entry = levels.get(ssrc), arrival = arrivals.get(ssrc);
+      if (!entry || now - entry[1] >= 1500) return 0;
+      const player = arrival && players.get(arrival.mid);
+      const gain = player ? (player.muted ? 0 : player.volume) : 1;
+      return gain >= 0.05 ? Math.min(1, entry[0] / gain) : 0;
+    }
+
+    // The slot a voice plays on is the one its packets arrived on last.
+    function slotOf(ssrc) { const arrival = arrivals.get(ssrc); return arrival ? arrival.mid : null; }
+
+    // Each slot plays at the volume chosen for the member it carries now, times the room's;
+    // the shared section at the room's. Deafened, nothing plays.
+    function applyVolumes() {
+      const room = Number(volumeSlider.value) / 100;
+      const latest = new Map();
+      for (const [ssrc, arrival] of arrivals) {
+        const best = latest.get(arrival.mid);
+        if (!best || arrival.at > best.at) latest.set(arrival.mid, { ssrc: ssrc, at: arrival.at });
+      }
+      for (const [mid, player] of players) {
+        let volume = room;
+        const current = latest.get(mid);
+        const member = current && mid !== sharedMid ? roster.find(entry => entry.ssrc === current.ssrc) : null;
+        if (member) volume *= volumes.get(member.identity) ?? 1;
+        if (player.volume !== volume) player.volume = volume;
+        player.muted = deafened;
+      }
+    }
+
     async function measureLevels() {
       if (!pc) return;
       const now = performance.now();
       (await pc.getStats()).forEach(entry => {
         if (entry.type === "media-source" && entry.kind === "audio" && entry.audioLevel !== undefined) levels.set("mine", [entry.audioLevel, now]);
-        if (entry.type === "inbound-rtp" && entry.kind === "audio" && entry.audioLevel !== undefined) {
-          const previous = levels.get(entry.ssrc);
-          // A stream that stopped keeps its last level in getStats(): count it only while packets arrive.
-          if (!previous || previous[2] !== entry.packetsReceived) levels.set(entry.ssrc, [entry.audioLevel, now, entry.packetsReceived]);
+        if (entry.type === "inbound-rtp" && entry.kind === "audio") {
+          // A stream that stopped keeps its last figures in getStats() (so does a voice's old
+          // stream on a slot it left): count it only while packets arrive.
+          const key = entry.ssrc + "/" + entry.mid;
+          if (packetCounts.get(key) === entry.packetsReceived) return;
+          packetCounts.set(key, entry.packetsReceived);
+          arrivals.set(entry.ssrc, { mid: entry.mid, at: now });
+          if (entry.audioLevel !== undefined) levels.set(entry.ssrc, [entry.audioLevel, now]);
         }
       });
+      for (const transceiver of pc.getTransceivers()) {
+        for (const source of transceiver.receiver.getSynchronizationSources()) {
+          // Listed for 10 s after its last packet: fresh only while its RTP timestamp moves.
+          const previous = sentLevels.get(source.source);
+          if (source.audioLevel !== undefined && (!previous || previous[2] !== source.rtpTimestamp)) {
+            sentLevels.set(source.source, [source.audioLevel, now, source.rtpTimestamp]);
+          }
+        }
+      }
+      applyVolumes();
       showLevels();
     }
 
@@ -331,7 +416,7 @@ enum BrowserPage {
 
     function apply() {
       if (track) track.enabled = micLive();
-      roomAudio.muted = deafened;
+      applyVolumes();
       muteButton.setAttribute("aria-pressed", String(muted));
       muteButton.textContent = muted ? "Unmute" : "Mute";
       deafenButton.setAttribute("aria-pressed", String(deafened));
@@ -375,6 +460,21 @@ enum BrowserPage {
     }
     window.parleyStats = stats;
 
+    // Each voice as the page plays it, for the browser tests: its SSRC, the slot it arrived on,
+    // the audio energy played so far (after the volume set here) and what its packets say.
+    window.parleyVoices = async () => {
+      const voices = [];
+      if (!pc) return voices;
+      (await pc.getStats()).forEach(entry => {
+        if (entry.type !== "inbound-rtp" || entry.kind !== "audio") return;
+        const member = roster.find(item => item.ssrc === entry.ssrc);
+        voices.push({ ssrc: entry.ssrc, identity: member ? member.identity : null, mid: entry.mid || null, slot: slotOf(entry.ssrc),
+                      packetsReceived: entry.packetsReceived || 0, totalAudioEnergy: entry.totalAudioEnergy || 0,
+                      totalSamplesDuration: entry.totalSamplesDuration || 0, level: levelOf(entry.ssrc, performance.now()) });
+      });
+      return voices;
+    };
+
     async function join() {
       if (!token) { say("This link has no token. Open the invite link you were given, all of it.", true); return; }
       let stream;
@@ -386,10 +486,21 @@ enum BrowserPage {
       }
       track = stream.getAudioTracks()[0];
       pc = new RTCPeerConnection({ bundlePolicy: "max-bundle", rtcpMuxPolicy: "require" });
-      pc.addTransceiver(track, { direction: "sendrecv", streams: [stream] });
+      const microphone = pc.addTransceiver(track, { direction: "sendrecv", streams: [stream] });
+      // The slots: each plays one other member at a time, as the relay marks their packets, so
+      // members come and go without an offer again.
+      for (let slot = 0; slot < receiverSlots; slot++) pc.addTransceiver("audio", { direction: "recvonly" });
       pc.ontrack = event => {
-        roomAudio.srcObject = event.streams[0] || new MediaStream([event.track]);
-        roomAudio.play().catch(() => say("Click anywhere on the page to hear the room.", true));
+        const mid = event.transceiver.mid;
+        let player = roomAudio;
+        if (mid !== microphone.mid) {
+          player = players.get(mid) || element("audio", { autoplay: true });
+          $("voices").append(player);
+        } else sharedMid = mid;
+        players.set(mid, player);
+        player.srcObject = new MediaStream([event.track]);
+        player.play().catch(() => say("Click anywhere on the page to hear the room.", true));
+        applyVolumes();
       };
       pc.oniceconnectionstatechange = () => {
         if (pc.iceConnectionState === "failed" && !ended) {
@@ -418,7 +529,7 @@ enum BrowserPage {
     muteButton.addEventListener("click", () => { muted = !muted; apply(); });
     deafenButton.addEventListener("click", () => { deafened = !deafened; apply(); });
     pttButton.addEventListener("click", () => { pushToTalk = !pushToTalk; talking = false; apply(); });
-    volumeSlider.addEventListener("input", () => { roomAudio.volume = Number(volumeSlider.value) / 100; });
+    volumeSlider.addEventListener("input", applyVolumes);
     volumeSlider.setAttribute("aria-valuetext", "100 percent");
     volumeSlider.addEventListener("change", () => volumeSlider.setAttribute("aria-valuetext", volumeSlider.value + " percent"));
     leaveButton.addEventListener("click", async () => {

@@ -98,9 +98,12 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
         }
     }
 
-    func sealedSize(plaintextCount: Int) -> Int { plaintextCount + (outbound?.profile.rtcpOverhead ?? 0) }
+    func sealedSize(plaintextCount: Int) -> Int {
+        plaintextCount + (outbound?.profile.rtcpOverhead ?? 0) + (page.receivers == nil ? 0 : RTPMidStamp.maximumGrowth)
+    }
 
-    /// RTP and RTCP: copied into the send batch's slot, renumbered for the browser, protected in
+    /// RTP and RTCP: copied into the send batch's slot, renumbered for the browser, its RTP
+    /// marked with the MID of the slot its voice plays on (``BrowserReceivers``), protected in
     /// place. A control message goes to the page instead (0 bytes for the socket). A packet the
     /// outbound context refuses (a sequence number it already protected for that SSRC, or an
     /// SSRC beyond its streams) is dropped: 0 bytes, and the leg goes on.
@@ -113,8 +116,17 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
         guard kind == .rtp || kind == .rtcp, let outbound, packet.count + outbound.profile.rtcpOverhead <= output.count,
               let source = packet.baseAddress, let target = output.baseAddress else { return 0 }
         target.copyMemory(from: source, byteCount: packet.count)
-        if kind == .rtp, !mapping.toBrowser(UnsafeMutableRawBufferPointer(rebasing: output[0..<packet.count])) { return 0 }
-        return outbound.protect(output, count: packet.count, rtcp: kind == .rtcp) ?? 0
+        var count = packet.count
+        if kind == .rtp {
+            if !mapping.toBrowser(UnsafeMutableRawBufferPointer(rebasing: output[0..<count])) { return 0 }
+            // After the renumbering, which must not touch the MID element under the browser's id.
+            if let receivers = page.receivers {
+                let room = UnsafeMutableRawBufferPointer(rebasing: output[0..<(output.count - outbound.profile.rtcpOverhead)])
+                guard let stamped = receivers.stamp(room, count: count, nowNanoseconds: nowNanoseconds) else { return 0 }
+                count = stamped
+            }
+        }
+        return outbound.protect(output, count: count, rtcp: kind == .rtcp) ?? 0
     }
 
     var isSecure: Bool { true }

@@ -42,6 +42,8 @@ public final class BrowserMember: Sendable {
     let responder: ICELiteResponder
     let transport: WebRTCAnswer.Transport
     let offer: WebRTCOffer
+    /// Which slot (receiving section) each voice plays on at the browser; nil without slots.
+    let receivers: BrowserReceivers?
     let allowRED: Bool
     let createdNanoseconds: UInt64
 
@@ -96,16 +98,18 @@ public final class BrowserMember: Sendable {
                                      remoteUsernameFragment: offer.iceUsernameFragment)
         self.transport = transport
         self.offer = offer
+        receivers = BrowserReceivers(offer: offer)
         self.allowRED = allowRED
         createdNanoseconds = nowNanoseconds
     }
 
     // MARK: The page's side
 
-    /// The SDP answer to the page's offer. The section the browser sends on also receives, with
-    /// no SSRC named: the room's voices arrive on it as the browser's unsignalled streams.
+    /// The SDP answer to the page's offer: its slots, each one other member's voice at a time
+    /// with no SSRC named (``BrowserReceivers`` marks each copy with its slot's MID), and its
+    /// sending section, which also receives the voices beyond its slots.
     public var answer: String {
-        WebRTCAnswer.answer(offer, transport: transport, version: 1, outgoing: [:], allowRED: allowRED, receivesUnsignalled: true).text
+        WebRTCAnswer.answer(offer, transport: transport, version: 1, allowRED: allowRED).text
     }
 
     /// Up to `limit` events numbered `index` or later, oldest first, and the number to ask from
@@ -198,6 +202,7 @@ public final class BrowserMember: Sendable {
         case let .roster(page):
             let members = state.withLock { $0.roster.add(page) }
             guard let members else { return }
+            receivers?.rosterChanged(Set(members.map(\.ssrc)))
             event = BrowserPageEvent(kind: "roster", roster: members.map {
                 BrowserPageEvent.RosterEntry(identity: $0.identity, ssrc: $0.ssrc, state: $0.state.summary, serverMuted: $0.isServerMuted)
             })

@@ -5,12 +5,14 @@ import ParleyWire
 /// (its one host candidate), DTLS as server (`a=setup:passive`), Opus with RED when the
 /// browser offers it and the room allows it, the audio level extension, rtcp-mux.
 ///
-/// The section the browser sends its microphone on is answered `recvonly`. Each other audio
-/// section is one other member's voice: answered `sendonly` with that member's SSRC, or
-/// `inactive` while it waits for one. The page adds sections as members join and offers
-/// again over its WebSocket; the relay answers each offer afresh (renegotiation, so each
-/// voice keeps its own SSRC end to end, which end-to-end encryption authenticates; slots
-/// whose SSRC the relay rewrote would break that).
+/// The section the browser sends its microphone on is answered `recvonly`, or `sendrecv` when
+/// the browser also receives on it: the room's voices beyond its slots arrive there, mixed in
+/// one track. Each other receiving section is a slot (``WebRTCOffer/slotMids``), answered
+/// `sendonly` with no SSRC named: the relay gives each slot one member's voice at a time and
+/// writes the slot's MID into every copy (``RTPMidStamp``), which is how the browser routes a
+/// stream no answer named (RFC 8843 §9.2). So members come and go without an offer again, and
+/// each voice keeps its own SSRC end to end. Without the MID extension there are no slots, and
+/// every voice arrives on the sending section.
 public struct WebRTCAnswer: Sendable {
     /// The relay's side of the transport.
     public struct Transport: Sendable, Hashable {
@@ -33,14 +35,8 @@ public struct WebRTCAnswer: Sendable {
         }
     }
 
-    /// Writes the answer. `outgoing` gives, for a section the browser receives on, the SSRC
-    /// of the member whose voice it carries; `version` counts the answers of this session.
-    /// `receivesUnsignalled`: the section the browser sends on receives too, with no SSRC
-    /// named, so what the relay sends on it plays as the browser's unsignalled streams (one
-    /// section for the whole room, without renegotiating when members come and go).
-    public static func answer(
-        _ offer: WebRTCOffer, transport: Transport, version: UInt64, outgoing: [String: UInt32], allowRED: Bool, receivesUnsignalled: Bool = false
-    ) -> SessionDescription {
+    /// Writes the answer; `version` counts the answers of this session.
+    public static func answer(_ offer: WebRTCOffer, transport: Transport, version: UInt64, allowRED: Bool) -> SessionDescription {
         var answer = SessionDescription(origin: .init(sessionID: transport.sessionID, sessionVersion: version))
         let accepted = offer.description.media.filter(WebRTCOffer.isUsable).compactMap(\.mid)
         answer.attributes = [SDPAttribute("ice-lite"), SDPAttribute("group", (["BUNDLE"] + accepted).joined(separator: " ")),
@@ -67,13 +63,15 @@ public struct WebRTCAnswer: Sendable {
             if let id = offer.audioLevelExtensionID {
                 attributes.append(SDPAttribute("extmap", HeaderExtensionMap(id: id, uri: HeaderExtensionMap.audioLevelURI).sdpValue))
             }
-            let ssrc = outgoing[mid]
+            if let id = offer.midExtensionID {
+                attributes.append(SDPAttribute("extmap", HeaderExtensionMap(id: id, uri: HeaderExtensionMap.midURI).sdpValue))
+            }
+            let isSlot = offer.slotMids.contains(mid)
             let direction: MediaDirection
-            switch (mid == offer.sendingMid, ssrc != nil && offer.receivingMids.contains(mid)) {
+            switch (mid == offer.sendingMid, offer.receivingMids.contains(mid)) {
             case (true, true): direction = .sendrecv
-            case (true, false): direction = receivesUnsignalled && offer.receivingMids.contains(mid) ? .sendrecv : .recvonly
-            case (false, true): direction = .sendonly
-            case (false, false): direction = .inactive
+            case (true, false): direction = .recvonly
+            case (false, _): direction = isSlot ? .sendonly : .inactive
             }
             attributes.append(SDPAttribute(direction.rawValue))
             attributes.append(SDPAttribute("rtcp-mux"))
@@ -84,11 +82,9 @@ public struct WebRTCAnswer: Sendable {
                 attributes.append(SDPAttribute("rtpmap", RTPMap(payloadType: red, encoding: "red", clockRate: 48_000, channels: 2).sdpValue))
                 attributes.append(SDPAttribute("fmtp", "\(red) \(offer.opusPayloadType)/\(offer.opusPayloadType)"))
             }
-            if let ssrc, direction == .sendonly || direction == .sendrecv {
-                let stream = "parley-\(ssrc)"
-                attributes.append(SDPAttribute("msid", "\(stream) voice-\(ssrc)"))
-                attributes.append(SDPAttribute("ssrc", "\(ssrc) cname:\(stream)"))
-                attributes.append(SDPAttribute("ssrc", "\(ssrc) msid:\(stream) voice-\(ssrc)"))
+            if isSlot {
+                // One stream per slot, named by its mid (checked to be a plain token).
+                attributes.append(SDPAttribute("msid", "parley-\(mid) voice-\(mid)"))
             }
             answer.media.append(MediaDescription(kind: "audio", port: 9, transport: section.transport, formats: formats, attributes: attributes))
         }

@@ -2,7 +2,7 @@ import ParleyWire
 
 /// What the relay takes from a browser's SDP offer (RFC 8829 §5.2): one BUNDLE transport
 /// (ICE credentials, the DTLS fingerprint), the section that carries the person's
-/// microphone, and the sections that will each carry one other member's voice.
+/// microphone, and the sections (slots) that will each carry one other member's voice.
 ///
 /// Only audio with Opus over `UDP/TLS/RTP/SAVPF` and rtcp-mux is taken; any other section is
 /// rejected in the answer (port 0), and an offer with nothing the relay can use is refused
@@ -19,11 +19,22 @@ public struct WebRTCOffer: Sendable, Hashable {
     public var opusPayloadType: UInt8
     public var redPayloadType: UInt8?
     public var audioLevelExtensionID: UInt8?
+    /// How the browser numbers the MID extension (RFC 8843 §15), if it offers it in the
+    /// one-byte range: the relay writes it into each copy to say which slot a voice is on.
+    public var midExtensionID: UInt8?
     /// The section the browser sends its microphone on, and the SSRC it sends with.
     public var sendingMid: String?
     public var sendingSSRC: UInt32?
     /// Sections the relay can send on (recvonly or sendrecv at the browser), in order.
     public var receivingMids: [String]
+    /// The receiving sections other than the one the browser sends on, each one other member's
+    /// voice at a time (at most ``maximumSlots``, in the offer's order); empty when the browser
+    /// did not offer the MID extension, without which it could not tell them apart.
+    public var slotMids: [String]
+
+    /// Slots taken from one offer: a browser plays each as its own track, so more than a page
+    /// can show would only cost the browser.
+    public static let maximumSlots = 32
 
     public init(_ description: SessionDescription) throws(WebRTCOfferError) {
         self.description = description
@@ -45,11 +56,13 @@ public struct WebRTCOffer: Sendable, Hashable {
         }?.payloadType
         audioLevelExtensionID = first.headerExtensions.first { $0.uri == HeaderExtensionMap.audioLevelURI && $0.id <= 14 }?.id
         let sending = usable.first { $0.direction == .sendonly || $0.direction == .sendrecv || $0.direction == nil }
+        midExtensionID = first.headerExtensions.first { $0.uri == HeaderExtensionMap.midURI && (1...14).contains($0.id) }?.id
         sendingMid = sending?.mid
         sendingSSRC = sending?.ssrcs.first
         receivingMids = usable.compactMap { section in
             section.direction == .recvonly || section.direction == .sendrecv || section.direction == nil ? section.mid : nil
         }
+        slotMids = midExtensionID == nil ? [] : Array(receivingMids.filter { $0 != sending?.mid && RTPMidStamp.isUsable(mid: $0) }.prefix(Self.maximumSlots))
     }
 
     /// An audio section the relay can take part in: Opus over DTLS-SRTP with rtcp-mux, a mid.

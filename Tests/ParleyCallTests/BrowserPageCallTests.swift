@@ -123,7 +123,7 @@ struct BrowserPageCallTests {
                     """) as? String ?? ""
                 reached.append(focused)
             }
-            for control in ["Mute", "Deafen", "Push-to-talk", "Room volume", "Leave", "Mute for the room: bob", "Let the room hear bob",
+            for control in ["Mute", "Deafen", "Push-to-talk", "Room volume", "Leave", "Volume of bob", "Mute for the room: bob", "Let the room hear bob",
                             "Kick bob from the room", "Messages", "Message to the room", "Send"] {
                 #expect(reached.contains(control) || (control.hasPrefix("Mute for") && reached.contains("Let the room hear bob"))
                         || (control.hasPrefix("Let the room") && reached.contains("Mute for the room: bob")),
@@ -189,6 +189,160 @@ struct BrowserPageCallTests {
         }
         _ = try page.evaluate("window.parleyRosterWanted = null; true")
         return delays
+    }
+
+    /// Each other member on their own track: in a room of the page and three `parley` clients
+    /// talking different speech, the page shows a level for each (and "speaking"), plays each
+    /// on a slot of its own, and turning one member's volume to 0 (the slider on their row,
+    /// with the keyboard) silences that member only in what the page plays, while their row
+    /// still shows them speaking. The page offers two slots here: when bob leaves and dee
+    /// joins, dee is given bob's slot (a new SSRC on that slot's MID) and plays at her own
+    /// volume, not the 0 bob had; the call is never set up again. What the page plays is read per voice from `getStats()`: the audio energy each
+    /// voice played (after the page's volume), by the SSRC the roster names.
+    @Test(.enabled(if: chromium != nil, "Debian's chromium is not installed: run Scripts/bootstrap (CI does), or apt-get install chromium"),
+          .timeLimit(.minutes(10)))
+    func eachMemberHasTheirOwnLevelAndVolumeOnThePage() async throws {
+        let conversation = try Conversation.standard.get()
+        try await CallSlots.shared.withSlot(3) {
+            let room = try await CallRoom(room: "voices", acceptsBrowsers: true)
+            var logger = Logger(label: "parley-browser-voices-test-web")
+            logger.logLevel = .error
+            let web = try BrowserWebServer.start(serving: room.relay, at: HostAndPort(host: "127.0.0.1", port: 0), logger: logger)
+            defer { web.close() }
+            // Each talker's turns end to end, over and over: each talks all the time.
+            func talking(_ talker: String) throws -> String {
+                let path = room.directory + "/\(talker)-talking-\(UUID().uuidString).wav"
+                let writer = try WAVFileWriter(path: path)
+                let turns = conversation.turns.filter { $0.talker == talker }.map { Array(conversation.tracks[talker]![$0.range]) }
+                var samples = 0
+                while samples < 48_000 * 70 {
+                    for turn in turns { try writer.append(turn); samples += turn.count }
+                }
+                try writer.close()
+                return path
+            }
+            let page = try ChromiumDevTools(
+                chromium: Self.chromium!, url: "http://127.0.0.1:\(web.localAddress!.port!)/join#token=\(room.token("ada"))&slots=2",
+                speech: try talking("ada"), directory: room.directory)
+            defer { page.stop() }
+            try page.attach()
+            let joined = try page.waitFor("document.getElementById('mute').disabled === false", seconds: 45)
+            #expect(joined, "the page never connected; it says \(page.shown("#status")); Chromium's log:\n\(page.logTail())")
+            guard joined else { return await room.close() }
+
+            func start(_ talker: String, as identity: String) throws -> (CallSession, Task<Void, Never>) {
+                let configuration = room.configuration(for: identity, input: .wav(path: try talking(talker)), durationSeconds: 70)
+                let session = try CallSession(configuration)
+                return (session, Task { _ = await runOnThread { session.run() } })
+            }
+            let bob = try start("bob", as: "bob")
+            let cy = try start("cy", as: "cy")
+            let seesBoth = try page.waitFor(
+                "['bob', 'cy'].every(n => [...document.querySelectorAll('#roster .who')].some(e => e.textContent === n))", seconds: 20)
+            #expect(seesBoth, "the page's roster never showed bob and cy: \(page.shown("#roster"))")
+            try await Task.sleep(for: .seconds(3))
+
+            // What the page played of each voice so far (energy), and where it plays.
+            func voices() throws -> [String: (energy: Double, slot: String?)] {
+                let list = try page.evaluate("window.parleyVoices()") as? [[String: Any]] ?? []
+                var result: [String: (energy: Double, slot: String?)] = [:]
+                for voice in list {
+                    guard let identity = voice["identity"] as? String else { continue }
+                    let energy = ChromiumDevTools.number(voice["totalAudioEnergy"]) ?? 0
+                    // Summed, should the browser ever keep two streams for one voice.
+                    result[identity] = ((result[identity]?.energy ?? 0) + energy, voice["slot"] as? String)
+                }
+                return result
+            }
+            func played(over seconds: Double) async throws -> [String: Double] {
+                let before = try voices()
+                try await Task.sleep(for: .seconds(seconds))
+                let after = try voices()
+                return after.mapValues { $0.energy }.merging(before.mapValues { -$0.energy }) { $0 + $1 }
+            }
+            // The levels the page shows, sampled: the highest meter value and whether the row said "speaking".
+            func shownLevels(over seconds: Double) async throws -> [String: (level: Double, speaking: Bool)] {
+                var shown: [String: (level: Double, speaking: Bool)] = [:]
+                let deadline = Date().addingTimeInterval(seconds)
+                while Date() < deadline {
+                    for name in ["bob", "cy", "dee"] {
+                        let row = try page.evaluate("""
+                            (() => { const li = [...document.querySelectorAll('#roster li')].find(e => e.querySelector('.who').textContent === '\(name)'); \
+                            return li ? [li.querySelector('meter').value, li.querySelector('.state').textContent] : null; })()
+                            """) as? [Any]
+                        guard let row, let level = ChromiumDevTools.number(row[0]) else { continue }
+                        let old = shown[name] ?? (0, false)
+                        shown[name] = (max(old.level, level), old.speaking || (row[1] as? String) == "speaking")
+                    }
+                    try await Task.sleep(for: .milliseconds(250))
+                }
+                return shown
+            }
+
+            let levels = try await shownLevels(over: 4)
+            let placed = try voices()
+            print("browser voices: the page shows levels \(levels), plays the voices on slots \(placed.mapValues { $0.slot ?? "none" })")
+            for name in ["bob", "cy"] {
+                #expect((levels[name]?.level ?? 0) > 0.1 && levels[name]?.speaking == true,
+                        "the page never showed \(name) speaking (highest level \(levels[name]?.level ?? 0)): \(page.shown("#roster"))")
+            }
+            let bobSlot = placed["bob"]?.slot, cySlot = placed["cy"]?.slot
+            #expect(bobSlot != nil && cySlot != nil && bobSlot != cySlot, "bob and cy do not play on slots of their own: bob on \(bobSlot ?? "none"), cy on \(cySlot ?? "none")")
+
+            let bothLoud = try await played(over: 4)
+            // Bob's volume to 0 as a person does it: the slider on his row, then the Home key.
+            try page.click("#roster input[aria-label='Volume of bob']")
+            try page.key("Home", code: "Home", keyCode: 36)
+            #expect(try page.attribute("aria-valuetext", of: "#roster input[aria-label='Volume of bob']") == "0 percent", "bob's volume slider did not go to 0")
+            try await Task.sleep(for: .seconds(1))
+            let bobSilenced = try await played(over: 4)
+            let levelsSilenced = try await shownLevels(over: 2)
+            try page.click("#roster input[aria-label='Volume of bob']")
+            try page.key("End", code: "End", keyCode: 35)
+            try await Task.sleep(for: .seconds(1))
+            let bobBack = try await played(over: 4)
+            print("browser voices: energy the page played per 4 s, both at full volume \(bothLoud), bob at 0 \(bobSilenced), bob back \(bobBack)")
+            let loud = (bob: bothLoud["bob"] ?? 0, cy: bothLoud["cy"] ?? 0)
+            #expect(loud.bob > 0.001 && loud.cy > 0.001, "the page did not play both voices at full volume: \(bothLoud)")
+            #expect((bobSilenced["bob"] ?? 1) < loud.bob * 0.01, "bob's volume at 0 did not silence him: \(bobSilenced["bob"] ?? -1) against \(loud.bob)")
+            #expect((bobSilenced["cy"] ?? 0) > loud.cy * 0.3, "bob's volume at 0 silenced cy too: \(bobSilenced["cy"] ?? -1) against \(loud.cy)")
+            #expect((bobBack["bob"] ?? 0) > loud.bob * 0.3, "bob's volume back at 100 did not bring him back: \(bobBack["bob"] ?? -1) against \(loud.bob)")
+            #expect(levelsSilenced["bob"]?.speaking == true, "with his volume at 0 the page no longer shows bob speaking: the meter must show him, not what plays")
+
+            // Bob, turned down to nothing again, leaves, and dee joins: she gets the slot bob left
+            // and plays at her own volume.
+            try page.click("#roster input[aria-label='Volume of bob']")
+            try page.key("Home", code: "Home", keyCode: 36)
+            bob.0.stop()
+            _ = await bob.1.value
+            let dee = try start("ada", as: "dee")
+            let seesDee = try page.waitFor("[...document.querySelectorAll('#roster .who')].some(e => e.textContent === 'dee')", seconds: 20)
+            #expect(seesDee, "the page's roster never showed dee: \(page.shown("#roster"))")
+            let deadline = Date().addingTimeInterval(15)
+            var deeSlot: String?
+            while Date() < deadline {
+                deeSlot = try voices()["dee"]?.slot
+                if deeSlot != nil, deeSlot == bobSlot { break }
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            #expect(deeSlot != nil && deeSlot == bobSlot, "dee never took bob's slot \(bobSlot ?? "none"); she is on \(deeSlot ?? "none")")
+            try await Task.sleep(for: .seconds(1))
+            let afterChange = try await played(over: 4)
+            // The page's one offer stands: its session version is the first one's, its state connected.
+            let connection = try page.evaluate("pc.connectionState + ' ' + pc.localDescription.sdp.split('\\r\\n')[1].split(' ')[2]") as? String ?? ""
+            print("browser voices: after bob left and dee joined the page played \(afterChange), dee on slot \(deeSlot ?? "none"); "
+                + "its connection and offer version: \(connection)")
+            #expect((afterChange["dee"] ?? 0) > loud.cy * 0.3, "dee, on the slot bob had at volume 0, is not heard at her own volume: \(afterChange)")
+            #expect((afterChange["cy"] ?? 0) > loud.cy * 0.3, "cy is no longer heard after bob left and dee joined: \(afterChange)")
+            #expect(connection == "connected 2", "the call was set up again, or is down: \(connection)")
+
+            for (session, task) in [cy, dee] {
+                session.stop()
+                _ = await task.value
+            }
+            page.stop()
+            await room.close()
+        }
     }
 
     static func waitUntil(seconds: Double, _ condition: () -> Bool) async -> Bool {

@@ -1,3 +1,4 @@
+import Foundation
 import ParleyBasics
 import ParleyRelay
 import ParleyWebRTC
@@ -16,8 +17,21 @@ package struct StandInBrowser {
     package let outbound: SRTPContext
     package let inbound: SRTPContext
 
-    /// The offer Chromium makes for a microphone: Opus and RED, the audio level extension.
-    package static func offer(fingerprint: CertificateFingerprint, ssrc: UInt32 = 1111) -> String {
+    /// The offer Chromium makes for a microphone: Opus and RED, the audio level extension; with
+    /// `slots`, that many recvonly sections besides and the MID extension, as the page offers.
+    package static func offer(fingerprint: CertificateFingerprint, ssrc: UInt32 = 1111, slots: Int = 0) -> String {
+        guard slots > 0 else { return microphoneOffer(fingerprint: fingerprint, ssrc: ssrc) }
+        let mids = (1...slots).map { String($0) }
+        let slotSections = mids.map { mid in
+            "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:\(mid)\r\na=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r\na=recvonly\r\na=rtcp-mux\r\na=rtpmap:111 opus/48000/2\r\n"
+        }.joined()
+        return microphoneOffer(fingerprint: fingerprint, ssrc: ssrc)
+            .replacingOccurrences(of: "a=group:BUNDLE 0\r\n", with: "a=group:BUNDLE 0 \(mids.joined(separator: " "))\r\n")
+            .replacingOccurrences(of: "a=sendrecv\r\n", with: "a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r\na=sendrecv\r\n")
+            + slotSections
+    }
+
+    private static func microphoneOffer(fingerprint: CertificateFingerprint, ssrc: UInt32) -> String {
         """
         v=0\r
         o=- 4611731400430051336 2 IN IP4 127.0.0.1\r
@@ -82,12 +96,12 @@ package struct StandInBrowser {
     /// handshake, as Chromium does them, to the relay's UDP `port`; `client` is the socket the
     /// browser speaks from (a new one unless given). `checkAnswer` sees the ICE answer and the
     /// check it answered.
-    package static func connect(to relay: Relay, port: Int, host: String = "127.0.0.1", token: String, ssrc: UInt32 = 1111,
+    package static func connect(to relay: Relay, port: Int, host: String = "127.0.0.1", token: String, ssrc: UInt32 = 1111, slots: Int = 0,
                                 from client: TestClient? = nil, handshakeSeconds: Double = 15,
                                 checkAnswer: (_ reply: [UInt8], _ check: [UInt8]) -> Void = { _, _ in }) throws -> StandInBrowser {
         let browserContext = try DTLSContext()
         let page: BrowserMember
-        switch relay.acceptBrowserOffer(offer(fingerprint: browserContext.fingerprint, ssrc: ssrc), token: token, candidateHost: host) {
+        switch relay.acceptBrowserOffer(offer(fingerprint: browserContext.fingerprint, ssrc: ssrc, slots: slots), token: token, candidateHost: host) {
         case let .success(member): page = member
         case let .failure(refusal): throw TestFailure("the offer was refused: \(refusal)")
         }
@@ -133,6 +147,25 @@ package struct StandInBrowser {
             throw TestFailure("SRTP could not protect a packet")
         }
         client.send(Array(packet.prefix(protected)))
+    }
+
+    /// The RTP the relay sent the browser within `timeout`, opened: the sender's SSRC (from
+    /// the payload) and the MID the copy carries (extension id 4).
+    package func receiveMids(count: Int, timeout: Double) -> [(ssrc: UInt32, mid: String?)] {
+        var heard: [(ssrc: UInt32, mid: String?)] = []
+        let until = now() + timeout
+        while heard.count < count, now() < until {
+            guard var datagram = client.receiveRaw(timeout: 0.2), datagram.withUnsafeBytes({ PacketKind($0) }) == .rtp else { continue }
+            let size = datagram.count
+            guard case let .success(opened) = datagram.withUnsafeMutableBytes({ inbound.unprotect($0, count: size, rtcp: false) }) else { continue }
+            let packet = Array(datagram.prefix(opened))
+            guard let origin = origin(ofMedia: packet) else { continue }
+            let mid = packet.withUnsafeBytes { raw in
+                (try? RTPPacketView(parsing: raw))?.headerExtensionElements.first { $0.id == 4 }.map { String(decoding: $0.data, as: UTF8.self) }
+            }
+            heard.append((origin.ssrc, mid))
+        }
+        return heard
     }
 
     /// The RTP the relay sent the browser within `timeout`, opened: (ssrc, sequence, payload);

@@ -98,6 +98,50 @@ extension RelayOverUDP {
         /// A stand-in browser connected to the relay: its page, its socket, and its SRTP both ways.
         typealias ConnectedBrowser = StandInBrowser
 
+        /// A browser that offers slots hears each member on a slot of their own, marked with its
+        /// MID over the real SRTP path; a member beyond the slots on the shared section; and a
+        /// member who joins after one left, on the slot that member had.
+        @Test func eachMemberReachesTheBrowserOnASlotOfTheirOwn() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call", slots: 2)
+            let answer = try SessionDescription(parsing: connected.page.answer)
+            #expect(answer.media.map(\.direction) == [.sendrecv, .sendonly, .sendonly])
+            let bob = try fixture.member("bob", room: "call")
+            let cy = try fixture.member("cy", room: "call")
+            let dee = try fixture.member("dee", room: "call")
+            #expect(bob.waitForRoster(["ada", "bob", "cy", "dee"]))
+            func mids(_ members: [TestClient], from sequence: UInt16) -> [UInt32: Set<String>] {
+                for offset in 0..<5 as Range<UInt16> { for member in members { member.sendRTP(sequence: sequence + offset) } }
+                var byVoice: [UInt32: Set<String>] = [:]
+                for heard in connected.receiveMids(count: 5 * members.count, timeout: 2) { byVoice[heard.ssrc, default: []].insert(heard.mid ?? "none") }
+                return byVoice
+            }
+            // One at a time, so which voice comes first is known.
+            #expect(mids([bob], from: 0) == [bob.ssrc: ["1"]])
+            #expect(mids([cy], from: 0) == [cy.ssrc: ["2"]])
+            #expect(mids([dee], from: 0) == [dee.ssrc: ["0"]], "a third voice shares the microphone's section")
+            #expect(mids([bob, cy, dee], from: 5) == [bob.ssrc: ["1"], cy.ssrc: ["2"], dee.ssrc: ["0"]], "a voice moved")
+
+            // Bob leaves; eve joins and gets his slot; dee stays where the browser bound her.
+            bob.send(ControlMessage(sequence: bob.takeSequence(), isReliable: true, body: .leave(.init())))
+            let eve = try fixture.member("eve", room: "call")
+            #expect(cy.waitForRoster(["ada", "cy", "dee", "eve"]))
+            // The page's roster (which frees the slot) reaches the browser member on its loop.
+            #expect(Self.waitUntil(seconds: 2) { connected.page.events(after: 0).events.last { $0.kind == "roster" }?.roster?.contains { $0.identity == "bob" } == false })
+            #expect(mids([eve, dee, cy], from: 20) == [eve.ssrc: ["1"], cy.ssrc: ["2"], dee.ssrc: ["0"]])
+        }
+
+        static func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
+            let deadline = now() + seconds
+            while now() < deadline {
+                if condition() { return true }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            return condition()
+        }
+
+
         @Test func aBrowserAndAMemberHearEachOtherThroughTheRoom() throws {
             let fixture = try Self.browserRelay()
             defer { fixture.stop() }
@@ -393,10 +437,10 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
 extension StandInBrowser {
     /// Offer, ICE check and DTLS handshake with `fixture`'s relay, for `identity` in `room`; the
     /// relay's answer to the check is no larger than the check.
-    static func connect(to fixture: RelayFixture, identity: String, room: String, ssrc: UInt32 = 1111,
+    static func connect(to fixture: RelayFixture, identity: String, room: String, ssrc: UInt32 = 1111, slots: Int = 0,
                         from client: TestClient? = nil, handshakeSeconds: Double = 15, isModerator: Bool = false) throws -> StandInBrowser {
         try connect(to: fixture.relay, port: fixture.port, token: fixture.token(room: room, identity: identity, isModerator: isModerator), ssrc: ssrc,
-                    from: client, handshakeSeconds: handshakeSeconds) { reply, check in #expect(reply.count <= check.count) }
+                    slots: slots, from: client, handshakeSeconds: handshakeSeconds) { reply, check in #expect(reply.count <= check.count) }
     }
 
     func receiveRTP(count: Int, timeout: Double) -> [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] {

@@ -66,7 +66,9 @@ struct OfferAnswerTests {
         #expect(offer.opusPayloadType == 111)
         #expect(offer.redPayloadType == 63)
         #expect(offer.audioLevelExtensionID == 1)
-        let answer = WebRTCAnswer.answer(offer, transport: Self.transport, version: 1, outgoing: [:], allowRED: true)
+        #expect(offer.midExtensionID == 4)
+        #expect(offer.slotMids.isEmpty)
+        let answer = WebRTCAnswer.answer(offer, transport: Self.transport, version: 1, allowRED: true)
         let text = answer.text
         #expect(text.contains("a=ice-lite\r\n"))
         #expect(text.contains("a=group:BUNDLE 0\r\n"))
@@ -74,26 +76,53 @@ struct OfferAnswerTests {
         #expect(text.contains("a=candidate:1 1 udp 2130706431 127.0.0.1 4433 typ host\r\n"))
         #expect(text.contains("a=recvonly\r\n"))
         #expect(text.contains("m=audio 9 UDP/TLS/RTP/SAVPF 63 111\r\n"))
-        #expect(!text.contains("sdes:mid"), "only the audio level extension is taken")
+        #expect(text.contains("a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r\n"))
+        #expect(!text.contains("a=msid:"), "the sending section is no slot")
         #expect(!text.contains("PCMU"))
         let reread = try SessionDescription(parsing: text)
         #expect(reread.media[0].fingerprints == [Self.transport.fingerprint])
         #expect(reread.media[0].iceUsernameFragment == "relay")
     }
 
-    @Test func sectionsToHearMembersOnAreAnsweredWithTheirSSRCs() throws {
+    @Test func sectionsToHearMembersOnAreAnsweredAsSlotsWithNoSSRC() throws {
         let offer = try WebRTCOffer(SessionDescription(parsing: Self.secondOffer))
         #expect(offer.receivingMids == ["1", "2"])
-        let answer = WebRTCAnswer.answer(offer, transport: Self.transport, version: 2, outgoing: ["1": 4242], allowRED: false)
+        #expect(offer.slotMids == ["1", "2"])
+        let answer = WebRTCAnswer.answer(offer, transport: Self.transport, version: 2, allowRED: false)
         #expect(answer.bundle == ["0", "1", "2"])
         #expect(answer.media.count == 4)
+        #expect(answer.media[0].direction == .recvonly, "the microphone's section only sends: it takes no voices")
         #expect(answer.media[1].direction == .sendonly)
-        #expect(answer.media[1].ssrcs == [4242])
+        #expect(answer.media[1].ssrcs.isEmpty, "a slot names no SSRC: the MID in each packet routes it")
+        #expect(answer.media[1].attribute("msid") == "parley-1 voice-1")
         #expect(answer.media[1].formats == ["111"], "RED only where the room allows it")
-        #expect(answer.media[2].direction == .inactive)
+        #expect(answer.media[2].direction == .sendonly)
+        #expect(answer.media.allSatisfy { $0.port == 0 || $0.attributes("extmap").contains("4 urn:ietf:params:rtp-hdrext:sdes:mid") })
         #expect(answer.media[3].port == 0, "video is refused")
         #expect(answer.media[3].mid == "3")
         #expect(answer.media[1].attribute("candidate") == nil, "the one candidate is on the first bundled section")
+    }
+
+    @Test func withoutTheMidExtensionThereAreNoSlots() throws {
+        let offer = try WebRTCOffer(SessionDescription(parsing: Self.secondOffer.replacingOccurrences(of: "a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r\n", with: "")))
+        #expect(offer.midExtensionID == nil)
+        #expect(offer.slotMids.isEmpty, "the browser could not tell slots apart without the MID")
+        let answer = WebRTCAnswer.answer(offer, transport: Self.transport, version: 1, allowRED: true)
+        #expect(answer.media[1].direction == .inactive)
+        #expect(!answer.text.contains("sdes:mid"))
+    }
+
+    @Test func slotsAreBoundedAndTheirMidsArePlainTokens() throws {
+        var text = Self.secondOffer.replacingOccurrences(of: "a=mid:2\r\n", with: "a=mid:a\"b\r\n")
+        for index in 0..<40 {
+            text += "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:x\(index)\r\na=recvonly\r\na=rtcp-mux\r\na=rtpmap:111 opus/48000/2\r\n"
+        }
+        let offer = try WebRTCOffer(SessionDescription(parsing: text))
+        #expect(offer.slotMids.count == WebRTCOffer.maximumSlots)
+        #expect(offer.slotMids.first == "1")
+        #expect(!offer.slotMids.contains("a\"b"), "a MID that is not a plain token is no slot")
+        let answer = WebRTCAnswer.answer(offer, transport: Self.transport, version: 1, allowRED: true)
+        #expect(answer.media.filter { $0.direction == .sendonly }.count == WebRTCOffer.maximumSlots)
     }
 
     @Test func offersTheRelayCannotAnswerSayWhy() throws {
