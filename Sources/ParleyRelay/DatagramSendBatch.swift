@@ -4,6 +4,7 @@ import CParleyNet
 import Glibc
 #elseif canImport(Musl)
 import Musl
+import ParleyDatagrams
 #endif
 
 /// The datagrams one relay loop writes between two flushes, sent with `sendmmsg` straight on

@@ -4,12 +4,13 @@ import NIOCore
 import Glibc
 #elseif canImport(Musl)
 import Musl
+import ParleyDatagrams
 #endif
 
 /// Opens one of the relay's UDP sockets: non-blocking, sharing its port with the other loops'
 /// sockets (SO_REUSEPORT), with the buffers asked for, bound to `address`.
 ///
-/// Each ``RelayLoop`` reads and writes its socket itself (``DatagramReceiveBatch``,
+/// Each ``DatagramLoop`` reads and writes its socket itself (``DatagramReceiveBatch``,
 /// ``DatagramSendBatch``); the worker closes it when the relay stops.
 enum RelaySocket {
     static func bound(to address: SocketAddress, bufferBytes: Int) throws -> CInt {
