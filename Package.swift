@@ -159,7 +159,7 @@ let package = Package(
         // path driven by scripts for its property test and Fuzz/.
         .target(
             name: "ParleyRelayTestSupport",
-            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyAdmin", "ParleyClient", "ParleyWire", "ParleySecurity", crypto, nioCore, logging],
+            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyAdmin", "ParleyClient", "ParleyWire", "ParleySecurity", "ParleyWebRTC", crypto, nioCore, logging],
             path: "Tests/ParleyRelayTestSupport"
         ),
         .target(
@@ -197,7 +197,7 @@ let package = Package(
         // their room lives.
         .testTarget(
             name: "ParleyClusterTests",
-            dependencies: ["ParleyCluster", "ParleyRelay", "ParleyRelayTestSupport", "ParleyAdmin", "ParleyClient", "ParleyAudio", "ParleyWire", "ParleyBasics", "ParleySecurity", nioCore, nioPosix, logging]
+            dependencies: ["ParleyCluster", "ParleyRelay", "ParleyRelayTestSupport", "ParleyAdmin", "ParleyClient", "ParleyAudio", "ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyWebRTC", nioCore, nioPosix, logging]
         ),
         // Deploy/: installs into a temporary root, runs a call through the installed relay.
         .testTarget(name: "DeployTests", dependencies: ["ParleyBasics", "ParleyClient", "ParleySecurity", "ParleyWire", "ParleyAudio"]),

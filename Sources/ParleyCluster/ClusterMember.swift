@@ -143,6 +143,43 @@ public final class ClusterMember: RoomPlacement, Sendable {
         }
     }
 
+    public func routePinned(room: String, whenDecided: @escaping @Sendable (PlacementRoute) -> Void) -> PlacementRoute {
+        let route = state.withLock { $0.view.routePinned(room: room) }
+        switch route {
+        case .here:
+            recordPresence(in: room)
+            return .here
+        case let .elsewhere(home):
+            return .unavailable(Self.cannotJoinPinned(room: room, home: home))
+        case .unplaced:
+            // Placed as any new room is (this relay's region); then asked again, which is here
+            // or over a trunk to wherever the room went.
+            let placed = self.route(room: room, region: nil) { [self] _ in whenDecided(pinnedRouteAfterPlacement(room: room)) }
+            switch placed {
+            case .pending: return .pending
+            case .here, .elsewhere: return pinnedRouteAfterPlacement(room: room)
+            case .unavailable: return placed
+            }
+        }
+    }
+
+    private func pinnedRouteAfterPlacement(room: String) -> PlacementRoute {
+        switch state.withLock({ $0.view.routePinned(room: room) }) {
+        case .here:
+            recordPresence(in: room)
+            return .here
+        case let .elsewhere(home):
+            return .unavailable(Self.cannotJoinPinned(room: room, home: home))
+        case .unplaced:
+            return .unavailable("the room's relay is leaving the cluster; try again in a moment")
+        }
+    }
+
+    static func cannotJoinPinned(room: String, home: ClusterRelayRecord) -> String {
+        "\(room) is hosted on another relay of the cluster (\(home.address)) that this one cannot join over a trunk (one of them runs "
+            + "without a key), and a browser can only join through the relay whose page it opened; open the page of that relay"
+    }
+
     /// Other live relays, for a client to fall back to if this one goes away.
     public func fallbacks(limit: Int) -> [ControlMessage.ClusterRelay] {
         state.withLock { $0.view.others(limit: limit) }.compactMap(\.clientRelay)

@@ -50,6 +50,18 @@ struct ClusterView: Sendable {
         return .elsewhere(relay)
     }
 
+    /// Where a member that cannot be sent to another relay joins `room`: a browser, whose page
+    /// came from this relay and whose media reaches this relay's port over ICE. Here when the
+    /// room lives here, or when this relay can join it over a trunk to its home (both have
+    /// keys), as a regional member would; else the home, which the caller refuses with a
+    /// reason, since the browser cannot follow a redirect.
+    func routePinned(room: String) -> Route {
+        guard let placement = placements[room], placement.relay == selfID || relays[placement.relay] != nil else { return .unplaced }
+        guard placement.relay != selfID, let home = relays[placement.relay] else { return .here }
+        let canTrunk = !home.key.isEmpty && relays[selfID]?.key.isEmpty == false
+        return canTrunk ? .here : .elsewhere(home)
+    }
+
     /// The relay a member from `memberRegion` should be on: the room's home, unless the home
     /// is in another region and the member's region has a relay; then the relay of that region
     /// already present in the room, else this one if it is in the region, else the region's

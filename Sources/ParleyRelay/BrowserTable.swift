@@ -130,6 +130,11 @@ final class BrowserTable: @unchecked Sendable {
             break
         }
         guard context.budgets.joinAttempts.allow(datagram.peer.host, nowNanoseconds: now) else { return context.drop(.joinRateLimited) }
+        if let problem = admission.browserPlacementProblem(room: page.room) {
+            page.end(problem)
+            edge.offers.remove(page)
+            return context.drop(.notJoined)
+        }
         // A leg that ended at this address and was not yet finished by the tick: finished now,
         // so its offer is forgotten and its page told before another takes its place.
         if let ended = byAddress[datagram.peer] { finish(ended) }

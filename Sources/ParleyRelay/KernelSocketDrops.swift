@@ -1,10 +1,11 @@
 /// Datagrams the kernel dropped because a relay socket's receive buffer was full: the part
 /// of an overload the relay itself never sees. Linux counts them per socket in the last
 /// column of /proc/net/udp and /proc/net/udp6; the relay's sockets are those bound to its
-/// port (SO_REUSEPORT gives it one per event loop).
-enum KernelSocketDrops {
+/// port (SO_REUSEPORT gives it one per event loop). Public for the benchmarks, which tell a
+/// forwarder's drops from their own generator's the same way.
+public enum KernelSocketDrops {
     /// The sum over every UDP socket bound to `port`, or nil where /proc is not there.
-    static func count(port: Int) -> Int? {
+    public static func count(port: Int) -> Int? {
         var total: Int?
         for path in ["/proc/net/udp", "/proc/net/udp6"] {
             guard let text = try? FileText.read(path: path, what: "kernel socket table", hint: "") else { continue }

@@ -66,9 +66,9 @@ class Leg: @unchecked Sendable {
     var mediaKeysOut: [PendingMediaKey] = []
     /// The roster the leg was last sent.
     var rosterOut = RosterOutbox()
-    /// Loss and jitter gauges, by room and identity: a member's, from when it is active until
-    /// it leaves (a trunk has none).
-    var gauges: StreamGauges?
+    /// Loss and jitter of a member's streams, for `/metrics`: from when it is active until it
+    /// leaves (a trunk has none).
+    var streamFigures: StreamFigures?
     /// When the relay's next receiver report to the leg is due on the forwarding path, with
     /// one of the leg's own packets (0: at the next; a trunk's goes with its keepalive instead).
     var nextReceiverReportNanoseconds: UInt64 = 0

@@ -69,10 +69,10 @@ enum LegRTCP {
     /// (only streams the leg is sent: a trunk hears the members here, not the other trunks).
     private static func record(_ blocks: [RTCPReportBlock], from leg: Leg, now: UInt64) {
         guard !blocks.isEmpty else { return }
-        if let gauges = leg.gauges {
+        if leg.streamFigures != nil {
             // The worst stream the member hears is what a person there notices.
-            gauges.downstreamLoss.record(blocks.map(\.lossFraction).max() ?? 0)
-            gauges.downstreamJitter.record(Double(blocks.map(\.jitter).max() ?? 0) / 48_000)
+            leg.streamFigures?.downstreamLoss = blocks.map(\.lossFraction).max() ?? 0
+            leg.streamFigures?.downstreamJitterSeconds = Double(blocks.map(\.jitter).max() ?? 0) / 48_000
         }
         let weight = leg.reportWeight
         guard weight > 0 else { return }
@@ -95,8 +95,8 @@ enum LegRTCP {
             guard blocks < maximumReportBlocks, var reception = stream.media.reception, reception.isValid else { return }
             var block = reception.makeReportBlock(nowNanoseconds: now)
             stream.media.reception = reception
-            leg.gauges?.upstreamLoss.record(block.lossFraction)
-            leg.gauges?.upstreamJitter.record(reception.jitterSeconds)
+            leg.streamFigures?.upstreamLoss = block.lossFraction
+            leg.streamFigures?.upstreamJitterSeconds = reception.jitterSeconds
             // The fraction lost is the whole path's: the leg to us, or what the median
             // listener reports losing, whichever is worse (``ListenerLossBoard``). The
             // cumulative count stays the leg's.

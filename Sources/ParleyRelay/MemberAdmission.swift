@@ -446,6 +446,25 @@ final class MemberAdmission: @unchecked Sendable {
         }
     }
 
+    /// Why a browser member cannot join `room` through this relay in its cluster, or nil when
+    /// it can: a browser cannot follow a redirect, so the room is joined here, over a trunk
+    /// to its home if it lives elsewhere (``RoomPlacement/routePinned(room:whenDecided:)``).
+    /// Its offer asked first, which placed a new room; a placement still under way by the
+    /// time its handshake arrives is refused with words to try again.
+    func browserPlacementProblem(room: String) -> String? {
+        guard let placement else { return nil }
+        switch placement.routePinned(room: room, whenDecided: { _ in }) {
+        case .here:
+            return nil
+        case .pending, .elsewhere:
+            context.metrics.joinRefused(.placementUnavailable)
+            return "the cluster is still placing the room; reload the page in a moment"
+        case let .unavailable(text):
+            context.metrics.joinRefused(.placementUnavailable)
+            return text
+        }
+    }
+
     /// Other relays of the cluster for a `joined` answer, so the member can fall back.
     private var clusterFallbacks: [ControlMessage.ClusterRelay] {
         placement?.fallbacks(limit: 4) ?? []

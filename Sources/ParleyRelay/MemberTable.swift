@@ -44,6 +44,13 @@ final class MemberTable: @unchecked Sendable {
 
     var count: Int { byAddress.count }
 
+    /// Each active member's stream figures, copied for a scrape.
+    func streamSamples() -> [StreamFigures.Sample] {
+        byAddress.values.compactMap { member in
+            member.streamFigures.map { StreamFigures.Sample(room: member.room, identity: member.identity, figures: $0) }
+        }
+    }
+
     /// A member admitted to its room joins this loop.
     func add(_ member: MemberLeg) {
         byAddress[member.peer] = member
@@ -99,7 +106,7 @@ final class MemberTable: @unchecked Sendable {
     func activate(_ member: MemberLeg, now: UInt64) {
         guard context.rooms.activate(member, now: now) else { return }
         member.state = .active
-        member.gauges = context.metrics.makeStreamGauges(room: member.room, identity: member.identity)
+        member.streamFigures = StreamFigures()
         context.membershipLogs.log(.info, "member active", metadata: ["member": "\(member.logDescription)"], now: now)
     }
 
@@ -238,8 +245,7 @@ final class MemberTable: @unchecked Sendable {
     /// The member's leg ends on this loop: it is told goodbye (reliably) when it listens.
     private func close(_ member: MemberLeg, reason: RemovalReason, now: UInt64, tellMember: Bool, text: String? = nil) {
         member.state = .closed
-        member.gauges?.destroy()
-        member.gauges = nil
+        member.streamFigures = nil
         if byAddress[member.peer] === member { byAddress[member.peer] = nil }
         let slice = Self.sweepSlice(of: member)
         if sweepSlices[slice][member.peer] === member { sweepSlices[slice][member.peer] = nil }

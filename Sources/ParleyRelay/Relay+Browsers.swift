@@ -46,6 +46,11 @@ extension Relay {
             return .failure(BrowserOfferRefusal(status: 403, message: "\(claims.room) is end-to-end encrypted, and the browser page cannot take part in "
                 + "its encryption yet; join it with the parley client"))
         }
+        // In a cluster the room is joined here (a browser cannot follow a redirect): asking now
+        // places a room nobody hosts, and refuses at once one this relay cannot join.
+        if let placement, case let .unavailable(text) = placement.routePinned(room: claims.room, whenDecided: { _ in }) {
+            return .failure(BrowserOfferRefusal(status: 503, message: text))
+        }
         let offer: WebRTCOffer
         do {
             offer = try WebRTCOffer(try SessionDescription(parsing: sdp))

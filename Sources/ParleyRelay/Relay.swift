@@ -151,24 +151,30 @@ public final class Relay: Sendable {
         HostPortText.format(host: address.ipAddress ?? "?", port: address.port)
     }
 
-    /// The metrics in Prometheus's text format: every loop adds its counts (a moment's work on
-    /// each), then the exposition is built on `loop` (the caller's, an HTTP server's), so a
-    /// scrape never holds up forwarding while it formats. Once the relay has stopped, its last
-    /// counts.
+    /// The metrics in Prometheus's text format: every loop adds its counts and copies its
+    /// members' stream figures (a moment's work on each), then the exposition is built on
+    /// `loop` (the caller's, an HTTP server's), so a scrape never holds up forwarding while it
+    /// formats. Once the relay has stopped, its last counts.
     public func metricsExposition(on loop: any EventLoop) -> EventLoopFuture<[UInt8]> {
         let flushed = loop.makePromise(of: Void.self)
-        let remaining = Mutex(workers.count)
+        let gathered = Mutex((remaining: workers.count, streams: [StreamFigures.Sample]()))
         // A stopped loop runs what it is handed on the caller's thread (``DatagramLoop/execute(_:)``).
         for worker in workers {
             worker.loop.execute {
                 worker.flushStatistics()
-                if remaining.withLock({ count -> Bool in count -= 1; return count == 0 }) { flushed.succeed(()) }
+                let streams = worker.streamSamples()
+                let last = gathered.withLock { gathered -> Bool in
+                    gathered.streams += streams
+                    gathered.remaining -= 1
+                    return gathered.remaining == 0
+                }
+                if last { flushed.succeed(()) }
             }
         }
         let (metrics, port) = (self.metrics, localAddress.port)
         return flushed.futureResult.map {
             if let port, let drops = KernelSocketDrops.count(port: port) { metrics.socketReceiveDrops.record(drops) }
-            return metrics.exposition()
+            return metrics.exposition(streams: gathered.withLock { $0.streams })
         }
     }
 

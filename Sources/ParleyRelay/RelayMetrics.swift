@@ -11,7 +11,6 @@ import ParleyWire
 /// cores never contend on a shared atomic.
 public final class RelayMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
-    let factory: PrometheusMetricsFactory
 
     static let latencyLabel = "parley_relay_forwarding_latency_seconds"
 
@@ -54,7 +53,6 @@ public final class RelayMetrics: Sendable {
             .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5), .milliseconds(10),
             .milliseconds(25), .milliseconds(100),
         ]
-        self.factory = factory
         packetsReceived = PacketKind.allCases.map {
             CoreMetrics.Counter(label: "parley_relay_packets_received_total", dimensions: [("kind", $0.label)], factory: factory)
         }
@@ -118,15 +116,13 @@ public final class RelayMetrics: Sendable {
         joinsRefused[code]?.increment()
     }
 
-    func makeStreamGauges(room: String, identity: String) -> StreamGauges {
-        StreamGauges(room: room, identity: identity, factory: factory)
-    }
-
-    /// The Prometheus text exposition of every metric.
-    public func exposition() -> [UInt8] {
+    /// The Prometheus text exposition of every metric, with each member's stream figures
+    /// (gathered from the loops that own them) after the registry's.
+    func exposition(streams: [StreamFigures.Sample] = []) -> [UInt8] {
         var buffer: [UInt8] = []
-        buffer.reserveCapacity(16 << 10)
+        buffer.reserveCapacity(16 << 10 + streams.count * 400)
         registry.emit(into: &buffer)
+        StreamFigures.exposition(of: streams, into: &buffer)
         return buffer
     }
 }

@@ -167,6 +167,9 @@ final class RelayWorker: @unchecked Sendable {
         context.channel.flushStatistics()
     }
 
+    /// This loop's members' stream figures (for a scrape).
+    func streamSamples() -> [StreamFigures.Sample] { members.streamSamples() }
+
     // MARK: Introspection for the relay and its tests
 
     var sessionCount: Int { members.count }

@@ -22,6 +22,12 @@ public protocol RoomPlacement: AnyObject, Sendable {
     /// means the answer is being found, and `whenDecided` is then called once with it, on
     /// another thread.
     func route(room: String, region: String?, whenDecided: @escaping @Sendable (PlacementRoute) -> Void) -> PlacementRoute
+    /// Where a verified join goes for a member that cannot be sent to another relay (a
+    /// browser: its page came from this relay, its media reaches this port over ICE): `.here`
+    /// when the room lives here or this relay joins it over a trunk, `.pending` while a room
+    /// nobody hosts is placed (`whenDecided` is then called once), `.unavailable` with the
+    /// reason otherwise; never `.elsewhere`.
+    func routePinned(room: String, whenDecided: @escaping @Sendable (PlacementRoute) -> Void) -> PlacementRoute
     /// Other relays a member can fall back to if this one goes away, best first.
     func fallbacks(limit: Int) -> [ControlMessage.ClusterRelay]
     /// Begins: registers the relay and hands it trunk plans through `relay.follow` until ``stop()``.

@@ -1,5 +1,6 @@
 import ParleyBasics
 import ParleySecurity
+import ParleyRelay
 import ParleyWire
 
 #if canImport(Glibc)
@@ -73,6 +74,7 @@ final class LoadGenerator {
         var strays = 0
         var cpuAtStart = 0.0, cpuAtEnd = 0.0
         var generatorCPUAtStart = 0.0, generatorCPUAtEnd = 0.0
+        var dropsAtStart = (forwarder: 0, generator: 0)
         var sentTotal = 0
         var measuring = false, stoppedMeasuring = false
         // Talker i sends at start + (k + i/N) × 20 ms: spread evenly, as independent people would.
@@ -86,6 +88,7 @@ final class LoadGenerator {
                 measuring = true
                 cpuAtStart = forwarder.cpuSeconds()
                 generatorCPUAtStart = processCPUSeconds(path: "/proc/thread-self/stat")
+                dropsAtStart = (KernelSocketDrops.count(port: Int(forwarder.port)) ?? 0, KernelSocketDrops.count(port: Int(socket.port)) ?? 0)
             }
             if measuring && !stoppedMeasuring && now >= windowEnd {
                 stoppedMeasuring = true
@@ -166,6 +169,8 @@ final class LoadGenerator {
             }
             socket.flush()
         }
+        // Read after the copies sent in the window have had their 0.3 s to arrive.
+        let dropsAtEnd = (forwarder: KernelSocketDrops.count(port: Int(forwarder.port)) ?? 0, generator: KernelSocketDrops.count(port: Int(socket.port)) ?? 0)
         let expected = members.reduce(0) { $0 + $1.sentInWindow * (membersPerRoom - 1) }
         if received > expected { strays += received - expected }
         latencies.sort()
@@ -182,7 +187,9 @@ final class LoadGenerator {
             duplicates: strays,
             latencyP50Microseconds: quantile(0.5), latencyP99Microseconds: quantile(0.99), latencyP999Microseconds: quantile(0.999),
             forwarderCPUPercent: (cpuAtEnd - cpuAtStart) / seconds * 100,
-            generatorCPUPercent: (generatorCPUAtEnd - generatorCPUAtStart) / seconds * 100)
+            generatorCPUPercent: (generatorCPUAtEnd - generatorCPUAtStart) / seconds * 100,
+            forwarderSocketDrops: dropsAtEnd.forwarder - dropsAtStart.forwarder,
+            generatorSocketDrops: dropsAtEnd.generator - dropsAtStart.generator)
     }
 
     /// 0.5 s at 50 packets/s per talker; 5 s at `factor` × 50; then 3 s at half of what the

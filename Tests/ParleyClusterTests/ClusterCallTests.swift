@@ -15,7 +15,7 @@ import Testing
 struct ClusterCallTests {
     @Test(arguments: StoreSecurity.allCases)
     func roomsAreSpreadOverTheRelaysAndEveryMemberEndsOnItsRoomsRelay(store: StoreSecurity) async throws {
-        let cluster = try RelayCluster(security: store)
+        let cluster = try await RelayCluster.started(security: store)
         defer { cluster.stop() }
         // Nine new rooms, every member sent to relay 1 as one invite would send them.
         var members: [String: ClusterLinkClient] = [:]
@@ -40,7 +40,7 @@ struct ClusterCallTests {
     /// Anyone who can write to the store can put a record there that no `joined` can carry (an
     /// address of 300 bytes): the relays skip it, and every join still gets its answer.
     @Test func aRelayRecordTooLongForAJoinedAnswerDoesNotStopJoins() async throws {
-        let cluster = try RelayCluster(relays: 2)
+        let cluster = try await RelayCluster.started(relays: 2)
         defer { cluster.stop() }
         let address = String(repeating: "r", count: 290) + ".example:7800"
         let record = ClusterRelayRecord(address: address, key: RelayKey().publicKeyText, load: 0, region: nil, lease: 0)
@@ -61,7 +61,7 @@ struct ClusterCallTests {
     /// of them is redirected, by itself, and Bob hears Alice's tone from then on.
     @Test(arguments: StoreSecurity.allCases)
     func aMemberSentToTheWrongRelayHearsItsRoom(store: StoreSecurity) async throws {
-        let cluster = try RelayCluster(security: store)
+        let cluster = try await RelayCluster.started(security: store)
         defer { cluster.stop() }
         let call = try ClusterCall(cluster: cluster, room: "standup", seconds: 6)
         let outcome = try await call.run([("alice", cluster.relay(1)), ("bob", cluster.relay(2))])
@@ -86,7 +86,7 @@ struct ClusterCallTests {
     /// each other, and everyone hears everyone (a different tone each) all the time.
     @Test(arguments: StoreSecurity.allCases)
     func membersOfOneRoomOnRelaysInDifferentRegionsHearEachOtherOverTrunks(store: StoreSecurity) async throws {
-        let cluster = try RelayCluster(regions: [1: "eu", 2: "us", 3: "ap"], security: store)
+        let cluster = try await RelayCluster.started(regions: [1: "eu", 2: "us", 3: "ap"], security: store)
         defer { cluster.stop() }
         let call = try ClusterCall(cluster: cluster, room: "world", seconds: 6, tones: ["alice": 440, "bob": 660, "carol": 880])
         // Each relay's own figures, mid-call.
@@ -128,7 +128,7 @@ struct ClusterCallTests {
     /// and hears both again within 3 s.
     @Test(arguments: StoreSecurity.allCases)
     func killingTheHomeOfARoomSpreadOverRegionsSilencesOnlyItsOwnMembersAndNotForLong(store: StoreSecurity) async throws {
-        let cluster = try RelayCluster(regions: [1: "eu", 2: "us", 3: "ap"], security: store)
+        let cluster = try await RelayCluster.started(regions: [1: "eu", 2: "us", 3: "ap"], security: store)
         defer { cluster.stop() }
         let call = try ClusterCall(cluster: cluster, room: "spread", seconds: 10, tones: ["alice": 440, "bob": 660, "carol": 880])
         let names = ["alice", "bob", "carol"]
@@ -172,7 +172,7 @@ struct ClusterCallTests {
     /// expires, and each hears the other again within 3 s of the kill.
     @Test(arguments: StoreSecurity.allCases)
     func killingTheRoomsRelayLeavesItsMembersHearingEachOtherAgainWithinThreeSeconds(store: StoreSecurity) async throws {
-        let cluster = try RelayCluster(security: store)
+        let cluster = try await RelayCluster.started(security: store)
         defer { cluster.stop() }
         let call = try ClusterCall(cluster: cluster, room: "failover", seconds: 10)
         let killedAt = Mutex<UInt64?>(nil)
@@ -220,7 +220,7 @@ struct ClusterCallTests {
     /// the relays are registered again and new rooms are placed.
     @Test(arguments: StoreSecurity.allCases)
     func theStoreKilledAndRestartedLosesNothingFromARunningCall(store: StoreSecurity) async throws {
-        let cluster = try RelayCluster(security: store)
+        let cluster = try await RelayCluster.started(security: store)
         defer { cluster.stop() }
         let call = try ClusterCall(cluster: cluster, room: "steady", seconds: 8)
         let refusal = Mutex<LinkFailure?>(nil)
@@ -251,7 +251,7 @@ struct ClusterCallTests {
             #expect(longestSilence <= 10, "no more than 100 ms of silence while the store was away")
         }
         #expect(outcome.statistics.values.allSatisfy { $0.rejoins == 0 })
-        try cluster.waitForRegistrations(3)
+        try await cluster.registrations(3)
         let later = ClusterLinkClient(via: cluster.relay(3), room: "after", token: cluster.token("dan", room: "after"))
         later.pump(timeout: 5) { $0.hasEnded }
         #expect(later.isActive, "a new room is placed once the store is back: \(later.link.phase)")
@@ -306,7 +306,7 @@ struct ClusterCall: Sendable {
             configuration.durationSeconds = seconds + 0.5
             sessions[name] = try CallSession(configuration) { message in notices.withLock { $0[name, default: []].append(message) } }
         }
-        let background = during.map { work in Task.detached { work() } }
+        let background = during.map { work in Task { await onThread(work) } }
         await withTaskGroup(of: Void.self) { group in
             for session in sessions.values {
                 group.addTask { _ = await onThread { session.run() } }
@@ -324,11 +324,5 @@ struct ClusterCall: Sendable {
             for sample in samples[start..<start + 480] { sum += sample * sample }
             return (sum / 480).squareRoot() > 0.01
         }
-    }
-}
-
-func onThread<Result: Sendable>(_ body: @escaping @Sendable () -> Result) async -> Result {
-    await withCheckedContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(returning: body()) }
     }
 }

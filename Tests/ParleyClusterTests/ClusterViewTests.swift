@@ -143,6 +143,25 @@ struct ClusterViewTests {
         #expect(view.route(room: "world", region: "ap") == .elsewhere(view.relays["10.0.3.1:7800"]!))
     }
 
+    /// A browser cannot follow a redirect: it joins the relay whose page it opened, which
+    /// joins the room over a trunk when its home is elsewhere, in whatever region.
+    @Test func aBrowserJoinsHereAndTheRelayTrunksToTheRoomsHome() {
+        let view = Self.regional()
+        #expect(view.routePinned(room: "world") == .here, "homed on us-1: this eu relay trunks to it")
+        #expect(view.routePinned(room: "nowhere") == .unplaced, "a new room is placed first")
+        var home = Self.regional(selfID: "10.0.2.1:7800", selfRegion: "us")
+        home.apply(.put(Self.present("world", on: "10.0.2.1:7800")))
+        #expect(home.routePinned(room: "world") == .here)
+        // Without regions too: a browser on relay 2 of a room on relay 1.
+        var plain = ClusterView(selfID: "10.0.0.2:7800")
+        plain.reset(to: [Self.relay("10.0.0.1:7800", key: Self.key), Self.relay("10.0.0.2:7800", key: Self.key), Self.room("standup", on: "10.0.0.1:7800")])
+        #expect(plain.route(room: "standup") == .elsewhere(plain.relays["10.0.0.1:7800"]!), "a parley client is sent to the home")
+        #expect(plain.routePinned(room: "standup") == .here, "a browser stays, over a trunk")
+        // Relays without keys cannot trunk: the browser is refused with the home named.
+        let insecure = Self.regional(key: "")
+        #expect(insecure.routePinned(room: "world") == .elsewhere(insecure.relays["10.0.2.1:7800"]!))
+    }
+
     @Test func relaysWithoutKeysCannotTrunkSoTheirRoomsStayOnTheirHome() {
         let view = Self.regional(key: "")  // relays run --insecure
         #expect(view.route(room: "world", region: "eu") == .elsewhere(view.relays["10.0.2.1:7800"]!))

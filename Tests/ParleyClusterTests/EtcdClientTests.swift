@@ -11,7 +11,7 @@ import Testing
 struct EtcdClientTests {
     @Test(arguments: StoreSecurity.allCases)
     func aKeyPutIsReadBackByPrefixWithTheRevisionItWasReadAt(store: StoreSecurity) async throws {
-        let etcd = try EtcdServer(security: store)
+        let etcd = try await EtcdServer.started(security: store)
         let client = try etcd.client()
         defer { client.close() }
         try await client.put("/parley/relays/a", value: Array("one".utf8))
@@ -29,7 +29,7 @@ struct EtcdClientTests {
     /// every other learns the winner's value in the same answer.
     @Test(arguments: StoreSecurity.allCases)
     func ofManyConcurrentCreatesExactlyOneWinsAndTheOthersReadItsValue(store: StoreSecurity) async throws {
-        let etcd = try EtcdServer(security: store)
+        let etcd = try await EtcdServer.started(security: store)
         let client = try etcd.client()
         defer { client.close() }
         let outcomes = await withTaskGroup(of: (Int, EtcdClient.CreateOutcome?).self) { group in
@@ -58,7 +58,7 @@ struct EtcdClientTests {
 
     @Test(arguments: StoreSecurity.allCases)
     func aKeyUnderALeaseVanishesWhenTheLeaseIsNotKeptAlive(store: StoreSecurity) async throws {
-        let etcd = try EtcdServer(security: store)
+        let etcd = try await EtcdServer.started(security: store)
         let client = try etcd.client()
         defer { client.close() }
         // 5 s, so the renewal below still finds it while the suite starts a dozen stores at
@@ -80,7 +80,7 @@ struct EtcdClientTests {
 
     @Test(arguments: StoreSecurity.allCases)
     func aConditionalDeleteRemovesOnlyTheValueItNames(store: StoreSecurity) async throws {
-        let etcd = try EtcdServer(security: store)
+        let etcd = try await EtcdServer.started(security: store)
         let client = try etcd.client()
         defer { client.close() }
         try await client.put("/parley/rooms/r", value: Array("mine".utf8))
@@ -92,7 +92,7 @@ struct EtcdClientTests {
 
     @Test(arguments: StoreSecurity.allCases)
     func aWatchDeliversPutsAndDeletesInOrderFromTheRevisionAfterARead(store: StoreSecurity) async throws {
-        let etcd = try EtcdServer(security: store)
+        let etcd = try await EtcdServer.started(security: store)
         let client = try etcd.client()
         defer { client.close() }
         try await client.put("/parley/rooms/before", value: [0])
@@ -115,7 +115,7 @@ struct EtcdClientTests {
     /// A watch whose store goes away says so once, so the cluster reads afresh and watches
     /// again; one its owner cancels says nothing.
     @Test func aWatchEndsOnceWhenTheStoreGoesAndSilentlyWhenCancelled() async throws {
-        let etcd = try EtcdServer()
+        let etcd = try await EtcdServer.started()
         let client = try etcd.client()
         defer { client.close() }
         let ends = Mutex<[String]>([])
@@ -132,7 +132,7 @@ struct EtcdClientTests {
 
     @Test(arguments: StoreSecurity.allCases)
     func aStoreThatDiesFailsRequestsQuicklyAndTheClientReconnectsWhenItReturns(store: StoreSecurity) async throws {
-        let etcd = try EtcdServer(security: store)
+        let etcd = try await EtcdServer.started(security: store)
         let client = try etcd.client()
         defer { client.close() }
         try await client.put("/parley/k", value: [1])
@@ -140,7 +140,7 @@ struct EtcdClientTests {
         let started = Date()
         await #expect(throws: (any Error).self) { try await client.get("/parley/k") }
         #expect(Date().timeIntervalSince(started) < 1.5)
-        try etcd.start()
+        try await etcd.restarted()
         #expect(try await client.get("/parley/k")?.value == [1])
     }
 
@@ -150,7 +150,7 @@ struct EtcdClientTests {
     /// a user whose role does not reach `/parley/`, a store whose CA is not the one named:
     /// each is said as what to fix, not as an HTTP status.
     @Test func aStoreThatRefusesTheRelaySaysWhatToFix() async throws {
-        let etcd = try EtcdServer(security: .tlsAndAuthentication)
+        let etcd = try await EtcdServer.started(security: .tlsAndAuthentication)
         func attempt(_ credentials: EtcdCredentials) async -> String {
             do {
                 let client = try EtcdClient(endpoint: etcd.endpoint, credentials: credentials, group: MultiThreadedEventLoopGroup.singleton)
@@ -171,7 +171,7 @@ struct EtcdClientTests {
         noUser.passwordFile = nil
         let anonymous = await attempt(noUser)
         #expect(anonymous.contains("give the relay one with cluster-user and cluster-password-file"), "\(anonymous)")
-        try etcd.etcdctl(["user", "add", "outsider:outsider-password"])
+        try await etcd.etcdctlOffThePool(["user", "add", "outsider:outsider-password"])
         var outsider = etcd.credentials
         outsider.user = "outsider"
         let outsiderPassword = etcd.path("outsider-password")

@@ -68,6 +68,23 @@ final class EtcdServer: @unchecked Sendable {
         try EtcdClient(endpoint: endpoint, credentials: credentials, group: MultiThreadedEventLoopGroup.singleton)
     }
 
+    /// Makes and starts a store on a thread of its own (``onThread(_:)``): starting one blocks
+    /// while etcd comes up and, with TLS, while `openssl` and `etcdctl` run.
+    static func started(security: StoreSecurity = .plain) async throws -> EtcdServer {
+        try await onThread { try EtcdServer(security: security) }
+    }
+
+    /// ``start()`` after a ``kill()``, on a thread of its own.
+    func restarted() async throws {
+        try await onThread { try self.start() }
+    }
+
+    /// ``etcdctl(_:)`` on a thread of its own.
+    @discardableResult
+    func etcdctlOffThePool(_ arguments: [String]) async throws -> String {
+        try await onThread { try self.etcdctl(arguments) }
+    }
+
     init(security: StoreSecurity = .plain) throws {
         for tool in [Self.executable] + (security == .plain ? [] : [Self.control, "/usr/bin/openssl"]) {
             guard FileManager.default.isExecutableFile(atPath: tool) else {

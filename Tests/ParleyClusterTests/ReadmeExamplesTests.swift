@@ -176,14 +176,14 @@ struct ReadmeExamplesTests {
         try await Task.sleep(for: .seconds(1))
         let environment = ["XDG_RUNTIME_DIR": runtime]
         try Self.runEach(try Self.block(startingWith: "parley ctl mute"), [], in: directory, environment: environment)
-        ada.waitUntilExit()
+        await ada.exited()
         #expect(ada.terminationStatus == 0, "`parley ctl leave` ends the call cleanly")
 
         ada = try Self.call("ada", relay: relay, secret: secret, moderator: true, runtime: runtime, input: input)
         try await Self.waitForMembers(2, on: relay)
         try Self.runEach(try Self.block(startingWith: "parley ctl server-mute"), [], in: directory, environment: environment)
-        bob.waitUntilExit()
-        ada.waitUntilExit()
+        await bob.exited()
+        await ada.exited()
         #expect(bob.terminationStatus == 12, "the kick ends bob's call as a kick does")
         #expect(ada.terminationStatus == 13, "close-room ends the moderator's own call too")
     }
@@ -215,7 +215,7 @@ struct ReadmeExamplesTests {
                 // parley-relay admin finds the relay as serve would: here through its variables.
                 try Self.runEach(block, substitutions, in: directory, environment: ["PARLEY_RELAY_ADMIN": admin, "PARLEY_RELAY_SECRET_FILE": directory + "/relay.secret"])
             }
-            bob.waitUntilExit()
+            await bob.exited()
             #expect(bob.terminationStatus == 12, "the example's kick removed bob")
         }
     }

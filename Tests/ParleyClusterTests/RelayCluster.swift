@@ -35,7 +35,13 @@ final class RelayCluster: @unchecked Sendable {
     /// The region each relay is started with (`--region`), by index from 1; none if absent.
     let regions: [Int: String]
 
-    init(relays count: Int = 3, regions: [Int: String] = [:], security: StoreSecurity = .plain) throws {
+    /// Starts the store and `count` relays, and waits until all are registered, on a thread
+    /// of its own (``onThread(_:)``: starting them blocks for seconds).
+    static func started(relays count: Int = 3, regions: [Int: String] = [:], security: StoreSecurity = .plain) async throws -> RelayCluster {
+        try await onThread { try RelayCluster(relays: count, regions: regions, security: security) }
+    }
+
+    private init(relays count: Int, regions: [Int: String], security: StoreSecurity) throws {
         self.regions = regions
         guard FileManager.default.isExecutableFile(atPath: Self.relayBinary.path) else {
             throw EtcdServer.Missing(description: "\(Self.relayBinary.path) is missing; build it first: swift build --build-tests")
@@ -44,7 +50,7 @@ final class RelayCluster: @unchecked Sendable {
         store = try etcd.client()
         directory = etcd.directory
         for index in 1...count { try startRelay(index) }
-        try waitForRegistrations(count)
+        try waitForRegistrations(count, within: 10)
     }
 
     /// Starts relay `index` on 127.0.0.`index`, on a fresh port.
@@ -80,7 +86,12 @@ final class RelayCluster: @unchecked Sendable {
     func relay(at address: String) -> Member? { relays.first { $0.address == address } }
 
     /// Waits until `count` relays are registered in the store.
-    func waitForRegistrations(_ count: Int, within seconds: Double = 10) throws {
+    func registrations(_ count: Int, within seconds: Double = 10) async throws {
+        try await onThread { try self.waitForRegistrations(count, within: seconds) }
+    }
+
+    /// ``registrations(_:within:)`` from a plain thread.
+    private func waitForRegistrations(_ count: Int, within seconds: Double) throws {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if (try? blocking { try await self.store.range(prefix: "/parley/relays/").entries.count }) == count { return }
@@ -128,31 +139,22 @@ final class RelayCluster: @unchecked Sendable {
 
     func log(of member: Member) -> String { (try? String(contentsOfFile: member.log, encoding: .utf8)) ?? "" }
 
+    /// Asks every relay to stop (SIGTERM, so each revokes its lease as in production), then,
+    /// on a thread of its own so the caller's pool thread is not held while they shut down,
+    /// waits for them and stops the store. Once; `deinit` calls it too.
     func stop() {
-        for member in relays where member.process.isRunning {
-            member.process.terminate()
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        let processes = relays.map { SendableProcess(process: $0.process) }
+        for process in processes where process.process.isRunning { process.process.terminate() }
+        let store = store, etcd = etcd
+        Thread.detachNewThread {
+            for process in processes { process.process.waitUntilExit() }
+            store.close()
+            etcd.stop()
         }
-        for member in relays { member.process.waitUntilExit() }
-        store.close()
-        etcd.stop()
     }
+
+    private let stopped = Atomic(false)
 
     deinit { stop() }
-}
-
-/// Runs async work from a plain thread and waits for it (the fixture's waits are on threads).
-func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-    let result = Mutex<Result<T, any Error>?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    Task {
-        do {
-            let value = try await body()
-            result.withLock { $0 = .success(value) }
-        } catch {
-            result.withLock { $0 = .failure(error) }
-        }
-        done.signal()
-    }
-    done.wait()
-    return try result.withLock { $0! }.get()
 }

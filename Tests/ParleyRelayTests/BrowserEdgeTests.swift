@@ -15,64 +15,16 @@ extension RelayOverUDP {
     /// `--insecure` relay). The browser test in ParleyCallTests does the same with Chromium.
     @Suite("Browser members")
     struct BrowserEdgeTests {
-        /// A relay that takes browsers, and a stand-in browser's offer for `identity`.
+        /// A stand-in browser's offer, the answer as it reads it, and its ICE check
+        /// (``StandInBrowser``, shared with the cluster tests).
         static func offer(fingerprint: CertificateFingerprint, ssrc: UInt32 = 1111) -> String {
-            """
-            v=0\r
-            o=- 4611731400430051336 2 IN IP4 127.0.0.1\r
-            s=-\r
-            t=0 0\r
-            a=group:BUNDLE 0\r
-            m=audio 9 UDP/TLS/RTP/SAVPF 111 63\r
-            c=IN IP4 0.0.0.0\r
-            a=ice-ufrag:brws\r
-            a=ice-pwd:browserpasswordbrowserpassword\r
-            a=fingerprint:\(fingerprint.sdpValue)\r
-            a=setup:actpass\r
-            a=mid:0\r
-            a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level\r
-            a=sendrecv\r
-            a=rtcp-mux\r
-            a=rtpmap:111 opus/48000/2\r
-            a=fmtp:111 minptime=10;useinbandfec=1\r
-            a=rtpmap:63 red/48000/2\r
-            a=fmtp:63 111/111\r
-            a=ssrc:\(ssrc) cname:x\r
-
-            """
+            StandInBrowser.offer(fingerprint: fingerprint, ssrc: ssrc)
         }
 
-        /// What the stand-in reads from the relay's answer.
-        struct Answer {
-            let ufrag: String
-            let password: String
-            let fingerprint: CertificateFingerprint
+        typealias Answer = StandInBrowser.Answer
 
-            init(_ text: String) throws {
-                let description = try SessionDescription(parsing: text)
-                let section = try #require(description.media.first)
-                func attribute(_ name: String) -> String? { section.attributes.first { $0.name == name }?.value }
-                ufrag = try #require(attribute("ice-ufrag"))
-                password = try #require(attribute("ice-pwd"))
-                fingerprint = try #require(attribute("fingerprint").flatMap(CertificateFingerprint.init(sdpValue:)))
-            }
-        }
-
-        /// An ICE check as Chromium sends it, signed with `password`.
         static func check(username: String, password: String, transaction: UInt32 = 1) throws -> [UInt8] {
-            var buffer = [UInt8](repeating: 0, count: 300)
-            let authentication = STUNAuthentication(password: password)
-            let count = try buffer.withUnsafeMutableBytes { raw in
-                var writer = try STUNMessageWriter(type: .bindingRequest, transactionID: STUNTransactionID(high: 1, middle: 2, low: transaction), into: raw)
-                try writer.appendUsername(username)
-                try writer.appendICERole(isControlling: true, tieBreaker: 99)
-                try writer.appendUseCandidate()
-                try writer.appendPriority(1_853_824_767)
-                try writer.appendMessageIntegrity(authentication.sign)
-                try writer.appendFingerprint()
-                return writer.count
-            }
-            return Array(buffer.prefix(count))
+            try StandInBrowser.check(username: username, password: password, transaction: transaction)
         }
 
         static func browserRelay() throws -> RelayFixture {
@@ -126,90 +78,7 @@ extension RelayOverUDP {
         // MARK: Media both ways
 
         /// A stand-in browser connected to the relay: its page, its socket, and its SRTP both ways.
-        struct ConnectedBrowser {
-            let page: BrowserMember
-            let client: TestClient
-            let dtls: DTLSConnection
-            /// What the browser protects its media with, and opens the relay's with.
-            let outbound: SRTPContext
-            let inbound: SRTPContext
-
-            /// Offer, ICE check, DTLS handshake, as Chromium does them; `client` is the socket the
-            /// browser speaks from (a new one unless given).
-            static func connect(to fixture: RelayFixture, identity: String, room: String, ssrc: UInt32 = 1111,
-                                from client: TestClient? = nil, handshakeSeconds: Double = 15, isModerator: Bool = false) throws -> ConnectedBrowser {
-                let browserContext = try DTLSContext()
-                guard case let .success(page) = fixture.relay.acceptBrowserOffer(
-                    BrowserEdgeTests.offer(fingerprint: browserContext.fingerprint, ssrc: ssrc),
-                    token: fixture.token(room: room, identity: identity, isModerator: isModerator),
-                    candidateHost: "127.0.0.1") else {
-                    throw BrowserEdgeFailure("the offer was refused")
-                }
-                let answer = try Answer(page.answer)
-                let browser = client ?? TestClient(relayPort: fixture.port)
-                if client == nil { browser.ssrc = ssrc }
-
-                // ICE: the check is answered, no larger than itself.
-                let check = try BrowserEdgeTests.check(username: "\(answer.ufrag):brws", password: answer.password)
-                browser.send(check)
-                var reply: [UInt8]?
-                let checkDeadline = now() + 2
-                while reply == nil, now() < checkDeadline {
-                    if let datagram = browser.receiveRaw(timeout: 0.2), datagram.first == 0x01 { reply = datagram }
-                }
-                guard let reply else { throw BrowserEdgeFailure("the relay did not answer an authentic ICE check") }
-                #expect(reply.count <= check.count)
-
-                // DTLS: the stand-in is the client, as a browser answered `setup:passive` is.
-                let dtls = try DTLSConnection(context: browserContext, isServer: false, peerFingerprint: answer.fingerprint)
-                dtls.start()
-                // Generous: the cookie exchange adds a round trip, and a loaded machine slows both sides.
-                let deadline = now() + handshakeSeconds
-                while dtls.state == .handshaking, now() < deadline {
-                    for datagram in dtls.takeDatagrams() { browser.send(datagram) }
-                    if let datagram = browser.receiveRaw(timeout: 0.2), (20...63).contains(datagram[0]) {
-                        datagram.withUnsafeBytes { _ = dtls.receive($0) }
-                    }
-                }
-                for datagram in dtls.takeDatagrams() { browser.send(datagram) }
-                guard dtls.state == .established, let keys = dtls.srtpKeys(),
-                      let outbound = SRTPContext(profile: keys.profile, keyAndSalt: keys.client, direction: .outbound),
-                      let inbound = SRTPContext(profile: keys.profile, keyAndSalt: keys.server, direction: .inbound) else {
-                    throw BrowserEdgeFailure("the DTLS handshake did not complete (\(dtls.state))")
-                }
-                return ConnectedBrowser(page: page, client: browser, dtls: dtls, outbound: outbound, inbound: inbound)
-            }
-
-            /// RTP as the browser sends it, protected with its keys.
-            func sendRTP(sequence: UInt16, ssrc: UInt32? = nil) throws {
-                var packet = client.rtp(sequence: sequence, ssrc: ssrc) + [UInt8](repeating: 0, count: 32)
-                let size = packet.count - 32
-                let protected = try #require(packet.withUnsafeMutableBytes { outbound.protect($0, count: size, rtcp: false) })
-                client.send(Array(packet.prefix(protected)))
-            }
-
-            /// The RTP the relay sent the browser within `timeout`, opened: (ssrc, sequence, payload).
-            func receiveRTP(count: Int, timeout: Double) -> [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] {
-                var heard: [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] = []
-                let until = now() + timeout
-                while heard.count < count, now() < until {
-                    guard var datagram = client.receiveRaw(timeout: 0.2), datagram.withUnsafeBytes({ PacketKind($0) }) == .rtp else { continue }
-                    let size = datagram.count
-                    guard case let .success(opened) = datagram.withUnsafeMutableBytes({ inbound.unprotect($0, count: size, rtcp: false) }) else {
-                        Issue.record("the browser could not open an SRTP packet from the relay")
-                        continue
-                    }
-                    let packet = Array(datagram.prefix(opened))
-                    if let origin = origin(ofMedia: packet) { heard.append((origin.ssrc, origin.sequence, Array(packet.suffix(from: 12)))) }
-                }
-                return heard
-            }
-        }
-
-        struct BrowserEdgeFailure: Error, CustomStringConvertible {
-            let description: String
-            init(_ description: String) { self.description = description }
-        }
+        typealias ConnectedBrowser = StandInBrowser
 
         @Test func aBrowserAndAMemberHearEachOtherThroughTheRoom() throws {
             let fixture = try Self.browserRelay()
@@ -282,7 +151,7 @@ extension RelayOverUDP {
             let bob = try fixture.member("bob", room: "call")
             let carol = try fixture.member("carol", room: "call")
             #expect(carol.waitForRoster(["bob", "carol"]))
-            #expect(throws: BrowserEdgeFailure.self) { try ConnectedBrowser.connect(to: fixture, identity: "mallory", room: "call", from: bob, handshakeSeconds: 3) }
+            #expect(throws: TestFailure.self) { try ConnectedBrowser.connect(to: fixture, identity: "mallory", room: "call", from: bob, handshakeSeconds: 3) }
             carol.drain()
             #expect(carol.latestRoster.map { Set($0.map(\.identity)) } == ["bob", "carol"], "the roster changed: \(carol.latestRoster?.map(\.identity) ?? [])")
             carol.mediaInbox = []
@@ -501,4 +370,18 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         usleep(20_000)
     }
     return condition()
+}
+
+extension StandInBrowser {
+    /// Offer, ICE check and DTLS handshake with `fixture`'s relay, for `identity` in `room`; the
+    /// relay's answer to the check is no larger than the check.
+    static func connect(to fixture: RelayFixture, identity: String, room: String, ssrc: UInt32 = 1111,
+                        from client: TestClient? = nil, handshakeSeconds: Double = 15, isModerator: Bool = false) throws -> StandInBrowser {
+        try connect(to: fixture.relay, port: fixture.port, token: fixture.token(room: room, identity: identity, isModerator: isModerator), ssrc: ssrc,
+                    from: client, handshakeSeconds: handshakeSeconds) { reply, check in #expect(reply.count <= check.count) }
+    }
+
+    func receiveRTP(count: Int, timeout: Double) -> [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] {
+        receiveRTP(count: count, timeout: timeout) { Issue.record("the browser could not open an SRTP packet from the relay") }
+    }
 }
