@@ -1,10 +1,10 @@
 import CParleyNet
+import ParleyDatagrams
 
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
-import ParleyDatagrams
 #endif
 
 /// The datagrams one relay loop writes between two flushes, sent with `sendmmsg` straight on

@@ -1,10 +1,10 @@
 import NIOCore
+import ParleyDatagrams
 
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
-import ParleyDatagrams
 #endif
 
 /// Opens one of the relay's UDP sockets: non-blocking, sharing its port with the other loops'
