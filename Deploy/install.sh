@@ -2,7 +2,8 @@
 # Installs parley-relay as a hardened systemd service, or upgrades the one installed: the
 # system user `parley`, /etc/parley (config, and a secret made only if there is none),
 # the binary, the unit, UDP buffer sysctls and a firewall rule for the relay's port only;
-# then starts it, waits for /healthz and prints the first invite. Safe to run again: what is
+# with --web-domain, the browser page behind Debian's Caddy, which gets and renews its
+# certificate; then starts it, waits for /healthz and prints the first invite. Safe to run again: what is
 # there already is kept (config, secret, keys), what changed is replaced, and the relay is
 # restarted only if something changed.
 set -euo pipefail
@@ -27,6 +28,12 @@ Installs or upgrades parley-relay on this Debian or Ubuntu machine (run as root)
   --room NAME          room of the first invite (default lobby)
   --identity NAME      name in the first invite (default admin)
   --ttl DURATION       validity of the first invite (default 7d)
+  --web-domain NAME    serve the browser page at https://NAME/join: installs Debian's Caddy,
+                       which gets a certificate for NAME (its A or AAAA record must point
+                       here; TCP 80 and 443 are opened) and renews it by itself; the relay's
+                       web port stays on 127.0.0.1 behind it. 'off' removes the page again.
+  --acme-email ADDR    with --web-domain: where the certificate authority writes if renewing
+                       ever fails (optional)
   --cluster URL        join a cluster: etcd's client URL, e.g. https://10.0.0.2:2379, or
                        http:// on a private network (docs/CLUSTER.md); the relay registers
                        as PUBLIC-HOST:PORT
@@ -48,6 +55,8 @@ Installs or upgrades parley-relay on this Debian or Ubuntu machine (run as root)
 
 Example, on a fresh VPS:
   sudo Deploy/install.sh --public-host relay.example.org
+With the browser page (people join at https://relay.example.org/join#token=...):
+  sudo Deploy/install.sh --web-domain relay.example.org
 A second relay of a cluster, given the first one's secret file, its store over TLS:
   sudo Deploy/install.sh --public-host 198.51.100.8 --cluster https://10.0.0.2:2379 \
       --cluster-ca etcd-ca.pem --cluster-cert relay.pem --cluster-key relay.key \
@@ -71,6 +80,8 @@ token_secret_from=""
 # --cluster-ca, -cert, -key, -user, -password-file, by the name of their relay.conf key.
 declare -A cluster_files=()
 cluster_user=""
+web_domain=""
+acme_email=""
 
 need_value() { [[ $# -ge 2 && -n "$2" ]] || usage_error "$1 needs a value"; }
 while (($# > 0)); do
@@ -90,6 +101,8 @@ while (($# > 0)); do
     --cluster-user) need_value "$@"; cluster_user=$2; shift 2 ;;
     --region) need_value "$@"; region=$2; shift 2 ;;
     --token-secret-from) need_value "$@"; token_secret_from=$2; shift 2 ;;
+    --web-domain) need_value "$@"; web_domain=$2; shift 2 ;;
+    --acme-email) need_value "$@"; acme_email=$2; shift 2 ;;
     --no-systemd) use_systemd=0; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage_error "unknown option '$1'" ;;
@@ -151,6 +164,22 @@ if [[ -n "$token_secret_from" ]]; then
     token_secret_line=$(grep -E '^[[:space:]]*token-secret[[:space:]]*=' "$token_secret_from" | head -n 1)
     [[ -n "$token_secret_line" ]] || usage_error "--token-secret-from $token_secret_from has no token-secret line; give another relay's /etc/parley/relay.secret"
 fi
+# An address as --public-host may give it, with IPv6's brackets or without.
+is_address() { [[ "$1" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ || "$1" =~ ^\[?[0-9a-fA-F:]*:[0-9a-fA-F:.]*\]?$ ]]; }
+if [[ -n "$web_domain" && "$web_domain" != off ]]; then
+    web_domain=${web_domain,,}
+    if is_address "$web_domain"; then
+        usage_error "--web-domain is '$web_domain', an address; certificates are issued to DNS names: give a name whose A (or AAAA) record points at this machine, e.g. relay.example.org"
+    fi
+    domain_pattern='^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$'
+    if ! [[ "$web_domain" =~ $domain_pattern && ${#web_domain} -le 253 ]]; then
+        usage_error "--web-domain is '$web_domain'; give the DNS name people open the page at, e.g. relay.example.org (letters, digits, '-' and dots, without https:// or a port)"
+    fi
+fi
+if [[ -n "$acme_email" ]]; then
+    [[ -n "$web_domain" && "$web_domain" != off ]] || usage_error "--acme-email belongs to --web-domain: it is where the certificate authority writes about the page's certificate"
+    [[ "$acme_email" =~ ^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$ ]] || usage_error "--acme-email is '$acme_email'; give an e-mail address such as you@example.org"
+fi
 if [[ -n "$root" ]]; then
     [[ -d "$root" ]] || usage_error "--root $root is not a folder; create it first"
     root=$(cd "$root" && pwd)
@@ -165,6 +194,34 @@ if [[ -z "$binary" ]]; then
 fi
 [[ -f "$binary" ]] || usage_error "--binary $binary does not exist"
 require_privileges
+
+# The address browsers send their audio to. The relay names it in its SDP answer: the address
+# its UDP socket is bound to, since behind a proxy on this machine it cannot see which one the
+# page came in at. So with the page on, the relay listens on the address the domain points at.
+web_address=""
+if [[ -n "$web_domain" && "$web_domain" != off ]]; then
+    [[ -n "$public_host" ]] || public_host=$web_domain
+    resolved=""
+    if is_live || ! is_address "$public_host"; then
+        resolved=$(getent ahostsv4 "$web_domain" 2>/dev/null | awk 'NR == 1 { print $1 }' || true)
+        [[ -n "$resolved" ]] || resolved=$(getent ahosts "$web_domain" 2>/dev/null | awk 'NR == 1 { print $1 }' || true)
+    fi
+    if is_address "$public_host"; then
+        web_address=${public_host#[}
+        web_address=${web_address%]}
+        if [[ -n "$resolved" && "$resolved" != "$web_address" ]]; then
+            warn "$web_domain resolves to $resolved, not $web_address; the certificate cannot be issued until its record points here"
+        fi
+    elif [[ -n "$resolved" ]]; then
+        web_address=$resolved
+    else
+        die "$web_domain does not resolve to an address yet: point its A record at this machine's public IP address, wait until 'getent hosts $web_domain' shows it, and run this again (or give --public-host with this machine's public IP address)"
+    fi
+    if is_live && command -v ip >/dev/null && ! ip -o addr show | awk '{ sub(/\/.*/, "", $4); print $4 }' | grep -qixF "$web_address"; then
+        die "$web_address ($web_domain) is not an address of this machine: browsers send their audio straight to the relay's UDP port there, so the relay must listen on it. Point $web_domain at this machine's public address (ip -brief addr shows them); a machine behind a provider's 1:1 NAT (no public address on its interface) cannot serve the page yet"
+    fi
+    [[ "$web_address" != *:* ]] || web_address="[$web_address]"
+fi
 if ((use_systemd)) && is_live && ! systemd_present; then
     die "systemd is not running here; run with --no-systemd and start the relay yourself (/usr/local/bin/parley-relay serve --config /etc/parley/relay.conf)"
 fi
@@ -247,7 +304,7 @@ if [[ ! -f "$config" ]]; then
 # Every setting of \`parley-relay serve --help\` can go here as \`name = value\`
 # (max-rooms, max-members-per-room, idle-timeout, log-level, ...).
 # After a change: systemctl restart parley-relay
-listen = 0.0.0.0:${port:-7800}
+listen = ${web_address:-0.0.0.0}:${port:-7800}
 # /metrics and /healthz. They name rooms and people: keep this on localhost (put a
 # reverse proxy with a password in front, see Deploy/README.md) or a private address.
 admin = ${admin:-127.0.0.1:9800}
@@ -306,6 +363,19 @@ if ((${#cluster_files[@]} > 0)); then
 fi
 admin=$(config_value admin)
 admin=${admin:-127.0.0.1:9800}
+
+# The web port: on loopback behind Caddy (the port kept if relay.conf has a loopback one), and
+# the UDP socket on the address browsers reach, which the relay puts in its answers.
+default_web_listen=127.0.0.1:8780
+if [[ "$web_domain" == off ]]; then
+    set_config web off
+elif [[ -n "$web_domain" ]]; then
+    web_listen=$(config_value web)
+    [[ "$web_listen" =~ ^(127\.[0-9.]+|\[::1\]|localhost):[0-9]+$ ]] || web_listen=$default_web_listen
+    set_config web "$web_listen"
+    set_config listen "$web_address:$port"
+fi
+web_listen=$(config_value web)
 
 if [[ -f "$secret" ]]; then
     say "kept the secret in $secret (invites already sent keep working)"
@@ -390,8 +460,118 @@ fi
 
 # MARK: Firewall
 
+# The page's domain: given now, or kept from the site file of an earlier run.
+if [[ -z "$web_domain" ]]; then
+    web_domain=$(caddy_site_domain)
+elif [[ "$web_domain" == off ]]; then
+    web_domain=""
+    if caddy_site_remove; then
+        say "removed the page's site from Caddy (relay.conf: web = off); Caddy itself stays"
+        caddy_reload
+    fi
+fi
+https_ports=()
+[[ -z "$web_domain" ]] || https_ports=(80 443)
+
 [[ "$firewall" != auto ]] || firewall=$(detect_firewall)
-firewall_open "$firewall" "$port"
+# 80 for the certificate authority's challenge (and the redirect to https), 443 for the page.
+firewall_open "$firewall" "$port" ${https_ports[@]+"${https_ports[@]}"}
+
+# MARK: HTTPS for the page
+
+# The site Caddy serves. No `log` directive: Caddy then keeps no access log, which matters
+# because the page's requests carry its call's secret id in their path.
+caddy_site() {
+    cat <<EOF
+# Written by Parley's Deploy/install.sh: HTTPS for the relay's browser page. Caddy gets the
+# certificate for $web_domain itself (from Let's Encrypt, else ZeroSSL, proving the name over
+# port 80 or 443) and renews it well before it expires. /etc/caddy/Caddyfile imports this
+# file; Deploy/uninstall.sh (or install.sh --web-domain off) removes both.
+$web_domain {
+EOF
+    [[ -z "$acme_email" ]] || printf '\ttls %s\n' "$acme_email"
+    cat <<EOF
+	# The page holds an invite's token: once a browser has been here, never over plain http.
+	header Strict-Transport-Security "max-age=31536000"
+	reverse_proxy $web_listen {
+		transport http {
+			# Shorter than the 5 s the relay keeps an idle connection open, so Caddy never
+			# sends a request down a connection the relay is closing.
+			keepalive 3s
+		}
+	}
+}
+EOF
+}
+
+# Installs Caddy if it is missing (remembering that it did), writes the site and imports it,
+# has Caddy check the whole configuration, and starts or reloads it. Anything Caddy refuses
+# is put back as it was.
+configure_caddy() {
+    local site main
+    site=$(caddy_site_path)
+    main=$(caddy_main_path)
+    if is_live && ! command -v caddy >/dev/null; then
+        command -v apt-get >/dev/null || die "--web-domain needs Caddy, and this system has no apt-get to install it: install Caddy (https://caddyserver.com/docs/install), then run this again"
+        say "installing Caddy (Debian's caddy package) for the page's HTTPS"
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends caddy >/dev/null 2>&1; then
+            apt-get update -qq >/dev/null 2>&1 || true
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends caddy >/dev/null ||
+                die "could not install the caddy package (Debian 12 and Ubuntu 24.04 have it; Ubuntu 22.04 does not): install Caddy from https://caddyserver.com/docs/install, then run this again; the relay itself is installed and running"
+        fi
+        mkdir -p "$(lib_dir)"
+        if [[ -f "$main" ]]; then cp "$main" "$(caddy_installed_mark)"; else : >"$(caddy_installed_mark)"; fi
+    fi
+    [[ -z "$acme_email" && -f "$site" ]] && acme_email=$(awk '$1 == "tls" { print $2; exit }' "$site")
+    caddy_site >"$backup/parley-relay.caddy"
+    local caddy_changed=0
+    if ! cmp -s "$backup/parley-relay.caddy" "$site"; then
+        [[ ! -f "$site" ]] || cp -p "$site" "$backup/site-before.caddy"
+        mkdir -p "$(dirname "$site")"
+        install -m 644 "$backup/parley-relay.caddy" "$site"
+        caddy_changed=1
+    fi
+    if ! grep -qsF "$caddy_import_line" "$main"; then
+        [[ ! -f "$main" ]] || cp -p "$main" "$backup/Caddyfile-before"
+        printf '%s\n' "$caddy_import_line" >>"$main"
+        caddy_changed=1
+    fi
+    # Caddy reads the whole Caddyfile as it will at its next reload (under --root, with the
+    # imports found in the root), keeping nothing of the check.
+    if ((caddy_changed)) && command -v caddy >/dev/null; then
+        local problem checked=$main
+        if ! is_live; then
+            checked="$backup/Caddyfile-as-installed"
+            sed "s|^import /etc/caddy/|import $root/etc/caddy/|" "$main" >"$checked"
+        fi
+        if ! problem=$(HOME=$backup XDG_DATA_HOME=$backup XDG_CONFIG_HOME=$backup caddy validate --adapter caddyfile --config "$checked" 2>&1); then
+            if [[ -f "$backup/site-before.caddy" ]]; then cp -p "$backup/site-before.caddy" "$site"; else rm -f "$site"; fi
+            if [[ -f "$backup/Caddyfile-before" ]]; then cp -p "$backup/Caddyfile-before" "$main"; fi
+            die "Caddy refused its configuration with the page's site, so Caddy's files were put back as they were: $(printf '%s\n' "$problem" | grep -iE 'error|ambiguous' | tail -n 1). If your Caddyfile serves $web_domain already, add 'reverse_proxy $web_listen' to that site and run this again without --web-domain"
+        fi
+    fi
+    if ((caddy_changed)); then
+        say "Caddy: serves https://$web_domain/ from the relay's web port $web_listen ($site)"
+    fi
+    if is_live && ((use_systemd)) && systemd_present; then
+        if ! systemctl is-active --quiet caddy; then
+            systemctl enable --now --quiet caddy
+            say "started Caddy"
+        elif ((caddy_changed)); then
+            systemctl reload caddy
+            say "Caddy reloaded its configuration"
+        fi
+    elif is_live; then
+        say "start Caddy yourself so it serves the page: caddy run --config $main"
+    fi
+}
+
+# The page over HTTPS with a certificate this machine trusts, as a browser would fetch it.
+page_answers() {
+    local code
+    code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 5 "https://$web_domain/join" 2>"$backup/curl-error") || true
+    [[ "$code" == 200 ]]
+}
 
 # MARK: Start, check, invite
 
@@ -462,6 +642,23 @@ else
     say "no unit installed (--no-systemd); start the relay as the unit would: $installed_binary serve --config /etc/parley/relay.conf"
 fi
 
+if [[ -n "$web_domain" ]]; then
+    configure_caddy
+    if is_live && command -v curl >/dev/null && ((use_systemd)) && systemd_present; then
+        say "waiting for the certificate for $web_domain (up to a minute)"
+        for attempt in $(seq 1 20); do
+            page_answers && break
+            sleep 3
+            : "$attempt"
+        done
+        if page_answers; then
+            say "https://$web_domain/join answers, with a trusted certificate"
+        else
+            warn "https://$web_domain/join does not answer with a trusted certificate yet ($(tail -n 1 "$backup/curl-error")); Caddy keeps trying. See why: journalctl -u caddy -n 50 --no-pager | grep -iE 'error|challenge'; Deploy/README.md, 'When the certificate does not come'"
+        fi
+    fi
+fi
+
 if [[ -z "$public_host" ]]; then
     public_host=$(hostname -f 2>/dev/null || hostname)
     say "no --public-host given; the invite names $public_host (pass --public-host as clients reach this machine)"
@@ -470,8 +667,15 @@ case "$public_host" in *:*) [[ "$public_host" == \[* ]] || public_host="[$public
 
 echo
 echo "$( ((upgrading)) && echo "An invite" || echo "First invite") (room $room, for $identity, valid $ttl):"
-"$binary" token --secret-file "$secret" --room "$room" --identity "$identity" --ttl "$ttl" --relay "$public_host:$port"
+invite=$("$binary" token --secret-file "$secret" --room "$room" --identity "$identity" --ttl "$ttl" --relay "$public_host:$port")
+printf '%s\n' "$invite"
+if [[ -n "$web_domain" ]]; then
+    echo "In a browser, the same invite: https://$web_domain/join#token=$(printf '%s\n' "$invite" | head -n 1)"
+fi
 echo
 echo "More invites:  sudo parley-relay token --room ROOM --identity NAME --ttl 7d --relay $public_host:$port"
+if [[ -n "$web_domain" ]]; then
+    echo "For a browser: https://$web_domain/join#token=TOKEN, TOKEN being the first line that prints"
+fi
 echo "Logs:          journalctl -u parley-relay -f      Metrics: curl http://$admin/metrics"
 echo "Remove:        sudo /usr/local/lib/parley-relay/uninstall.sh   (keeps /etc/parley unless --purge)"

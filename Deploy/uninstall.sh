@@ -62,6 +62,28 @@ fi
 
 if [[ -f "$(binary_path)" ]]; then rm -f "$(binary_path)"; removed "$(binary_path)"; fi
 
+# The page's HTTPS: the site and its import go; Caddy itself goes only if install.sh installed
+# it and nobody has given it another site since (its Caddyfile is as the package made it).
+web_domain=$(caddy_site_domain)
+if caddy_site_remove; then
+    removed "the page's site ${web_domain:+for $web_domain }from Caddy ($(caddy_site_path))"
+    caddy_removed=0
+    if is_live && [[ -f "$(caddy_installed_mark)" ]] && command -v apt-get >/dev/null; then
+        if cmp -s "$(caddy_installed_mark)" "$(caddy_main_path)" || [[ ! -s "$(caddy_installed_mark)" && ! -f "$(caddy_main_path)" ]]; then
+            # purge: its certificates and state in /var/lib/caddy go with it.
+            if DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq caddy >/dev/null; then
+                removed "Caddy (install.sh had installed it), with its certificates"
+                caddy_removed=1
+            else
+                warn "could not remove the caddy package; remove it with: apt-get purge caddy"
+            fi
+        else
+            say "kept Caddy: install.sh installed it, but its Caddyfile has changed since (other sites?)"
+        fi
+    fi
+    ((caddy_removed)) || caddy_reload
+fi
+
 if [[ -d "$(lib_dir)" ]]; then rm -rf "$(lib_dir)"; removed "$(lib_dir)"; fi
 
 if [[ -f "$(sysctl_path)" ]]; then

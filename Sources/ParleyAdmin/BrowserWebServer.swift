@@ -191,8 +191,9 @@ final class BrowserWebHandler: ChannelInboundHandler {
         guard contentType.hasPrefix("application/sdp") else {
             return send(.unsupportedMediaType, text: "send the offer as application/sdp", head: head, context: context)
         }
-        guard let candidateHost = Self.candidateHost(hostHeader: head.headers.first(name: "Host") ?? "",
-                                                     localAddress: context.channel.localAddress?.ipAddress) else {
+        // A relay bound to one address names it (the way through a reverse proxy here).
+        guard let candidateHost = relay.listenHostForBrowsers
+            ?? Self.candidateHost(hostHeader: head.headers.first(name: "Host") ?? "", localAddress: context.channel.localAddress?.ipAddress) else {
             return send(.serviceUnavailable, text: "the relay does not know which address browsers reach its UDP port at (the page came "
                 + "through a proxy on this machine): whoever runs it should give --listen the relay's public address, not 0.0.0.0",
                 head: head, context: context)

@@ -83,8 +83,9 @@ extension Relay {
         browserEdge?.offers.member(id: id)
     }
 
-    /// The address in the answer's candidate when the relay listens on one address.
-    private var listenHostForBrowsers: String? {
+    /// The address in the answer's candidate when the relay listens on one address: the only
+    /// one it can name when the page reached it through a proxy on this machine.
+    public var listenHostForBrowsers: String? {
         let host = configuration.listen.host
         return host == "0.0.0.0" || host == "::" || host.isEmpty ? nil : host
     }

@@ -6,27 +6,48 @@ import Glibc
 
 /// The firewall rule as install.sh applies it to a live nftables, in a network namespace of
 /// the test's own (the host's firewall is never touched), against Debian's stock ruleset
-/// tightened to drop everything: datagrams must reach the relay's port and nothing else,
-/// after a port change, after a "reboot" that loads only the files, and not after removal.
+/// tightened to drop everything: datagrams must reach the relay's port and nothing else (TCP
+/// 80 and 443 too with the browser page), after a port change, after a "reboot" that loads
+/// only the files, and not after removal.
 @Suite("Deploy: the firewall rule on a live nftables")
 struct FirewallTests {
-    /// Debian's /etc/nftables.conf with the input policy set to drop, as a careful owner would.
+    /// Debian's /etc/nftables.conf with the input policy set to drop, as a careful owner would,
+    /// letting in only the answers to connections already made (a TCP probe needs them back).
     static let lockedDownRuleset = InstallLifecycleTests.debianNftablesConf.replacing(
-        "type filter hook input priority filter;", with: "type filter hook input priority filter; policy drop;")
+        "type filter hook input priority filter;",
+        with: "type filter hook input priority filter; policy drop;\n\t\tct state established,related accept")
 
-    /// Sends one datagram to each port on 127.0.0.1 and says which arrived ("7800 open").
+    /// Sends one datagram to each UDP port on 127.0.0.1 ("7800") and opens a connection to
+    /// each TCP port ("t443"), and says which arrived ("7800 open").
     static let probe = """
         import socket, sys
-        for port in map(int, sys.argv[1:]):
+        for name in sys.argv[1:]:
+            if name.startswith("t"):
+                port = int(name[1:])
+                server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                server.bind(("127.0.0.1", port))
+                server.listen()
+                client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                client.settimeout(0.3)
+                try:
+                    client.connect(("127.0.0.1", port))
+                    print(name, "open")
+                except OSError:
+                    print(name, "closed")
+                client.close()
+                server.close()
+                continue
+            port = int(name)
             receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             receiver.bind(("127.0.0.1", port))
             receiver.settimeout(0.3)
             socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"voice", ("127.0.0.1", port))
             try:
                 receiver.recv(16)
-                print(port, "open")
+                print(name, "open")
             except socket.timeout:
-                print(port, "closed")
+                print(name, "closed")
         """
 
     /// The steps, in bash: common.sh's own functions on the live (namespaced) nftables, with
@@ -38,7 +59,7 @@ struct FirewallTests {
         source "$deploy/common.sh"
         nft_rule_path() { printf '%s/nftables.d/parley-relay.nft' "$work"; }
         nft_main_path() { printf '%s/nftables.conf' "$work"; }
-        ports() { echo "-- $1"; python3 -c "$probe" 7800 7801 7900 9800; }
+        ports() { echo "-- $1"; python3 -c "$probe" 7800 7801 7900 9800 t80 t443 t8780; }
         ip link set lo up
         nft -f "$work/nftables.conf"
         ports "locked down"
@@ -49,6 +70,8 @@ struct FirewallTests {
         echo "rules: $(nft list chain inet filter input | grep -c parley-relay)"
         firewall_open nftables 7900
         ports "moved to 7900"
+        firewall_open nftables 7900 80 443
+        ports "with the page"
         sed "s|/etc/nftables.d/|$work/nftables.d/|" "$work/nftables.conf" >"$work/boot.conf"
         nft -f "$work/boot.conf"
         ports "after a reboot"
@@ -76,7 +99,7 @@ struct FirewallTests {
             let words = line.split(separator: " ")
             if words.count == 2, ["open", "closed"].contains(words[1]) { steps[step, default: [:]][String(words[0])] = String(words[1]) }
         }
-        let all = ["7800", "7801", "7900", "9800"]
+        let all = ["7800", "7801", "7900", "9800", "t80", "t443", "t8780"]
         func expectOpen(_ step: String, _ open: Set<String>) {
             let expected = Dictionary(uniqueKeysWithValues: all.map { ($0, open.contains($0) ? "open" : "closed") })
             #expect(steps[step] == expected, "\(step): \(steps[step] ?? [:])")
@@ -84,7 +107,9 @@ struct FirewallTests {
         expectOpen("locked down", [])
         expectOpen("opened 7800 twice", ["7800"])
         expectOpen("moved to 7900", ["7900"])
-        expectOpen("after a reboot", ["7900"])
+        // Caddy's 80 and 443 with the page; the relay's web port behind it (8780) never.
+        expectOpen("with the page", ["7900", "t80", "t443"])
+        expectOpen("after a reboot", ["7900", "t80", "t443"])
         expectOpen("closed", [])
         #expect(result.output.contains("detected: nftables"))
         #expect(result.output.contains("rules: 1\n"), "opening twice leaves one rule")
