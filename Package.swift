@@ -75,6 +75,11 @@ let package = Package(
         // relay's loops and the benchmarks, naming and pinning threads.
         .target(name: "CParleyNet"),
 
+        // MARK: The loop that owns a UDP socket (epoll, recvmmsg into a preallocated batch, a
+        // task queue, a timer), shared by the relay's threads and a call's network loop: the
+        // media sockets are read without SwiftNIO's per-datagram allocations.
+        .target(name: "ParleyDatagrams", dependencies: ["CParleyNet", "ParleyBasics", nioCore, logging], swiftSettings: optimizedEvenInDebug),
+
         // MARK: The helpers every side needs (clocks, seeded random, base64url, durations and
         // whitespace as people write them), written once, with no dependencies.
         .target(name: "ParleyBasics"),
@@ -99,7 +104,7 @@ let package = Package(
         // It knows the cluster only as a `RoomPlacement`, and speaks no HTTP.
         .target(
             name: "ParleyRelay",
-            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyWebRTC", "CParleyNet", nioCore, nioPosix, crypto, logging, metrics, prometheus, atomics]
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyWebRTC", "ParleyDatagrams", "CParleyNet", nioCore, nioPosix, crypto, logging, metrics, prometheus, atomics]
         ),
         // The relay's admin port: /metrics, /healthz and the admin API over HTTP, and its client;
         // the web port: the browser page, its offer (HTTP) and its signalling (a WebSocket).
@@ -122,7 +127,7 @@ let package = Package(
         // MARK: The call: the link to the relay, the send and receive pipelines, statistics.
         .target(
             name: "ParleyClient",
-            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyE2EE", "ParleyAudio", "ParleyDevices", nioCore, nioPosix, logging],
+            dependencies: ["ParleyWire", "ParleyBasics", "ParleySecurity", "ParleyE2EE", "ParleyAudio", "ParleyDevices", "ParleyDatagrams", nioCore, nioPosix, logging],
             swiftSettings: optimizedEvenInDebug
         ),
 
@@ -173,7 +178,7 @@ let package = Package(
         .testTarget(name: "ParleyE2EETests", dependencies: ["ParleyBasics", "ParleyE2EE", "ParleyWire"]),
         .testTarget(
             name: "ParleyRelayTests",
-            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyRelayTestSupport", "ParleyWire", "ParleySecurity", "ParleyWebRTC", "ParleyClient", nioCore, nioPosix]
+            dependencies: ["ParleyBasics", "ParleyRelay", "ParleyRelayTestSupport", "ParleyDatagrams", "ParleyWire", "ParleySecurity", "ParleyWebRTC", "ParleyClient", nioCore, nioPosix]
         ),
         .testTarget(name: "ParleyAdminTests", dependencies: ["ParleyAdmin", "ParleyRelay", "ParleyRelayTestSupport", "ParleyBasics", "ParleyWire", logging]),
         .testTarget(name: "ParleyNetSimTests", dependencies: ["ParleyBasics", "ParleyNetSim", "ParleyWire", nioCore, nioPosix]),

@@ -142,7 +142,7 @@ public final class CallSession: @unchecked Sendable {
             silenceAfterInput: configuration.durationSeconds != nil,
             gate: gate, status: status, send: { box.sender?.send($0) ?? false })
         playback = PlaybackPipeline(output: output, mix: mix, tap: tap, status: status, epoch: epoch)
-        connection = RelayConnection(
+        connection = try RelayConnection(
             configuration: configuration, gate: gate, status: status, mix: mix, epoch: epoch, adaptation: adaptation, sendingKey: sendingKey, trace: trace,
             onEvent: { [weak self] event in self?.handle(event) })
         box.sender = connection.makeMediaSender()

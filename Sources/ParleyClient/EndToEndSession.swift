@@ -44,6 +44,11 @@ final class EndToEndSession {
     private var schedule = MediaKeySchedule()
     private var publishedKeyID: UInt64?
 
+    /// Our fingerprint, and each member key's fingerprint and safety number with us: hashes
+    /// of keys that rarely change, for the status the loop publishes several times a second.
+    private lazy var ownFingerprint = Fingerprint.of(identity.publicKeyBytes)
+    private var shownKeys: [[UInt8]: (fingerprint: String, safetyNumber: String)] = [:]
+
     /// Our name and SSRC as the relay confirmed them.
     private(set) var selfName: String?
     private(set) var selfSSRC: UInt32?
@@ -307,17 +312,27 @@ final class EndToEndSession {
     /// Whether we hold a key of this member's.
     func holdsKey(of member: Member) -> Bool { keys[member.person].map { !$0.keyring.isEmpty } ?? false }
 
+    /// A member key's fingerprint and its safety number with ours, worked out once per key.
+    private func shownKey(_ key: [UInt8]) -> (fingerprint: String, safetyNumber: String) {
+        if let known = shownKeys[key] { return known }
+        // Keys of people long gone are not kept for ever: a room's worth is plenty.
+        if shownKeys.count >= 256 { shownKeys.removeAll() }
+        let shown = (Fingerprint.of(key), Fingerprint.safetyNumber(identity.publicKeyBytes, key))
+        shownKeys[key] = shown
+        return shown
+    }
+
     /// What the status line, `parley ctl status` and `parley ctl verify` show.
     func status() -> EndToEndStatus {
         let people = members.values.sorted { ($0.identity, $0.ssrc) < ($1.identity, $1.ssrc) }.map { member in
-            EndToEndStatus.Member(
-                identity: member.identity, fingerprint: member.takesPart ? Fingerprint.of(member.identityKey) : nil,
-                safetyNumber: member.takesPart ? Fingerprint.safetyNumber(identity.publicKeyBytes, member.identityKey) : nil,
+            let shown = member.takesPart ? shownKey(member.identityKey) : nil
+            return EndToEndStatus.Member(
+                identity: member.identity, fingerprint: shown?.fingerprint, safetyNumber: shown?.safetyNumber,
                 key: EndToEndStatus.KeyState(member), holdsOurKey: member.isTrusted, weHoldTheirs: holdsKey(of: member),
                 seesAnotherRoom: alarmed[member.identity].map { "gave their key to a room of \($0.theirCount) where you see \($0.ourCount)" })
         }
         return EndToEndStatus(
-            ownFingerprint: Fingerprint.of(identity.publicKeyBytes), keyID: schedule.current.id.description,
+            ownFingerprint: ownFingerprint, keyID: schedule.current.id.description,
             members: people, rejectedPackages: rejectedPackages)
     }
 }

@@ -2,34 +2,44 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Logging
 import NIOCore
-import NIOPosix
 import ParleyAudio
 import ParleyBasics
+import ParleyDatagrams
 import ParleyE2EE
 import ParleyWire
+import Synchronization
 
-/// The network edge of a call, on one SwiftNIO event loop: a datagram channel that talks
-/// only with the relay, feeding its datagrams and a timer set for its next deadline to the
-/// ``CallReceiver``, and sending what that answers.
+/// The network edge of a call, on its own thread: a ``DatagramLoop`` that owns the UDP
+/// socket to the relay, reads its datagrams a batch at a time into preallocated slots,
+/// hands each from the relay to the ``CallReceiver``, sends what that answers, and runs the
+/// receiver's timers at the deadlines it sets.
 ///
-/// The socket is ours, made before the channel and handed to SwiftNIO, so the capture thread
-/// can send media on it directly (``MediaSender``) while the loop's channel reads it and
-/// sends RTCP and control.
+/// Why not SwiftNIO's datagram channel, as the other sockets of the client use: it allocates
+/// for every datagram read (a `SocketAddress` box, the buffer's envelope) and for every
+/// timer moved (a scheduled task and its promise), the only allocations left on a call's
+/// receive path, and it offers no way to read a socket oneself. The relay's threads read their
+/// sockets the same way for the same reason; the loop is theirs (``DatagramLoop``).
 ///
-/// Everything mutable here is touched only on `eventLoop` (hence `@unchecked Sendable`);
-/// other threads reach it through ``makeMediaSender()`` (the capture thread) and `submit`.
+/// The socket is also the capture thread's: it sends media on it directly (``MediaSender``)
+/// while the loop reads it and sends RTCP and control.
+///
+/// Everything mutable here is touched only on the loop's thread (hence `@unchecked
+/// Sendable`); other threads reach it through ``makeMediaSender()`` (the capture thread) and
+/// `submit`.
 final class RelayConnection: @unchecked Sendable {
-    let eventLoop: any EventLoop
-    private let group: MultiThreadedEventLoopGroup
+    private let loop: DatagramLoop
     private let configuration: CallConfiguration
     private let gate: MediaGate
 
-    private var channel: (any Channel)?
-    fileprivate var relayAddress: SocketAddress?
-    /// The socket under `channel`, for the capture thread's `sendto`.
+    /// Where the link's relay is, as the kernel writes a datagram's source: only its
+    /// datagrams are taken in, and the loop's own sends go there.
+    fileprivate var relayAddress: DatagramAddress?
+    /// The socket the loop reads and both threads send on (-1 before `start` and after `close`).
     private var socket: CInt = -1
-    /// Where the capture thread sends: set once the channel is up, replaced when the link
+    private let batch = DatagramReceiveBatch(capacity: RelayConnection.readBatch, slotSize: RelayConnection.slotSize)
+    /// Where the capture thread sends: set once the socket is up, replaced when the link
     /// moves to another relay, cleared before the socket closes.
     private let destinations = VersionedValue<MediaDestination?>(nil)
     /// The link's relay as text ("HOST:PORT"), to notice when its cluster moves it.
@@ -38,82 +48,104 @@ final class RelayConnection: @unchecked Sendable {
     let receiver: CallReceiver
     /// The link's sealer, which the capture thread's ``MediaSealer`` reads; the link itself stays on the loop.
     private let protector: LinkProtector
-    private var scheduled: Scheduled<Void>?
-    private var scheduledFor: UInt64?
+    /// When the receiver's timers next need to run (nil: not until something arrives).
+    private var deadline: UInt64?
+    /// Set by `close`: the loop's timer and tasks do nothing after it.
+    private var closed = false
+    /// Whether `start` started the loop: before that, nothing is handed to it (it would wait
+    /// for a thread that does not exist yet).
+    private let started = Atomic<Bool>(false)
+    /// `--copy-received-rtp`: where each received packet goes again, opened.
+    private let copies: [DatagramAddress]
     /// Datagrams from addresses other than the relay's.
     fileprivate(set) var droppedStrangers = 0
+    /// Datagrams longer than a slot (no relay sends one): dropped, not read in part.
+    private(set) var droppedOversize = 0
 
     /// `--packet-trace`: every packet sent and received, for offline replay.
     private let trace: PacketTraceWriter?
 
+    /// Datagrams per read: a talker's packets come 50 a second per speaker, so a batch is
+    /// mostly one; more wait only after the loop was kept from its core.
+    static let readBatch = 8
+    /// Bytes per read slot: more than the relay's largest datagram (its packets are limited
+    /// to a path's MTU, 1,500 bytes by default).
+    static let slotSize = 4_096
+
     init(configuration: CallConfiguration, gate: MediaGate, status: CallStatus, mix: PlaybackMix, epoch: UInt64, adaptation: EncoderAdaptation,
-         sendingKey: SendingKey, trace: PacketTraceWriter? = nil, onEvent: @escaping @Sendable (LinkEvent) -> Void) {
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        eventLoop = group.next()
+         sendingKey: SendingKey, trace: PacketTraceWriter? = nil, onEvent: @escaping @Sendable (LinkEvent) -> Void) throws(CallError) {
+        do {
+            loop = try DatagramLoop(name: "parley network", logger: Logger(label: "parley.network"))
+        } catch {
+            throw .unexpected("\(error)")
+        }
         self.configuration = configuration
         self.gate = gate
         self.trace = trace
+        copies = configuration.receivedRTPCopies.map(DatagramAddress.init)
         let wallClockOffset = WallClock.nanoseconds() &- MonotonicClock.now()
         receiver = CallReceiver(configuration: configuration, gate: gate, status: status, mix: mix, epoch: epoch, adaptation: adaptation,
                                 wallClockOffset: wallClockOffset, sendingKey: sendingKey, onEvent: onEvent)
         protector = receiver.link.protector
-        receiver.mediaReceived = { [unowned self] bytes, packet, now in
-            copyReceived(bytes)
-            self.trace?.record(.received, packet, nanoseconds: now)
+        // Only the diagnostics want each packet again, as plain RTP; in an end-to-end encrypted
+        // room that means opening its frames a second time, into new arrays: not done without them.
+        if trace != nil || !copies.isEmpty {
+            receiver.mediaReceived = { [unowned self] bytes, packet, now in
+                copyReceived(bytes)
+                self.trace?.record(.received, packet, nanoseconds: now)
+            }
         }
     }
 
     /// `--copy-received-rtp`: the packet as it arrived, opened, to each local listener.
     private func copyReceived(_ bytes: UnsafeRawBufferPointer) {
-        guard let channel, !configuration.receivedRTPCopies.isEmpty else { return }
-        for destination in configuration.receivedRTPCopies {
-            channel.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
-        }
+        guard socket >= 0 else { return }
+        for destination in copies { _ = Self.send(bytes, on: socket, to: destination) }
     }
 
     /// Opens the socket and starts joining the relay at `relayAddress`.
     ///
     /// The socket is not connected: on Linux a connected UDP socket turns the relay's
     /// absence (an ICMP port unreachable while it restarts) into ECONNREFUSED on the next
-    /// send, and SwiftNIO closes a datagram channel on that error, which would leave the
-    /// call deaf for good instead of rejoining. Datagrams from anyone but the relay are dropped.
+    /// send and read, which would leave the call deaf instead of rejoining. Datagrams from
+    /// anyone but the relay are dropped.
     func start(relayAddress: SocketAddress) throws {
-        self.relayAddress = relayAddress
         let socket = try Self.makeSocket(for: relayAddress)
-        let channel: any Channel
+        // Set before the loop's thread exists, which therefore sees them.
+        self.socket = socket
+        self.relayAddress = DatagramAddress(relayAddress)
         do {
-            channel = try DatagramBootstrap(group: group)
-                .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
-                .channelInitializer { [self] channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(Handler(connection: self))
-                    }
-                }
-                .withBoundSocket(socket)
-                .wait()
+            try loop.start(socket: socket, readable: { [unowned self] in readSocket() }, timer: { [unowned self] now in runTimers(now: now) })
         } catch {
-            // SwiftNIO owns the socket only once the channel exists.
+            self.socket = -1
             _ = Glibc.close(socket)
             throw error
         }
-        try eventLoop.submit { [self] in
+        started.store(true, ordering: .releasing)
+        loop.submit { [self] in
             ThreadPriority.favourCurrentThread()
-            self.channel = channel
-            self.socket = socket
             destinations.update { $0 = MediaDestination(socket: socket, address: relayAddress) }
             let now = MonotonicClock.now()
             send(receiver.start(now: now), now: now)
-        }.wait()
+        }
     }
 
-    /// Runs `body` on the loop and waits for its result (never call from the loop).
+    /// Runs `body` on the loop and waits for its result (from the loop itself, at once); nil
+    /// once the connection has closed.
     func submit<Result: Sendable>(_ body: @escaping @Sendable () -> Result) -> Result? {
-        try? eventLoop.submit(body).wait()
+        guard started.load(ordering: .acquiring) else { return nil }
+        return loop.submit { [self] in closed ? nil : body() }
+    }
+
+    /// Runs `body` on the loop soon, unless the connection never started or has closed.
+    private func execute(_ body: @escaping @Sendable () -> Void) {
+        guard started.load(ordering: .acquiring) else { return }
+        loop.execute { [self] in if !closed { body() } }
     }
 
     /// Leaves the room (the link waits up to a second for the relay's acknowledgement).
     func leave() {
-        eventLoop.execute { [self] in
+        execute { [self] in
             gate.update { $0.open = false }
             let now = MonotonicClock.now()
             send(receiver.leave(now: now), now: now)
@@ -122,7 +154,7 @@ final class RelayConnection: @unchecked Sendable {
 
     /// Tells the room our muted/deafened state (on the loop; returns at once).
     func setMemberState(_ state: ControlMessage.MemberState) {
-        eventLoop.execute { [self] in
+        execute { [self] in
             let now = MonotonicClock.now()
             send(receiver.setMemberState(state, now: now), now: now)
         }
@@ -163,17 +195,21 @@ final class RelayConnection: @unchecked Sendable {
         } ?? false
     }
 
-    /// Closes the socket and stops the loop.
+    /// Stops the loop and closes the socket; later calls do nothing.
     func close() {
-        try? eventLoop.submit { [self] in
-            scheduled?.cancel()
-            scheduled = nil
+        loop.stop()
+        // The loop has finished (or never started): from here its tasks run on their callers'
+        // threads one at a time, this one among them.
+        loop.submit { [self] in
             // The call stops its capture thread first; no sender keeps the socket past this.
             destinations.update { $0 = nil }
-            channel?.close(promise: nil)
-            channel = nil
-        }.wait()
-        try? group.syncShutdownGracefully()
+            closed = true
+            deadline = nil
+            if socket >= 0 {
+                _ = Glibc.close(socket)
+                socket = -1
+            }
+        }
     }
 
     // MARK: Media out (capture thread)
@@ -194,6 +230,10 @@ final class RelayConnection: @unchecked Sendable {
         let family = relay.protocol == .inet6 ? AF_INET6 : AF_INET
         let socket = Glibc.socket(family, CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
         guard socket >= 0 else { throw IOError(errnoCode: errno, reason: "socket") }
+        // A megabyte of room for what arrives while the loop waits for a core; the kernel may
+        // grant less (net.core.rmem_max), which still works.
+        var receiveBuffer: CInt = 1 << 20
+        _ = setsockopt(socket, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, socklen_t(MemoryLayout<CInt>.size))
         let wildcard = try SocketAddress(ipAddress: relay.protocol == .inet6 ? "::" : "0.0.0.0", port: 0)
         let bound = wildcard.withSockAddr { Glibc.bind(socket, $0, socklen_t($1)) }
         guard bound == 0 else {
@@ -206,22 +246,60 @@ final class RelayConnection: @unchecked Sendable {
 
     // MARK: The loop
 
-    fileprivate func received(_ buffer: ByteBuffer) {
-        let now = MonotonicClock.now()
-        let answers = buffer.withUnsafeReadableBytes { receiver.receive($0, now: now) }
-        send(answers, now: now)
+    /// The socket has datagrams: read them a batch at a time (a full batch is followed by
+    /// another read, up to four), hand the relay's on, drop the rest.
+    private func readSocket() {
+        guard socket >= 0, let relayAddress else { return }
+        for _ in 0..<4 {
+            // An error (a full buffer, an ICMP error the kernel reports once) reads as none:
+            // the link's timeouts decide what silence from the relay means.
+            let count = batch.receive(on: socket)
+            guard count > 0 else { return }
+            let now = MonotonicClock.now()
+            for index in 0..<count {
+                guard batch.source(index).isSameEndpoint(as: relayAddress) else {
+                    droppedStrangers += 1
+                    continue
+                }
+                guard !batch.isTruncated(index) else {
+                    droppedOversize += 1
+                    continue
+                }
+                send(receiver.receive(UnsafeRawBufferPointer(batch.bytes(index)), now: now), now: now)
+                // The receiver may have ended the call's link, or moved it to another relay.
+                if closed { return }
+            }
+            guard count == batch.capacity else { return }
+        }
     }
 
-    /// Sends the receiver's datagrams to the relay and sets the timer for its next deadline.
+    /// The loop's timer: the receiver's, when due; returns when it is next due.
+    private func runTimers(now: UInt64) -> UInt64? {
+        guard !closed else { return nil }
+        if let due = deadline, now >= due {
+            deadline = nil
+            send(receiver.tick(now: now), now: now)
+        }
+        return deadline
+    }
+
+    /// Sends the receiver's datagrams to the relay and moves the timer to its next deadline.
     private func send(_ datagrams: [[UInt8]], now: UInt64) {
         followLinkRelay()
-        if let channel, let relayAddress, !datagrams.isEmpty {
+        if socket >= 0, let relayAddress {
             for datagram in datagrams {
-                channel.write(AddressedEnvelope(remoteAddress: relayAddress, data: channel.allocator.buffer(bytes: datagram)), promise: nil)
+                _ = datagram.withUnsafeBytes { Self.send($0, on: socket, to: relayAddress) }
             }
-            channel.flush()
         }
         reschedule(now: now)
+    }
+
+    /// One datagram on the socket; false when the kernel did not take it (a full send buffer:
+    /// dropped, as the network would drop it).
+    private static func send(_ bytes: UnsafeRawBufferPointer, on socket: CInt, to address: DatagramAddress) -> Bool {
+        withUnsafePointer(to: address.storage) { storage in
+            storage.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(socket, bytes.baseAddress, bytes.count, CInt(MSG_DONTWAIT), $0, address.length) }
+        } == bytes.count
     }
 
     /// Points the socket at the relay the link now talks to, when a redirect or a failover
@@ -232,7 +310,7 @@ final class RelayConnection: @unchecked Sendable {
         guard text != relayText else { return }
         relayText = text
         guard let address = Self.resolve(text) else { return }
-        relayAddress = address
+        relayAddress = DatagramAddress(address)
         let socket = self.socket
         if socket >= 0 { destinations.update { $0 = MediaDestination(socket: socket, address: address) } }
     }
@@ -244,18 +322,13 @@ final class RelayConnection: @unchecked Sendable {
         return (try? SocketAddress(ipAddress: host, port: port)) ?? (try? SocketAddress.makeAddressResolvingHost(host, port: port))
     }
 
+    /// Keeps the earlier of the deadline set and the receiver's next: a deadline is not pushed
+    /// back by traffic (the end-to-end check, "a few times a second", would never come while
+    /// packets flow).
     private func reschedule(now: UInt64) {
-        guard let deadline = receiver.nextDeadline(after: now) else { return }
-        if let scheduledFor, scheduledFor <= deadline, scheduled != nil { return }
-        scheduled?.cancel()
-        scheduledFor = deadline
-        let delay = deadline > now ? Int64(deadline - now) : 0
-        scheduled = eventLoop.scheduleTask(in: .nanoseconds(delay)) { [self] in
-            scheduled = nil
-            scheduledFor = nil
-            let now = MonotonicClock.now()
-            send(receiver.tick(now: now), now: now)
-        }
+        guard let next = receiver.nextDeadline(after: now) else { return }
+        if let deadline, deadline <= next { return }
+        deadline = next
     }
 
     // MARK: Status (on the loop)
@@ -263,26 +336,4 @@ final class RelayConnection: @unchecked Sendable {
     func speakerSnapshots() -> [CallStatistics.Speaker] { receiver.speakerSnapshots(now: MonotonicClock.now()) }
 
     func lossDown() -> Double? { receiver.lossDown() }
-
-    /// Reads the relay's datagrams into the connection.
-    private final class Handler: ChannelInboundHandler {
-        typealias InboundIn = AddressedEnvelope<ByteBuffer>
-        let connection: RelayConnection
-
-        init(connection: RelayConnection) { self.connection = connection }
-
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            let envelope = Self.unwrapInboundIn(data)
-            guard envelope.remoteAddress == connection.relayAddress else {
-                connection.droppedStrangers += 1
-                return
-            }
-            connection.received(envelope.data)
-        }
-
-        func errorCaught(context: ChannelHandlerContext, error: any Error) {
-            // A datagram socket's errors are transient (a full buffer, a route that comes
-            // back); the link's timeouts decide what silence from the relay means.
-        }
-    }
 }

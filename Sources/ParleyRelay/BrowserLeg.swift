@@ -1,3 +1,4 @@
+import ParleyDatagrams
 import ParleyWebRTC
 import ParleyWire
 

@@ -1,4 +1,5 @@
 import CParleyNet
+import ParleyDatagrams
 
 #if canImport(Glibc)
 import Glibc

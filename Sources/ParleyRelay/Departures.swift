@@ -1,3 +1,4 @@
+import ParleyDatagrams
 import ParleyWire
 
 /// Members that left recently, by address, kept a few seconds so the relay can retransmit

@@ -1,3 +1,4 @@
+import ParleyDatagrams
 import ParleyWire
 
 /// One datagram a loop read, classified once where it entered: its bytes stay in the read

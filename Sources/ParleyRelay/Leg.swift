@@ -1,3 +1,4 @@
+import ParleyDatagrams
 import ParleyWire
 
 /// Whatever the relay forwards to and from: a `parley` member (``MemberLeg``) or a trunk to
@@ -24,7 +25,7 @@ import ParleyWire
 /// A leg lives on one event loop, the loop whose socket receives its datagrams (SO_REUSEPORT
 /// steers a source to one socket). Everything mutable is touched only on that loop, never
 /// re-entrantly (so the hot fields skip the runtime's exclusivity checks); other loops reach
-/// it through `RelayLoop.execute`. The `let`s, and the transport, are written before it is
+/// it through `DatagramLoop.execute`. The `let`s, and the transport, are written before it is
 /// shared. A base class, as SwiftNIO's channels are: the per-packet path reads the common
 /// fields directly and asks the role through one virtual call.
 class Leg: @unchecked Sendable {

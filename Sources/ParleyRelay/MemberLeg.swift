@@ -1,3 +1,4 @@
+import ParleyDatagrams
 import ParleyWire
 
 /// A member's leg: one person's client, its one stream, and what its token and join say.

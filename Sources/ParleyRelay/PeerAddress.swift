@@ -1,4 +1,5 @@
 import NIOCore
+import ParleyDatagrams
 import ParleyWire
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import NIOCore
 import ParleyBasics
+import ParleyDatagrams
 import ParleyWire
 
 /// Cascading: a room spread over relays, joined by trunks. This is the API the cluster drives

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import ParleyBasics
+import ParleyDatagrams
 import ParleySecurity
 import Synchronization
 
@@ -92,7 +93,7 @@ public final class Relay: Sendable {
         let browserEdge = try configuration.acceptsBrowsers ? Self.makeBrowserEdge() : nil
         self.browserEdge = browserEdge
         let workers = try (0..<configuration.threads).map { index in
-            RelayWorker(index: index, loop: try RelayLoop(name: "relay-loop-\(index)", logger: logger), rooms: core, joins: joins, placement: placement,
+            RelayWorker(index: index, loop: try DatagramLoop(name: "relay-loop-\(index)", logger: logger), rooms: core, joins: joins, placement: placement,
                         relaySSRC: relaySSRC, configuration: configuration, metrics: metrics, logger: logger, trunkDirectory: trunkDirectory,
                         browserEdge: browserEdge)
         }
@@ -157,7 +158,7 @@ public final class Relay: Sendable {
     public func metricsExposition(on loop: any EventLoop) -> EventLoopFuture<[UInt8]> {
         let flushed = loop.makePromise(of: Void.self)
         let gathered = Mutex((remaining: workers.count, streams: [StreamFigures.Sample]()))
-        // A stopped loop runs what it is handed on the caller's thread (``RelayLoop/execute(_:)``).
+        // A stopped loop runs what it is handed on the caller's thread (``DatagramLoop/execute(_:)``).
         for worker in workers {
             worker.loop.execute {
                 worker.flushStatistics()

@@ -1,5 +1,6 @@
 import Logging
 import ParleyBasics
+import ParleyDatagrams
 import ParleyWire
 
 #if canImport(Glibc)

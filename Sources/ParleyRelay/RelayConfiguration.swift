@@ -19,7 +19,7 @@ import ParleyWire
 public struct RelayConfiguration: Sendable {
     public var listen: HostAndPort = HostAndPort(host: "0.0.0.0", port: InviteURL.defaultPort)
     public var secretFile = "/etc/parley/relay.secret"
-    /// Forwarding loops (``RelayLoop``): a thread and a UDP socket each (SO_REUSEPORT).
+    /// Forwarding loops (``DatagramLoop``): a thread and a UDP socket each (SO_REUSEPORT).
     public var threads = System.coreCount
     public var logLevel: Logger.Level = .info
     /// Requested SO_RCVBUF and SO_SNDBUF; the kernel may grant less (see the log at start).

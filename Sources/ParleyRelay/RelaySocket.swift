@@ -1,4 +1,5 @@
 import NIOCore
+import ParleyDatagrams
 
 #if canImport(Glibc)
 import Glibc
@@ -9,7 +10,7 @@ import Musl
 /// Opens one of the relay's UDP sockets: non-blocking, sharing its port with the other loops'
 /// sockets (SO_REUSEPORT), with the buffers asked for, bound to `address`.
 ///
-/// Each ``RelayLoop`` reads and writes its socket itself (``DatagramReceiveBatch``,
+/// Each ``DatagramLoop`` reads and writes its socket itself (``DatagramReceiveBatch``,
 /// ``DatagramSendBatch``); the worker closes it when the relay stops.
 enum RelaySocket {
     static func bound(to address: SocketAddress, bufferBytes: Int) throws -> CInt {

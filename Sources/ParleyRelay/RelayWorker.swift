@@ -1,5 +1,6 @@
 import Logging
 import ParleyBasics
+import ParleyDatagrams
 import ParleyWire
 
 /// One event loop's share of the relay, in the shape of a SwiftNIO channel pipeline: the loop's
@@ -33,13 +34,13 @@ final class RelayWorker: @unchecked Sendable {
     let browsers: BrowserTable?
 
     var index: Int { context.index }
-    var loop: RelayLoop { context.loop }
+    var loop: DatagramLoop { context.loop }
 
     static let tickIntervalNanoseconds: UInt64 = 50_000_000
     /// Read bursts per wake-up before the loop looks at its tasks and timer again.
     static let maximumReadsPerWakeup = 8
 
-    init(index: Int, loop: RelayLoop, rooms: any RoomMembership, joins: JoinVerifier, placement: (any RoomPlacement)? = nil, relaySSRC: UInt32,
+    init(index: Int, loop: DatagramLoop, rooms: any RoomMembership, joins: JoinVerifier, placement: (any RoomPlacement)? = nil, relaySSRC: UInt32,
          configuration: RelayConfiguration, metrics: RelayMetrics, logger: Logger, trunkDirectory: TrunkDirectory? = nil,
          browserEdge: BrowserEdge? = nil) {
         let context = LoopContext(index: index, loop: loop, rooms: rooms, relaySSRC: relaySSRC, configuration: configuration, metrics: metrics,
@@ -219,7 +220,7 @@ extension RelayWorker: LegLoop {
 final class LoopContext: @unchecked Sendable {
     let index: Int
     /// The thread everything here runs on.
-    let loop: RelayLoop
+    let loop: DatagramLoop
     let channel: RelayChannel
     let rooms: any RoomMembership
     /// The SSRC of the relay's own receiver reports.
@@ -235,7 +236,7 @@ final class LoopContext: @unchecked Sendable {
     var membershipLogs: ThrottledLog
     var isShuttingDown = false
 
-    init(index: Int, loop: RelayLoop, rooms: any RoomMembership, relaySSRC: UInt32, configuration: RelayConfiguration, metrics: RelayMetrics,
+    init(index: Int, loop: DatagramLoop, rooms: any RoomMembership, relaySSRC: UInt32, configuration: RelayConfiguration, metrics: RelayMetrics,
          logger: Logger) {
         self.index = index
         self.loop = loop

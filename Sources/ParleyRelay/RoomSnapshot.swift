@@ -1,10 +1,11 @@
 import NIOCore
+import ParleyDatagrams
 
 /// Who receives a room's media, frozen at one roster version.
 ///
 /// The forwarding path reads this and nothing shared: each leg holds the snapshot of its
 /// room, and a membership change builds a new one and hands it to the loop of every leg in
-/// the room (`RelayLoop.execute`), where it replaces the old. So no lock and no atomic is
+/// the room (`DatagramLoop.execute`), where it replaces the old. So no lock and no atomic is
 /// touched per packet, and a loop never sees a half-updated list.
 ///
 /// A room that spans relays has one receiver per trunk besides its members: a member's packet

@@ -1,6 +1,7 @@
 import Crypto
 import NIOCore
 import ParleyBasics
+import ParleyDatagrams
 import ParleySecurity
 import ParleyWire
 import Synchronization

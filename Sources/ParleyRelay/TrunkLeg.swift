@@ -1,3 +1,4 @@
+import ParleyDatagrams
 import ParleyWire
 
 /// One room's trunk to another relay of that room, at this end: towards this relay it is one

@@ -1,4 +1,5 @@
 import ParleyBasics
+import ParleyDatagrams
 import ParleySecurity
 import ParleyWire
 

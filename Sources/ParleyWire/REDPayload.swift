@@ -50,17 +50,22 @@ public enum REDPayload {
     }
 
     /// Bytes a payload with these redundant blocks and a primary of `primaryCount` bytes takes.
-    public static func serializedSize<Blocks: Sequence>(redundant: Blocks, primaryCount: Int) -> Int where Blocks.Element == Block {
-        redundant.reduce(1 + primaryCount) { $0 + 4 + $1.data.count }
+    public static func serializedSize(redundant: [Block], primaryCount: Int) -> Int {
+        var size = 1 + primaryCount
+        for index in redundant.indices { size += 4 + redundant[index].data.count }
+        return size
     }
 
     /// Writes the payload: the redundant blocks' headers (oldest first, as the caller orders
     /// them), the primary's, then every block's data.
-    public static func write<Blocks: Collection>(
-        redundant: Blocks, primary: Block, to writer: inout ByteWriter
-    ) throws(WireError) where Blocks.Element == Block {
+    ///
+    /// The blocks come as an array, not any collection: the sender calls this from another
+    /// module for every packet, where a generic version runs unspecialised and its iterator
+    /// costs a heap allocation per packet. Indexing a concrete array allocates nothing.
+    public static func write(redundant: [Block], primary: Block, to writer: inout ByteWriter) throws(WireError) {
         guard primary.payloadType <= 0x7F else { throw .malformed(.redPayload, reason: "payload type exceeds 7 bits") }
-        for block in redundant {
+        for index in redundant.indices {
+            let block = redundant[index]
             guard block.payloadType <= 0x7F else { throw .malformed(.redPayload, reason: "payload type exceeds 7 bits") }
             guard block.timestampOffset <= maximumTimestampOffset else {
                 throw .malformed(.redPayload, reason: "timestamp offset exceeds 14 bits")
@@ -73,7 +78,7 @@ public enum REDPayload {
             try writer.writeUInt24(UInt32(block.timestampOffset) << 10 | UInt32(block.data.count))
         }
         try writer.write(primary.payloadType)
-        for block in redundant { try writer.write(block.data) }
+        for index in redundant.indices { try writer.write(redundant[index].data) }
         try writer.write(primary.data)
     }
 }

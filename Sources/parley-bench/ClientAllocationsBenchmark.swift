@@ -27,7 +27,7 @@ import Glibc
 /// thread, and each session's threads are told apart by when they appeared.
 ///
 /// Everything a thread does in a window counts: the capture thread reads the input, encodes,
-/// seals and sends each frame; the loop reads each datagram (SwiftNIO's part included),
+/// seals and sends each frame; the loop reads each datagram (the `recvmmsg` batch included),
 /// opens it and files its frames, and also runs its timers (RTCP, keepalives, the end-to-end
 /// key schedule), which cost the same whether or not media flows. So the receive side is
 /// also given as the difference between the window where ada talks and the one where she is
@@ -36,7 +36,7 @@ import Glibc
 /// Beside the calls, the receive path alone: a `CallReceiver` joined to a relay played in
 /// this process (its real handshake and session) is handed sealed RTP packets, Opus frames
 /// from libopus, on this thread, with no socket: what the client's own code allocates per
-/// packet, without SwiftNIO's read.
+/// packet, without the socket's read.
 struct ClientAllocationsBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "client-allocations",
@@ -315,7 +315,7 @@ struct ClientAllocationsBenchmark: ParsableCommand {
         while MonotonicClock.now() < deadline {
             let appeared = TrunkedRelays.threadNames().filter { !before.contains($0.key) }
             if let capture = appeared.first(where: { $0.value == "parley capture" })?.key,
-               let loop = appeared.first(where: { $0.value.hasPrefix("NIO-ELT") })?.key {
+               let loop = appeared.first(where: { $0.value == "parley network" })?.key {
                 return (session, (capture, loop))
             }
             usleep(20_000)

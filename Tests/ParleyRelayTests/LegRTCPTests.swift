@@ -1,5 +1,6 @@
 import NIOCore
 @testable import ParleyRelay
+import ParleyDatagrams
 import ParleySecurity
 import ParleyWire
 import Testing

@@ -2,7 +2,9 @@ import Foundation
 import Dispatch
 import Logging
 import NIOCore
+import ParleyBasics
 @testable import ParleyRelay
+import ParleyDatagrams
 import Synchronization
 import Testing
 
@@ -10,9 +12,10 @@ import Testing
 import Glibc
 #endif
 
-/// The relay's per-thread loop: tasks, tick, socket readiness, and stopping.
-@Suite("The relay loop")
-struct RelayLoopTests {
+/// The loop that owns a socket (each relay thread's, and a call's network loop): tasks,
+/// tick, deadlines, socket readiness, and stopping.
+@Suite("The datagram loop")
+struct DatagramLoopTests {
     /// Plain state that only one thread may touch at a time, as a worker's is.
     final class Confined: @unchecked Sendable {
         var values: [Int] = []
@@ -21,10 +24,10 @@ struct RelayLoopTests {
         var datagrams = 0
     }
 
-    private static func startedLoop(_ state: Confined, tickMilliseconds: UInt64 = 50) throws -> (RelayLoop, CInt, SocketAddress) {
+    private static func startedLoop(_ state: Confined, tickMilliseconds: UInt64 = 50) throws -> (DatagramLoop, CInt, SocketAddress) {
         let descriptor = try RelaySocket.bound(to: try SocketAddress(ipAddress: "127.0.0.1", port: 0), bufferBytes: 256 << 10)
         let address = try RelaySocket.localAddress(of: descriptor)
-        let loop = try RelayLoop(name: "relay-loop-test", logger: Logger(label: "relay-loop-test"))
+        let loop = try DatagramLoop(name: "relay-loop-test", logger: Logger(label: "relay-loop-test"))
         try loop.start(socket: descriptor, tickNanoseconds: tickMilliseconds * 1_000_000, readable: {
             var buffer = [UInt8](repeating: 0, count: 2048)
             while recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT)) >= 0 { state.datagrams += 1 }
@@ -65,6 +68,50 @@ struct RelayLoopTests {
         #expect(datagrams == 3)
     }
 
+    /// A call's loop runs at the deadlines it sets (a retransmission, the next RTCP report),
+    /// not on a fixed tick: the timer is asked before every wait, and a deadline set by a task
+    /// is kept even though nothing else wakes the loop.
+    @Test func theTimerRunsAtTheDeadlineItSetsAndATaskCanBringItForward() throws {
+        let descriptor = try RelaySocket.bound(to: try SocketAddress(ipAddress: "127.0.0.1", port: 0), bufferBytes: 256 << 10)
+        defer { close(descriptor) }
+        final class Deadlines: @unchecked Sendable {
+            var next: UInt64?
+            var fired: [UInt64] = []
+        }
+        let state = Deadlines()
+        let loop = try DatagramLoop(name: "deadline-test", logger: Logger(label: "deadline-test"))
+        try loop.start(socket: descriptor, readable: {}) { now in
+            if let due = state.next, now >= due {
+                state.fired.append(now &- due)
+                state.next = nil
+            }
+            return state.next
+        }
+        defer { loop.stop() }
+        // Nothing due: the loop sleeps without waking (no deadline, no datagram).
+        usleep(100_000)
+        #expect(loop.submit { state.fired.isEmpty })
+        let asked = MonotonicClock.now()
+        loop.execute { state.next = asked &+ 50_000_000 }
+        usleep(300_000)
+        let fired = loop.submit { state.fired }
+        #expect(fired.count == 1, "one deadline, one run: \(fired)")
+        // Never early; late by at most the millisecond rounding and a busy machine's wake-up.
+        #expect(fired.allSatisfy { $0 < 150_000_000 })
+    }
+
+    @Test func addressesCompareByHostAndPort() throws {
+        let one = DatagramAddress(try SocketAddress(ipAddress: "127.0.0.1", port: 7000))
+        #expect(one.isSameEndpoint(as: DatagramAddress(try SocketAddress(ipAddress: "127.0.0.1", port: 7000))))
+        #expect(!one.isSameEndpoint(as: DatagramAddress(try SocketAddress(ipAddress: "127.0.0.1", port: 7001))))
+        #expect(!one.isSameEndpoint(as: DatagramAddress(try SocketAddress(ipAddress: "127.0.0.2", port: 7000))))
+        #expect(!one.isSameEndpoint(as: DatagramAddress(try SocketAddress(ipAddress: "::1", port: 7000))))
+        let six = DatagramAddress(try SocketAddress(ipAddress: "::1", port: 7000))
+        #expect(six.isSameEndpoint(as: DatagramAddress(try SocketAddress(ipAddress: "::1", port: 7000))))
+        #expect(!six.isSameEndpoint(as: DatagramAddress(try SocketAddress(ipAddress: "::2", port: 7000))))
+        #expect(!DatagramAddress(storage: sockaddr_in6(), length: 0).isSameEndpoint(as: DatagramAddress(storage: sockaddr_in6(), length: 0)))
+    }
+
     @Test func afterStopTasksRunOnTheCallersThreadsOneAtATime() throws {
         let state = Confined()
         let (loop, descriptor, _) = try Self.startedLoop(state)
@@ -84,7 +131,7 @@ struct RelayLoopTests {
 
     @Test func aLoopStoppedWithoutStartingRunsWhatWasQueued() throws {
         let state = Confined()
-        let loop = try RelayLoop(name: "relay-loop-test", logger: Logger(label: "relay-loop-test"))
+        let loop = try DatagramLoop(name: "relay-loop-test", logger: Logger(label: "relay-loop-test"))
         loop.execute { state.count += 1 }
         loop.stop()
         #expect(state.count == 1)
@@ -95,7 +142,7 @@ struct RelayLoopTests {
     /// give back every descriptor it opened: each loop's socket at stop, and its epoll set and
     /// wake-up eventfd when the loop is freed, which needs nothing to hold it after shutdown.
     @Test func aRelayShutDownAndReleasedFreesItsLoopsAndWithThemTheirDescriptors() throws {
-        final class Weak: @unchecked Sendable { weak var loop: RelayLoop? }
+        final class Weak: @unchecked Sendable { weak var loop: DatagramLoop? }
         var loops: [Weak] = []
         do {
             var configuration = RelayConfiguration()

@@ -10,16 +10,19 @@ import Musl
 /// preallocated arena and is handed on where it lies (no copy, no allocation, no reference
 /// count), with its source address as the kernel wrote it. A sealed datagram is opened in
 /// its slot. Used on one loop's thread only; a slot's bytes are valid until the next read.
-final class DatagramReceiveBatch {
+///
+/// The relay's loops and the client's network loop both read this way; the per-datagram
+/// accessors are inlinable so that either compiles them into its own read loop.
+public final class DatagramReceiveBatch {
     /// Datagrams per `recvmmsg`.
-    let capacity: Int
+    public let capacity: Int
     /// Bytes per slot: a longer datagram is cut short and reported as truncated.
-    let slotSize: Int
+    public let slotSize: Int
 
-    private let arena: UnsafeMutableRawPointer
-    private let headers: DatagramHeaders
+    @usableFromInline let arena: UnsafeMutableRawPointer
+    @usableFromInline let headers: DatagramHeaders
 
-    init(capacity: Int, slotSize: Int) {
+    public init(capacity: Int, slotSize: Int) {
         precondition(slotSize > 0)
         headers = DatagramHeaders(capacity: capacity)
         self.capacity = capacity
@@ -32,7 +35,7 @@ final class DatagramReceiveBatch {
     /// Reads what is waiting, up to ``capacity`` datagrams, without blocking. Returns how
     /// many arrived: 0 when none were waiting, or -errno on an error. The previous batch's
     /// bytes are overwritten.
-    func receive(on descriptor: CInt) -> Int {
+    public func receive(on descriptor: CInt) -> Int {
         // The kernel rewrites each header's address length and flags: set them afresh.
         for index in 0..<capacity {
             headers.point(index, at: arena + index * slotSize, length: slotSize, addressLength: socklen_t(MemoryLayout<sockaddr_in6>.size))
@@ -46,20 +49,20 @@ final class DatagramReceiveBatch {
     }
 
     /// The `index`th datagram's bytes, in its slot.
-    @inline(__always)
-    func bytes(_ index: Int) -> UnsafeMutableRawBufferPointer {
+    @inlinable @inline(__always)
+    public func bytes(_ index: Int) -> UnsafeMutableRawBufferPointer {
         UnsafeMutableRawBufferPointer(start: arena + index * slotSize, count: min(Int(headers.messages[index].msg_len), slotSize))
     }
 
     /// Where the `index`th datagram came from.
-    @inline(__always)
-    func source(_ index: Int) -> DatagramAddress {
+    @inlinable @inline(__always)
+    public func source(_ index: Int) -> DatagramAddress {
         DatagramAddress(storage: headers.addresses[index], length: headers.messages[index].msg_hdr.msg_namelen)
     }
 
     /// Whether the `index`th datagram was longer than a slot (and so cut short).
-    @inline(__always)
-    func isTruncated(_ index: Int) -> Bool {
+    @inlinable @inline(__always)
+    public func isTruncated(_ index: Int) -> Bool {
         headers.messages[index].msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0
     }
 }

@@ -1,6 +1,7 @@
 import CParleyNet
 import Dispatch
 import Logging
+import ParleyBasics
 import Synchronization
 
 #if canImport(Glibc)
@@ -9,16 +10,20 @@ import Glibc
 import Musl
 #endif
 
-/// One relay thread: an epoll loop over its UDP socket and a wake-up eventfd, a queue of
-/// tasks other threads hand it (room updates, statistics, shutdown), and a periodic tick.
+/// One thread that owns one UDP socket: an epoll loop over the socket and a wake-up
+/// eventfd, a queue of tasks other threads hand it, and a timer. Each relay thread is one
+/// (ticking at a fixed interval), and so is a call's network loop (at the deadlines its link
+/// and RTCP set).
 ///
 /// Why not a SwiftNIO event loop: SwiftNIO's datagram channel turns every datagram read into
-/// a `SocketAddress` (with its address printed to a string), an `AddressedEnvelope` and a
-/// pipeline call, work a bare recvmmsg/sendmmsg forwarder does not do for each packet.
-/// SwiftNIO offers no way to watch a socket and read it oneself, so the relay's sockets get
-/// this small loop; the admin HTTP server stays on SwiftNIO.
-final class RelayLoop: @unchecked Sendable {
-    let name: String
+/// a `SocketAddress` (a heap box, with its address printed to a string), an
+/// `AddressedEnvelope` and a pipeline call, and every rescheduled timer into a task and a
+/// promise on the heap: work a bare recvmmsg forwarder does not do for each packet, and the
+/// only allocations left on a call's receive path. SwiftNIO offers no way to watch a socket
+/// and read it oneself, so the sockets that carry media get this small loop; HTTP, the
+/// control socket and the admin API stay on SwiftNIO.
+public final class DatagramLoop: @unchecked Sendable {
+    public let name: String
     private let logger: Logger
     private let epoll: CInt
     /// Closed only when the loop is freed: a thread that queued a task may still signal it
@@ -43,17 +48,17 @@ final class RelayLoop: @unchecked Sendable {
     private static let socketToken: UInt64 = 1
     private static let wakeupToken: UInt64 = 2
 
-    init(name: String, logger: Logger) throws {
+    public init(name: String, logger: Logger) throws(DatagramLoopError) {
         // Both descriptors are made before any property is set: a throw after that would run
         // deinit, which closes them.
         let epoll = parley_epoll_create()
-        guard epoll >= 0 else { throw ConfigurationError("cannot create the relay loop's epoll set: \(String(cString: strerror(errno)))") }
+        guard epoll >= 0 else { throw DatagramLoopError("cannot create an epoll set for the network loop \(name): \(String(cString: strerror(errno)))") }
         let wakeup = parley_eventfd()
         guard wakeup >= 0, parley_epoll_watch_input(epoll, wakeup, Self.wakeupToken) == 0 else {
             let reason = String(cString: strerror(errno))
             if wakeup >= 0 { close(wakeup) }
             close(epoll)
-            throw ConfigurationError("cannot create the relay loop's wake-up eventfd: \(reason)")
+            throw DatagramLoopError("cannot create a wake-up eventfd for the network loop \(name): \(reason)")
         }
         self.name = name
         self.logger = logger
@@ -67,19 +72,36 @@ final class RelayLoop: @unchecked Sendable {
     }
 
     /// Whether the caller is the loop's own thread.
-    var inLoop: Bool {
+    public var inLoop: Bool {
         let identity = threadIdentity.load(ordering: .acquiring)
         return identity != 0 && identity == UInt(pthread_self())
     }
 
     /// Starts the thread: `readable` runs whenever `socket` has datagrams, `tick` about
     /// every `tickNanoseconds`, tasks from ``execute(_:)`` as they come.
-    func start(socket: CInt, tickNanoseconds: UInt64, readable: @escaping () -> Void, tick: @escaping () -> Void) throws {
+    public func start(socket: CInt, tickNanoseconds: UInt64, readable: @escaping () -> Void, tick: @escaping () -> Void) throws(DatagramLoopError) {
+        var nextTick = MonotonicClock.now() &+ tickNanoseconds
+        try start(socket: socket, readable: readable) { now in
+            if now >= nextTick {
+                tick()
+                let after = MonotonicClock.now()
+                nextTick &+= tickNanoseconds
+                // Late by more than a tick (the machine was busy): start counting from now.
+                if nextTick <= after { nextTick = after &+ tickNanoseconds }
+            }
+            return nextTick
+        }
+    }
+
+    /// Starts the thread: `readable` runs whenever `socket` has datagrams, tasks from
+    /// ``execute(_:)`` as they come, and `timer` before every wait, given the time: it runs
+    /// whatever is due and says when it next needs to run (nil: only when something arrives).
+    public func start(socket: CInt, readable: @escaping () -> Void, timer: @escaping (_ now: UInt64) -> UInt64?) throws(DatagramLoopError) {
         guard parley_epoll_watch_input(epoll, socket, Self.socketToken) == 0 else {
-            throw ConfigurationError("cannot watch the relay socket: \(String(cString: strerror(errno)))")
+            throw DatagramLoopError("the network loop \(name) cannot watch its socket: \(String(cString: strerror(errno)))")
         }
         let body = Unmanaged.passRetained(Body { [self] in
-            run(tickNanoseconds: tickNanoseconds, readable: readable, tick: tick)
+            run(readable: readable, timer: timer)
         })
         var handle = pthread_t()
         let result = pthread_create(&handle, nil, { argument in
@@ -89,14 +111,14 @@ final class RelayLoop: @unchecked Sendable {
         }, body.toOpaque())
         guard result == 0 else {
             body.release()
-            throw ConfigurationError("cannot start a relay thread: \(String(cString: strerror(result)))")
+            throw DatagramLoopError("cannot start a thread for the network loop \(name): \(String(cString: strerror(result)))")
         }
         thread = handle
     }
 
     /// Runs `task` on the loop's thread, soon, without waiting for it. Once the loop has
     /// finished, runs it here and now instead (one such task at a time).
-    func execute(_ task: @escaping @Sendable () -> Void) {
+    public func execute(_ task: @escaping @Sendable () -> Void) {
         let (queued, wake) = shared.withLock { shared -> (Bool, Bool) in
             if shared.hasFinished { return (false, false) }
             shared.tasks.append(task)
@@ -112,7 +134,7 @@ final class RelayLoop: @unchecked Sendable {
     }
 
     /// Runs `body` on the loop's thread and returns its result (directly, on the loop itself).
-    func submit<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+    public func submit<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
         if inLoop { return body() }
         let done = DispatchSemaphore(value: 0)
         let result = Mutex<T?>(nil)
@@ -127,8 +149,8 @@ final class RelayLoop: @unchecked Sendable {
 
     /// Stops the thread once it has run the tasks queued so far, and waits for it; from
     /// another thread than the loop's. Later calls do nothing.
-    func stop() {
-        precondition(!inLoop, "RelayLoop.stop() from its own thread would wait for itself")
+    public func stop() {
+        precondition(!inLoop, "DatagramLoop.stop() from its own thread would wait for itself")
         let thread = self.thread
         let firstCall = shared.withLock { shared -> Bool in
             guard !shared.isStopping else { return false }
@@ -151,29 +173,22 @@ final class RelayLoop: @unchecked Sendable {
         for task in stranded { afterFinish.withLock { _ in task() } }
     }
 
-    private func run(tickNanoseconds: UInt64, readable: () -> Void, tick: () -> Void) {
+    private func run(readable: () -> Void, timer: (UInt64) -> UInt64?) {
         threadIdentity.store(UInt(pthread_self()), ordering: .releasing)
         parley_name_current_thread(name)
         var tokens = [UInt64](repeating: 0, count: 4)
         var lastWaitErrorLog: UInt64 = 0
-        var nextTick = monotonicNanoseconds() &+ tickNanoseconds
         while true {
-            var now = monotonicNanoseconds()
-            if now >= nextTick {
-                tick()
-                now = monotonicNanoseconds()
-                nextTick &+= tickNanoseconds
-                // Late by more than a tick (the machine was busy): start counting from now.
-                if nextTick <= now { nextTick = now &+ tickNanoseconds }
-            }
-            // nextTick > now here: it was just moved past now, or now had not reached it.
-            let timeout = Int32(clamping: (nextTick - now + 999_999) / 1_000_000)
+            let deadline = timer(MonotonicClock.now())
+            // Read again: the timer's work took time.
+            let now = MonotonicClock.now()
+            let timeout = deadline.map { $0 > now ? Int32(clamping: ($0 - now + 999_999) / 1_000_000) : 0 } ?? -1
             let count = tokens.withUnsafeMutableBufferPointer { parley_epoll_wait(epoll, $0.baseAddress, 4, timeout) }
             if count < 0, case let error = errno, error != EINTR {
                 // Not expected on a valid epoll set; say so, and do not spin on it.
                 if now &- lastWaitErrorLog > 10_000_000_000 {
                     lastWaitErrorLog = now
-                    logger.error("the relay loop cannot wait for its socket; forwarding may stall", metadata: [
+                    logger.error("a network loop cannot wait for its socket; its traffic may stall", metadata: [
                         "loop": "\(name)", "error": "\(String(cString: strerror(error)))",
                     ])
                 }
@@ -216,4 +231,12 @@ final class RelayLoop: @unchecked Sendable {
         let run: () -> Void
         init(_ run: @escaping () -> Void) { self.run = run }
     }
+}
+
+/// Why a loop could not be made or started (the system refused an epoll set, an eventfd or a
+/// thread), said for a person.
+public struct DatagramLoopError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+
+    public init(_ description: String) { self.description = description }
 }

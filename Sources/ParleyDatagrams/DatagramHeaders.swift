@@ -9,13 +9,16 @@ import Musl
 /// The message headers, vectors and address slots one `recvmmsg` or `sendmmsg` call takes,
 /// allocated once for the batch that owns them: entry i's header names vector i and
 /// address slot i.
-final class DatagramHeaders {
-    let capacity: Int
-    let messages: UnsafeMutablePointer<parley_mmsghdr>
-    let vectors: UnsafeMutablePointer<iovec>
-    let addresses: UnsafeMutablePointer<sockaddr_in6>
+///
+/// Public, with its per-datagram members inlinable, for the relay's send batch: the relay's
+/// forwarding compiles them in as it did when they were its own.
+public final class DatagramHeaders {
+    public let capacity: Int
+    public let messages: UnsafeMutablePointer<parley_mmsghdr>
+    public let vectors: UnsafeMutablePointer<iovec>
+    public let addresses: UnsafeMutablePointer<sockaddr_in6>
 
-    init(capacity: Int) {
+    public init(capacity: Int) {
         precondition(capacity > 0 && capacity <= 1024, "at most 1024 datagrams per call, the kernel's limit")
         self.capacity = capacity
         messages = .allocate(capacity: capacity)
@@ -34,8 +37,8 @@ final class DatagramHeaders {
 
     /// Points entry `index` at `length` bytes from `bytes` and at its address slot, of which
     /// the call reads or writes `addressLength` bytes.
-    @inline(__always)
-    func point(_ index: Int, at bytes: UnsafeMutableRawPointer, length: Int, addressLength: socklen_t) {
+    @inlinable @inline(__always)
+    public func point(_ index: Int, at bytes: UnsafeMutableRawPointer, length: Int, addressLength: socklen_t) {
         vectors[index] = iovec(iov_base: bytes, iov_len: length)
         messages[index] = parley_mmsghdr(
             msg_hdr: msghdr(
