@@ -144,26 +144,19 @@ public final class ClusterMember: RoomPlacement, Sendable {
     }
 
     public func routePinned(room: String, whenDecided: @escaping @Sendable (PlacementRoute) -> Void) -> PlacementRoute {
-        let route = state.withLock { $0.view.routePinned(room: room) }
-        switch route {
-        case .here:
-            recordPresence(in: room)
-            return .here
-        case let .elsewhere(home):
-            return .unavailable(Self.cannotJoinPinned(room: room, home: home))
-        case .unplaced:
-            // Placed as any new room is (this relay's region); then asked again, which is here
-            // or over a trunk to wherever the room went.
-            let placed = self.route(room: room, region: nil) { [self] _ in whenDecided(pinnedRouteAfterPlacement(room: room)) }
-            switch placed {
-            case .pending: return .pending
-            case .here, .elsewhere: return pinnedRouteAfterPlacement(room: room)
-            case .unavailable: return placed
-            }
+        guard state.withLock({ $0.view.routePinned(room: room) }) == .unplaced else { return pinnedRoute(room: room) }
+        // Placed as any new room is (this relay's region); then asked again, which is here or
+        // over a trunk to wherever the room went.
+        let placed = route(room: room, region: nil) { [self] _ in whenDecided(pinnedRoute(room: room)) }
+        switch placed {
+        case .pending, .unavailable: return placed
+        case .here, .elsewhere: return pinnedRoute(room: room)
         }
     }
 
-    private func pinnedRouteAfterPlacement(room: String) -> PlacementRoute {
+    /// ``routePinned(room:whenDecided:)`` from the view as it is: a room that is (still, or
+    /// again) unplaced has a relay on its way out.
+    private func pinnedRoute(room: String) -> PlacementRoute {
         switch state.withLock({ $0.view.routePinned(room: room) }) {
         case .here:
             recordPresence(in: room)

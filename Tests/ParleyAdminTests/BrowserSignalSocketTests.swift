@@ -293,29 +293,16 @@ enum RawHTTP {
 /// A TCP connection that speaks WebSocket as a browser does (RFC 6455: the handshake, masked
 /// frames), or anything else the test writes.
 final class RawWebSocket {
-    let descriptor: Int32
+    private let connection: LoopbackTCP
+    var descriptor: Int32 { connection.descriptor }
     private var received: [UInt8] = []
 
     init(port: Int, smallReceiveBuffer: Bool = false) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        if smallReceiveBuffer {
-            var size: Int32 = 4_096
-            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(descriptor)
+        guard let connection = LoopbackTCP(port: port, receiveBuffer: smallReceiveBuffer ? 4_096 : nil) else {
             throw TestFailure("could not connect to the web port")
         }
+        self.connection = connection
     }
-
-    deinit { close(descriptor) }
 
     func sendRaw(_ bytes: [UInt8]) throws {
         var sent = 0

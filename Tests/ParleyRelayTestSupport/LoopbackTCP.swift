@@ -6,8 +6,13 @@ import Glibc
 package final class LoopbackTCP {
     package let descriptor: Int32
 
-    package init?(port: Int) {
+    /// `receiveBuffer`: a socket buffer this small, asked for before connecting (a peer that
+    /// reads slowly).
+    package init?(port: Int, receiveBuffer: Int32? = nil) {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
