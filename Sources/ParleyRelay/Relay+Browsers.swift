@@ -94,7 +94,7 @@ extension Relay {
     static func browserEndToEndProblem(room: String, endToEnd: Bool, tokenAsks: Bool, takesPart: Bool) -> String? {
         if endToEnd && !takesPart {
             return "\(room) is end-to-end encrypted, and this browser cannot take part in its encryption (it lacks RTCRtpScriptTransform "
-                + "or WebCrypto's X25519, so the page sent no identity key); join from a current Chromium, Firefox or Safari, or with the parley client"
+                + "or WebCrypto's X25519, so the page sent no identity key); join from a browser that has both (current Chromium does), or with the parley client"
         }
         return Room.endToEndProblem(room: room, endToEnd: endToEnd, tokenAsks: tokenAsks, clientTakesPart: takesPart)
     }
