@@ -94,6 +94,10 @@ public final class JitterBuffer {
     /// The newest packet's own sequence number, against which copies' distances are measured;
     /// how far back the sender's copies reach (needed or not), and when one last came.
     var newestPrimary: Int64?
+    /// The earliest packet's own sequence number: copies of frames before it were sent before
+    /// this listener heard the talker (it joined, or the talker's packets began reaching it,
+    /// in mid-speech), not lost on the way.
+    var firstPrimary: Int64?
     var redundancyDepth = 0
     var lastRedundancySeen = -Double.infinity
     /// Copies from farther back than this many frames give no room: waiting that long would
@@ -199,6 +203,12 @@ public final class JitterBuffer {
             extendedTimestamp = timestampUnwrapper.unwrap(timestamp)
             statistics.restarts += 1
         }
+        if isRedundant, firstPrimary.map({ sequence < $0 }) ?? true {
+            // A frame from before the stream began for this listener. Played from its copy it
+            // would count as a repair, and the target would keep room for repairs (as far as
+            // the copies reach, 60 ms) for the talker's next 10 s of speech.
+            return
+        }
         let mediaSeconds = Double(extendedTimestamp) / sampleRate
         let previousPrimary = newestPrimary
         noteRedundancy(sequence: sequence, isRedundant: isRedundant)
@@ -265,6 +275,7 @@ public final class JitterBuffer {
     private func noteRedundancy(sequence: Int64, isRedundant: Bool) {
         guard isRedundant else {
             if newestPrimary.map({ sequence > $0 }) ?? true { newestPrimary = sequence }
+            firstPrimary = min(firstPrimary ?? sequence, sequence)
             return
         }
         guard let newest = newestPrimary else { return }
@@ -432,6 +443,7 @@ public final class JitterBuffer {
         expectedTimestamp = nil
         highestPlayed = nil
         newestPrimary = nil
+        firstPrimary = nil
         redundancyDepth = 0
         drySpells.reset()
         playing = false

@@ -130,12 +130,59 @@ struct JitterBufferPlayoutTests {
         var trace = TraceBuilder(count: stream.packets.count)
         trace.delay = { unitNoise($0, seed: 5) * 0.002 }
         trace.lost = lost
+        let (buffer, delays) = try Self.playWithCopies(stream, trace.build())
+        func delay(at time: Double) -> Double { delays.min { abs($0.time - time) < abs($1.time - time) }!.delay }
+        // Each burst against the half second before it: the highest delay from the burst to 0.5 s after it.
+        let steps = bursts.map { burst -> Double in
+            let start = Double(burst.min()!) * 0.02 + 0.03
+            let before = delay(at: start - 0.2)
+            let after = delays.filter { $0.time >= start + 0.2 && $0.time < start + 0.7 }.map(\.delay).max()!
+            return after - before
+        }
+        let statistics = buffer.currentStatistics
+        print("bursts of 9 lost, copies 1 and 3 back: delay after each burst minus before \(steps.map { String(format: "%.1f", $0) }.joined(separator: " ")) ms; from copies \(statistics.redundancyRecovered), concealed \(statistics.concealedFrames), shortened \(statistics.acceleratedSamples / 48) ms")
+        #expect(statistics.redundancyRecovered >= 3 * bursts.count - 3 && statistics.concealedFrames >= 6 * bursts.count)
+        #expect(steps.dropFirst().allSatisfy { $0 <= 10 }, "after the first burst, bursts are concealed in their time")
+    }
+
+    /// A listener who starts hearing a talker in mid-speech (it joined late, on a loaded
+    /// machine, while the sender was still repeating its frames because the path was not
+    /// known yet): the first packet's copies are of frames sent before it listened, not of
+    /// lost ones. The words play at the delay of a listener who heard them from the start,
+    /// not three frames later for the talker's next 10 s of speech as when those copies
+    /// counted as repairs (a four-person room: 110 ms mouth to ear against 50 ms).
+    @Test func aListenerJoiningInMidSpeechKeepsNoRoomForRepairsOfFramesItNeverMissed() throws {
+        let talker = try TestSpeech.farTalker.get()
+        let stream = try EncodedStream(talker + talker, fec: false)
+        var trace = TraceBuilder(count: stream.packets.count)
+        trace.delay = { unitNoise($0, seed: 5) * 0.002 }
         let arrivals = trace.build()
+        func play(from first: Int) throws -> (delay: Double, target: Double, statistics: JitterBufferStatistics) {
+            let (buffer, delays) = try Self.playWithCopies(stream, arrivals.filter { $0.index >= first })
+            let settled = delays.filter { $0.time >= 4 && $0.time < 8 }.map(\.delay)
+            return (settled.reduce(0, +) / Double(settled.count), delays.last { $0.time < 8 }!.target, buffer.currentStatistics)
+        }
+        let fromTheStart = try play(from: 0)
+        let joined = try play(from: 50)
+        print("""
+            copies 1 and 3 back: delay 4-8 s heard from the start \(String(format: "%.1f", fromTheStart.delay)) ms \
+            (target \(fromTheStart.target)), joined at packet 50 \(String(format: "%.1f", joined.delay)) ms (target \(joined.target)); \
+            frames from copies \(joined.statistics.redundancyRecovered), concealed \(joined.statistics.concealedFrames)
+            """)
+        #expect(joined.statistics.redundancyRecovered == 0 && joined.statistics.concealedFrames == 0, "nothing was lost")
+        #expect(joined.target - fromTheStart.target <= 1)
+        #expect(joined.delay - fromTheStart.delay <= 3, "the words play as soon after they arrive")
+    }
+
+    /// Plays `stream` as it arrives in `arrivals`, each packet carrying copies of the frames
+    /// 1 and 3 back (RFC 2198, as Parley's sender); returns the buffer and the delay the
+    /// audio played at and its target, each 10 ms, ms.
+    static func playWithCopies(_ stream: EncodedStream, _ arrivals: [Arrival]) throws
+        -> (JitterBuffer, [(time: Double, delay: Double, target: Double)]) {
         let buffer = try JitterBuffer()
         var chunk = [Float](repeating: 0, count: 480)
         var next = 0
-        // The delay the audio plays at, each 10 ms, and when each burst's last packet was due.
-        var delays: [(time: Double, delay: Double)] = []
+        var delays: [(time: Double, delay: Double, target: Double)] = []
         for read in 0..<Int(Double(stream.packets.count) * 0.02 / 0.01) {
             let now = Double(read) * 0.01
             while next < arrivals.count, arrivals[next].time <= now {
@@ -149,20 +196,10 @@ struct JitterBufferPlayoutTests {
                 next += 1
             }
             chunk.withUnsafeMutableBufferPointer { _ = buffer.read(into: $0, now: now) }
-            delays.append((now, buffer.currentStatistics.currentDelayMilliseconds))
+            let statistics = buffer.currentStatistics
+            delays.append((now, statistics.currentDelayMilliseconds, statistics.targetDelayMilliseconds))
         }
-        func delay(at time: Double) -> Double { delays.min { abs($0.time - time) < abs($1.time - time) }!.delay }
-        // Each burst against the half second before it: the highest delay from the burst to 0.5 s after it.
-        let steps = bursts.map { burst -> Double in
-            let start = Double(burst.min()!) * 0.02 + 0.03
-            let before = delay(at: start - 0.2)
-            let after = delays.filter { $0.time >= start + 0.2 && $0.time < start + 0.7 }.map(\.delay).max()!
-            return after - before
-        }
-        let statistics = buffer.currentStatistics
-        print("bursts of 9 lost, copies 1 and 3 back: delay after each burst minus before \(steps.map { String(format: "%.1f", $0) }.joined(separator: " ")) ms; from copies \(statistics.redundancyRecovered), concealed \(statistics.concealedFrames), shortened \(statistics.acceleratedSamples / 48) ms")
-        #expect(statistics.redundancyRecovered >= 3 * bursts.count - 3 && statistics.concealedFrames >= 6 * bursts.count)
-        #expect(steps.dropFirst().allSatisfy { $0 <= 10 }, "after the first burst, bursts are concealed in their time")
+        return (buffer, delays)
     }
 
     /// After a second of DTX silence, the next words play at the buffer's target delay, not
