@@ -31,9 +31,9 @@ import Foundation
 /// - **a folded transform**: the 40 ms segment is windowed and folded onto 512 points (the
 ///   spectrum at 94 Hz spacing, 39 bins in the band) instead of a 2,048-point transform, and
 ///   the candidate's prediction and its control share one complex transform;
-/// - **resting**: after `restAfterEvaluations` evaluations without a change (a linear room,
-///   or a model that holds) it evaluates an eighth as often, still ready for a change of
-///   playback volume.
+/// - **resting**: after `restAfterEvaluations` evaluations in which nothing was worth
+///   refining (a linear room, or a model that holds) it evaluates 1/32 as often, still
+///   ready for a change of playback volume.
 ///
 /// Plain Swift, no clock: time is the frames it is given. Not thread-safe: the capture
 /// thread owns it, inside `OutgoingProcessor`.
@@ -65,8 +65,9 @@ public final class LoudspeakerIdentifier {
         /// Far-end frames after a change in which nothing is evaluated (2 s): the filter
         /// re-adapts to the new reference.
         public var holdFrames = 100
-        /// Evaluations without a change after which the search rests.
-        public var restAfterEvaluations = 150
+        /// Evaluations with nothing promising (no coarse candidate good enough to refine)
+        /// after which the search rests: a linear room's search costs this many.
+        public var restAfterEvaluations = 50
         public init() {}
     }
 
@@ -255,8 +256,8 @@ public final class LoudspeakerIdentifier {
         }
         guard 10 * log10(micEnergy / residualEnergy) >= configuration.linearGateDecibels else { return }
         activeFrames += 1
-        // Two frames per evaluation while searching, sixteen while resting.
-        let stride = evaluationsSinceChange >= configuration.restAfterEvaluations ? 16 : 2
+        // Two frames per evaluation while searching, 64 (1.3 s of far-end speech) while resting.
+        let stride = evaluationsSinceChange >= configuration.restAfterEvaluations ? 64 : 2
         guard activeFrames % stride == 0 else { return }
         evaluate()
     }
@@ -353,6 +354,7 @@ public final class LoudspeakerIdentifier {
         }
         guard let best, best.coherence >= configuration.refineCoherence, best.overControl >= configuration.refineOverControl
         else { return }
+        evaluationsSinceChange = 0
         // The limit between the coarse ones: the vertex of the parabola through the best and
         // its two neighbours on the same high-pass, to the nearest 0.5 dB.
         let coarse = Self.coarseLimits.count
