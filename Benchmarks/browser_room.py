@@ -91,10 +91,12 @@ def write_wav(path, samples, rate=RATE):
         w.writeframes(struct.pack(f"<{len(samples)}h", *samples))
 
 
-def make_speech(folder, seconds):
+def make_speech(folder, seconds, turns_seconds):
     """Per voice: `turns.wav` (the parley talkers take turns, one line each in order, then
-    again; silence in between) and `talking.wav` (the voice's lines back to back, 0.2 s
-    apart, for as long as the run). All at espeak-ng's rate (22.05 kHz); the calls resample."""
+    again; silence in between; every turn ends within `turns_seconds`, 2 s before the calls
+    end, so that every turn a talker had was also heard) and `talking.wav` (the voice's lines
+    back to back, 0.2 s apart, for `seconds`). All at espeak-ng's rate (22.05 kHz); the calls
+    resample."""
     lines_folder = os.path.join(folder, "lines")
     os.makedirs(lines_folder, exist_ok=True)
     lines = {}
@@ -114,13 +116,16 @@ def make_speech(folder, seconds):
             talking += lines[(name, index % len(LINES))] + [0] * gap
             index += 1
         write_wav(os.path.join(folder, f"{name}-talking.wav"), talking[:length], rate)
-    # Turns: bob, cy, dee, eve, one line each, 0.6 s apart, from 1 s in, until the run ends.
+    # Turns: bob, cy, dee, eve, one line each, 0.6 s apart, from 1 s in, until the turns end.
+    # (Turns the calls never got to, past their --duration, would count as dropouts of the
+    # talker in every listener's recording.)
+    turns_length = int(turns_seconds * rate)
     tracks = {name: [0] * length for name in PARLEY_TALKERS}
     position, turn = rate, 0
     while True:
         name = PARLEY_TALKERS[turn % len(PARLEY_TALKERS)]
         line = lines[(name, turn % len(LINES))]
-        if position + len(line) > length - rate:
+        if position + len(line) > turns_length:
             break
         tracks[name][position:position + len(line)] = line
         position += len(line) + int(0.6 * rate)
@@ -446,7 +451,9 @@ def free_tcp_port():
 
 
 def run(kind, args, folder):
-    """One call of five: `kind` is "clean" (turns, no impairment) or "loss"."""
+    """One call of five: `kind` is "clean" (turns, no impairment), "talking" (everyone talks,
+    no impairment: what the browser conceals with no loss at all, its DTX silences and
+    talkspurt ends) or "loss" (everyone talks, the lossy listeners behind the proxy)."""
     os.makedirs(folder, exist_ok=True)
     binary = lambda name: os.path.join(args.bin, name)
     secret = os.path.join(folder, "relay.secret")
@@ -456,6 +463,7 @@ def run(kind, args, folder):
     processes = []
     try:
         lossy = kind == "loss"
+        talking = kind in ("loss", "talking")
         relay_command = [binary("parley-relay"), "serve", "--listen", f"127.0.0.1:{relay_port}", "--admin", "off",
                          "--web", f"127.0.0.1:{web_port}", "--secret-file", secret, "--threads", "1", "--log-level", "warning"]
         if lossy:
@@ -489,13 +497,15 @@ def run(kind, args, folder):
                 raise RuntimeError(f"the page's AudioContext runs at {recorder['sampleRate']} Hz")
             time.sleep(1.5)  # past the timing tone
 
-            # The lossy path's parley listener: eve, through the proxy like the browser.
+            # The lossy path's parley listeners through the proxy like the browser: every one of
+            # them (each sender's protection then follows a room where every listener loses as
+            # the browser does), or only eve (`--lossy-listeners eve`).
             calls = {}
             for name in PARLEY_TALKERS:
-                _, invite = token(name, lossy and name == "eve")
+                _, invite = token(name, lossy and (args.lossy_listeners == "all" or name == "eve"))
                 member = os.path.join(folder, name)
                 os.makedirs(member, exist_ok=True)
-                source = os.path.join(speech, f"{name}-{'talking' if lossy else 'turns'}.wav")
+                source = os.path.join(speech, f"{name}-{'talking' if talking else 'turns'}.wav")
                 calls[name] = subprocess.Popen([
                     binary("parley"), "call", invite, "--name", name, "--input", source, "--output", os.path.join(member, "heard.wav"),
                     "--record-received", os.path.join(member, "received"), "--stats-json", os.path.join(member, "stats.json"),
@@ -605,11 +615,13 @@ def main():
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--seconds", type=float, default=40)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--runs", default="clean,loss")
+    parser.add_argument("--runs", default="clean,talking,loss")
+    parser.add_argument("--lossy-listeners", choices=["all", "eve"], default="all",
+                        help="which parley listeners reach the relay through the lossy proxy besides the browser")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     args.speech = os.path.join(args.out, "speech")
-    make_speech(args.speech, args.seconds + 15)
+    make_speech(args.speech, args.seconds + 15, turns_seconds=args.seconds - 2)
     report = {}
     for kind in args.runs.split(","):
         folder = os.path.join(args.out, kind)
@@ -646,6 +658,21 @@ def main():
                   f"{text(medians['browser → parley'])}, parley → parley {text(medians['parley → parley'])}")
             if unheard:
                 print(f"    not heard (envelope correlation under 0.5): {', '.join(unheard)}")
+    if "loss" in report:
+        # What the loss itself costs each side: the browser's share less what it conceals with no
+        # loss in the same speech (the talking run), against the lossy parley listeners'.
+        browser = report["loss"]["concealment"]["browser"]
+        base = report.get("talking", {}).get("concealment", {}).get("browser")
+        lossy = [f for f in report["loss"]["concealment"]["parley"].values() if (f["lossPercent"] or 0) > 0 and f["concealedPercent"] is not None]
+        mean = statistics.mean(f["concealedPercent"] for f in lossy) if lossy else None
+        line = f"==> under {args.loss:g} % loss: browser concealed {browser['concealedPercent']:.2f} % ({browser['concealedNotSilentPercent']:.2f} % not silent)"
+        if base:
+            line += (f", {browser['concealedPercent'] - base['concealedPercent']:.2f} % "
+                     f"({browser['concealedNotSilentPercent'] - base['concealedNotSilentPercent']:.2f} % not silent) more than with no loss")
+        if mean is not None:
+            line += f"; the {len(lossy)} lossy parley listeners {mean:.2f} % (mean)"
+        print(line)
+        report["lossSummary"] = line
     with open(os.path.join(args.out, "report.json"), "w") as f:
         json.dump(report, f, indent=1, default=str)
     print(f"==> report in {args.out}/report.json")

@@ -11,6 +11,9 @@ struct FanoutResult: Codable {
     /// Encrypted over plaintext forwarded packets per second, one core each.
     var encryptedThroughputRatio: Double?
     var halfLoadP99EncryptedMicroseconds: Double?
+    /// With `--searches N`: each pair's relay / baseline ratio, in the order searched; this
+    /// result is the pair with the median ratio (the lower of the two middle ones for even N).
+    var searchRatios: [Double]?
 
     init(fanout: Int, relay: ForwardingCapacity, baseline: ForwardingCapacity, encrypted: ForwardingCapacity? = nil) {
         self.fanout = fanout

@@ -13,7 +13,7 @@ struct RelayBenchmarkReport: Codable {
         ]
         for result in results {
             let r = result.relay, b = result.baseline
-            lines.append("| \(result.fanout) | \(Int(r.maximum.forwardedPacketsPerSecond))\(r.reachedTalkerLimit ? "+" : "") | \(Int(b.maximum.forwardedPacketsPerSecond))\(b.reachedTalkerLimit ? "+" : "") | \(percent(result.throughputRatio)) | \(Int(r.maximum.forwarderCPUPercent)) % | \(Int(r.halfLoad.latencyP50Microseconds)) / \(Int(r.halfLoad.latencyP99Microseconds)) / \(Int(r.halfLoad.latencyP999Microseconds)) | \(Int(b.halfLoad.latencyP50Microseconds)) / \(Int(b.halfLoad.latencyP99Microseconds)) / \(Int(b.halfLoad.latencyP999Microseconds)) |")
+            lines.append("| \(result.fanout) | \(Int(r.maximum.forwardedPacketsPerSecond))\(r.reachedTalkerLimit ? "+" : "") | \(Int(b.maximum.forwardedPacketsPerSecond))\(b.reachedTalkerLimit ? "+" : "") | \(percent(result.throughputRatio))\(result.searchRatios.map { " (median of \($0.map(percent).joined(separator: ", ")))" } ?? "") | \(Int(r.maximum.forwarderCPUPercent)) % | \(Int(r.halfLoad.latencyP50Microseconds)) / \(Int(r.halfLoad.latencyP99Microseconds)) / \(Int(r.halfLoad.latencyP999Microseconds)) | \(Int(b.halfLoad.latencyP50Microseconds)) / \(Int(b.halfLoad.latencyP99Microseconds)) / \(Int(b.halfLoad.latencyP999Microseconds)) |")
         }
         let encrypted = results.filter { $0.encrypted != nil }
         if !encrypted.isEmpty {

@@ -49,7 +49,10 @@ struct BrowserPageCallTests {
 
             // Bob, at a terminal with `parley`, talks his turns and keeps the texts he gets.
             let texts = Mutex<[RoomText]>([])
-            let configuration = room.configuration(for: "bob", input: .wav(path: conversation.path(of: "bob")), durationSeconds: 60)
+            // The test stops bob's call itself; the bound is only for a test that fails early. (At
+            // 60 s, a loaded machine's slow page steps ran the call out before ada had talked
+            // two seconds after her unmute, and the test judged her voice lost.)
+            let configuration = room.configuration(for: "bob", input: .wav(path: conversation.path(of: "bob")), durationSeconds: 600)
             let bob = try CallSession(configuration, onText: { text in texts.withLock { $0.append(text) } })
             let call = Task { await runOnThread { bob.run() } }
 
@@ -80,7 +83,9 @@ struct BrowserPageCallTests {
             #expect(try page.attribute("aria-pressed", of: "#mute") == "false", "the M key did not unmute")
             let bobSeesUnmute = await Self.waitUntil(seconds: 3) { bob.statistics().mutedMembers?.contains("ada") == false }
             #expect(bobSeesUnmute, "bob's roster never showed ada live again")
-            try await Task.sleep(for: .seconds(3))
+            // Ada's speech has its pauses: 5 s give bob well over the 2 s of her voice the
+            // test asks for after the unmute (3 s gave 2.6–3.6 s on a quiet machine, 1.4 loaded).
+            try await Task.sleep(for: .seconds(5))
 
             // Texts both ways, with the meaning `parley`'s have.
             _ = bob.perform(.say("can you hear me from the terminal?"))

@@ -100,8 +100,13 @@ struct TerminalCallTests {
             #expect(roster.contains("  bob ") || roster.contains("▸ bob"), "bob in the roster")
             try await Task.sleep(for: .seconds(2))
 
-            let pressed = MonotonicClock.now()
+            // The key counts as pressed when tmux has written it to the call's terminal, as a
+            // keyboard's would be: starting the `tmux send-keys` process is the test's own cost
+            // (tens of milliseconds on a loaded machine), not the call's.
+            let sending = MonotonicClock.now()
             try tmux.run(["send-keys", "-t", "call", "m"])
+            let pressed = MonotonicClock.now()
+            print("key m: tmux took \(Double(pressed - sending) / 1e6) ms to write the key to the terminal")
             let mutedScreen = try await tmux.waitFor("you: MUTED", seconds: 2)
             let shown = MonotonicClock.now()
             #expect(mutedScreen.contains("you: MUTED"), "the roster shows the mute: \(mutedScreen)")
