@@ -20,6 +20,11 @@
 /// relay checks the token, never the page). Every string from the network is put in with
 /// `textContent`; the roster is updated in place, so a focused button keeps its focus. It says
 /// plainly when the microphone is refused or the connection does not come up (UDP blocked).
+/// In an end-to-end encrypted room it takes part as the `parley` client does (its identity in
+/// IndexedDB, keys sealed with HPKE, frames sealed with SFrame in an `RTCRtpScriptTransform`
+/// worker: ``BrowserEndToEndScripts``), shows each member's fingerprint and safety number,
+/// refuses a changed key until the person accepts it, and warns of a member the relay hides;
+/// a browser that cannot take part is refused by the relay, and the page says what it lacks.
 /// With `&stats=1` in the fragment it writes its reception statistics to the console once a
 /// second (the browser tests read them from Chromium's log); `&slots=N` offers fewer slots.
 enum BrowserPage {
@@ -30,7 +35,7 @@ enum BrowserPage {
 
     /// Scripts and styles from this page only, inline; media and connections to this origin.
     static let contentSecurityPolicy =
-        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; media-src 'self' blob: mediastream:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        "default-src 'none'; script-src 'self' 'unsafe-inline'; worker-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; media-src 'self' blob: mediastream:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
     static let html = #"""
     <!doctype html>
@@ -72,6 +77,9 @@ enum BrowserPage {
       button.danger { border-color: #b3261e; color: #8a1c1c; }
       :focus-visible { outline: 3px solid #1d4e9e; outline-offset: 2px; }
       .hint { color: #444; font-size: .9rem; }
+      .keys { grid-column: 1 / -1; font-size: .85rem; color: #333; }
+      .keys.warning { color: #8a1c1c; font-weight: 600; }
+      #identity { font-size: .9rem; color: #333; margin: .2rem 0; }
     </style>
     </head>
     <body>
@@ -87,6 +95,7 @@ enum BrowserPage {
         <button id="leave" type="button" disabled>Leave</button>
       </div>
       <p id="talking" aria-live="polite"></p>
+      <p id="identity" hidden></p>
       <p class="hint">Keys: M mutes, D deafens; with push-to-talk on, hold Space to talk.</p>
       <h2 id="roster-heading">In the room</h2>
       <ul id="roster" aria-labelledby="roster-heading"></ul>
@@ -100,6 +109,7 @@ enum BrowserPage {
       <audio id="room" autoplay></audio>
       <div id="voices" hidden></div>
     </main>
+    <script src="/parley-e2ee.js"></script>
     <script>
     "use strict";
     const fragment = new URLSearchParams(location.hash.slice(1));
@@ -151,7 +161,10 @@ enum BrowserPage {
       row.meter.setAttribute("aria-label", "Level of " + member.identity);
       const head = element("div");
       head.append(row.name, " ", row.state);
-      row.item.append(head, row.meter, row.actions);
+      // End-to-end encrypted rooms: the member's fingerprint, safety number and key state.
+      row.keys = element("div", { className: "keys" });
+      row.keys.hidden = true;
+      row.item.append(head, row.meter, row.keys, row.actions);
       if (member.identity !== me) {
         // The voice's own volume: it follows the member to whichever slot carries them.
         row.volume = element("input", { type: "range", min: 0, max: 100, value: Math.round((volumes.get(member.identity) ?? 1) * 100) });
@@ -206,6 +219,7 @@ enum BrowserPage {
         const index = members.indexOf(member);
         if (rosterList.children[index] !== row.item) rosterList.insertBefore(row.item, rosterList.children[index] || null);
       }
+      if (e2ee) e2ee.roster(members);
       const mine = members.find(member => member.identity === me);
       const nowServerMuted = !!(mine && mine.serverMuted);
       if (nowServerMuted !== serverMuted) {
@@ -375,6 +389,10 @@ enum BrowserPage {
       case "joined":
         me = event.identity;
         isModerator = event.moderator === true;
+        if (event.e2ee === true && identity) {
+          e2ee = new EndToEnd(event.room);
+          e2ee.showOwn();
+        } else if (worker) worker.postMessage({ type: "mode", mode: "plain" });
         $("title").textContent = "Parley: " + event.room;
         say("Connecting the audio…");
         break;
@@ -383,6 +401,7 @@ enum BrowserPage {
         for (const control of [muteButton, deafenButton, pttButton, textInput, sendButton]) control.disabled = false;
         break;
       case "roster": showRoster(event.roster); break;
+      case "mediaKeys": if (e2ee) e2ee.received(event.keys || []); break;
       case "text": addMessage(event.identity, event.text, false); break;
       case "moderated": say(event.text); break;
       case "error": case "notice": say(event.text, true); break;
@@ -485,11 +504,19 @@ enum BrowserPage {
         return;
       }
       track = stream.getAudioTracks()[0];
+      const lacking = await endToEndSupport();
       pc = new RTCPeerConnection({ bundlePolicy: "max-bundle", rtcpMuxPolicy: "require" });
       const microphone = pc.addTransceiver(track, { direction: "sendrecv", streams: [stream] });
       // The slots: each plays one other member at a time, as the relay marks their packets, so
       // members come and go without an offer again.
       for (let slot = 0; slot < receiverSlots; slot++) pc.addTransceiver("audio", { direction: "recvonly" });
+      if (!lacking) {
+        // Every frame passes the worker, which sends nothing until the relay says whether the
+        // room is end-to-end encrypted (plain if not; sealed once this page has a key if so).
+        worker = new Worker("/parley-sframe-worker.js");
+        microphone.sender.transform = new RTCRtpScriptTransform(worker, { side: "send" });
+        for (const transceiver of pc.getTransceivers()) transceiver.receiver.transform = new RTCRtpScriptTransform(worker, { side: "receive" });
+      }
       pc.ontrack = event => {
         const mid = event.transceiver.mid;
         let player = roomAudio;
@@ -510,16 +537,21 @@ enum BrowserPage {
       const offer = await pc.createOffer();
       await pc.setLocalDescription(offer);
       say("Asking the relay to join…");
-      const response = await fetch("/whip", { method: "POST", headers: { "Content-Type": "application/sdp", "Authorization": "Bearer " + token }, body: offer.sdp });
+      const headers = { "Content-Type": "application/sdp", "Authorization": "Bearer " + token };
+      if (identity) headers["Parley-Identity-Key"] = ParleyE2EE.base64url(identity.publicKey);
+      const response = await fetch("/whip", { method: "POST", headers: headers, body: offer.sdp });
       if (response.status !== 201) {
-        say("The relay refused: " + (await response.text()).trim(), true);
+        say("The relay refused: " + (await response.text()).trim() + (lacking ? " (this browser: " + lacking + ")" : ""), true);
         pc.close();
         track.stop();
         return;
       }
       resource = response.headers.get("Location");
       signalKey = response.headers.get("Parley-Signal-Key");
-      await pc.setRemoteDescription({ type: "answer", sdp: await response.text() });
+      const answer = await response.text();
+      const red = /a=rtpmap:(\d+) red\/48000/i.exec(answer);
+      if (worker && red) worker.postMessage({ type: "payloadTypes", red: Number(red[1]) });
+      await pc.setRemoteDescription({ type: "answer", sdp: answer });
       leaveButton.disabled = false;
       connect();
       setInterval(() => measureLevels().catch(() => {}), 250);
@@ -562,6 +594,309 @@ enum BrowserPage {
     });
     // A window that loses focus never hears the Space key come up: stop talking then.
     window.addEventListener("blur", () => setTalking(false));
+    // MARK: End-to-end encryption (rooms made with --e2ee)
+    //
+    // This page's identity is an X25519 key pair made with WebCrypto on first use and kept in
+    // this origin's IndexedDB, its private half not extractable (script can use it, not read
+    // it). Its public half goes with the offer; the relay repeats it in the roster, and every
+    // member seals its media key to it (HPKE), as to a parley client's. Each other member's key
+    // is pinned for its name in the room on first sight (localStorage); a different key later
+    // is refused until the person here accepts it. Frames are sealed and opened in the worker.
+    let identity = null, worker = null, e2ee = null;
+
+    // What this browser lacks to take part, in words, or null when it can.
+    async function endToEndSupport() {
+      if (typeof RTCRtpScriptTransform === "undefined") return "it has no RTCRtpScriptTransform";
+      if (typeof ParleyE2EE === "undefined" || !window.crypto || !crypto.subtle) return "it has no WebCrypto";
+      try {
+        identity = await loadIdentity();
+      } catch (error) {
+        identity = null;
+        return "it could not make or keep an X25519 identity key (" + error.message + ")";
+      }
+      return null;
+    }
+
+    function keyStore(action) {
+      return new Promise((resolve, reject) => {
+        const opening = indexedDB.open("parley", 1);
+        opening.onupgradeneeded = () => opening.result.createObjectStore("identity");
+        opening.onerror = () => reject(opening.error);
+        opening.onsuccess = () => {
+          const store = opening.result.transaction("identity", "readwrite").objectStore("identity");
+          const request = action(store);
+          request.onsuccess = () => resolve(request.result);
+          request.onerror = () => reject(request.error);
+        };
+      });
+    }
+
+    async function loadIdentity() {
+      let pair = await keyStore(store => store.get("x25519"));
+      if (!pair) {
+        pair = await crypto.subtle.generateKey({ name: "X25519" }, false, ["deriveBits"]);
+        await keyStore(store => store.put(pair, "x25519"));
+      }
+      return { privateKey: pair.privateKey, publicKey: await ParleyE2EE.publicBytes(pair.publicKey) };
+    }
+
+    function loadPins() { try { return JSON.parse(localStorage.getItem("parley-pins") || "{}"); } catch (error) { return {}; } }
+    function savePins(pins) { try { localStorage.setItem("parley-pins", JSON.stringify(pins)); } catch (error) {} }
+
+    // The call's keys, as EndToEndSession is for the parley client: the roster gives the
+    // members and their keys (checked against the pins); those trusted are given our key (a
+    // ratchet on a join, a fresh epoch on a departure); keys from others are opened and handed
+    // to the worker; each package's view of the room is checked against ours.
+    class EndToEnd {
+      constructor(room) {
+        this.room = room;
+        this.schedule = new ParleyE2EE.KeySchedule();
+        this.members = new Map();     // ssrc → { identity, key (bytes), keyText, person, verdict, takesPart }
+        this.unplaced = [];           // [{ entry, at }]: keys whose sender no roster named yet
+        this.refused = new Map();     // person → entries held while its changed key is not accepted
+        this.views = [];              // [{ digest (hex), count, until }]
+        this.differing = new Map();   // person → { digest, count, since }
+        this.alarmed = new Map();     // identity → text
+        this.shown = new Map();       // key text → { fingerprint, safetyNumber }
+        this.rejected = 0;
+        this.work = Promise.resolve();
+        this.publishedKeyID = null;
+        this.unsent = [];
+        this.publish(this.schedule.current);
+        setInterval(() => this.queue(() => this.tick()), 100);
+      }
+
+      queue(job) { this.work = this.work.then(job).catch(error => console.log("parley-e2ee " + error.message)); return this.work; }
+
+      publish(key) {
+        const keyID = ParleyE2EE.keyIDOf(key);
+        if (this.publishedKeyID === keyID) return;
+        this.publishedKeyID = keyID;
+        worker.postMessage({ type: "sendKey", key: key });
+      }
+
+      async showOwn() {
+        const line = $("identity");
+        line.hidden = false;
+        line.textContent = "This room is end-to-end encrypted: only its members hold the keys to its voices. Your key's fingerprint: "
+          + await ParleyE2EE.fingerprint(identity.publicKey) + ".";
+      }
+
+      roster(entries) {
+        const copy = entries.map(entry => Object.assign({}, entry));
+        this.queue(() => this.rosterChanged(copy));
+      }
+
+      async rosterChanged(entries) {
+        const now = performance.now();
+        const pins = loadPins();
+        let pinsChanged = false;
+        const next = new Map();
+        const everyone = [];
+        for (const entry of entries) {
+          const key = entry.identityKey ? ParleyE2EE.fromBase64url(entry.identityKey) : null;
+          everyone.push({ identity: entry.identity, identityKey: key || new Uint8Array(0) });
+          if (entry.identity === me) { this.selfSSRC = entry.ssrc; continue; }
+          const takesPart = entry.e2ee === true && key !== null && key.length === 32;
+          const member = { identity: entry.identity, key: key, keyText: entry.identityKey || "", ssrc: entry.ssrc,
+                           person: entry.identity + "	" + (entry.identityKey || ""), takesPart: takesPart, verdict: "none" };
+          const known = this.members.get(entry.ssrc);
+          if (known && known.person === member.person) member.verdict = known.verdict;
+          else if (takesPart) {
+            const slot = this.room + "	" + entry.identity, pin = pins[slot];
+            if (!pin) { pins[slot] = { key: entry.identityKey, since: Math.floor(Date.now() / 1000) }; pinsChanged = true; member.verdict = "new"; }
+            else member.verdict = pin.key === entry.identityKey ? "known" : "changed";
+          }
+          next.set(entry.ssrc, member);
+        }
+        if (pinsChanged) savePins(pins);
+        this.members = next;
+        this.sendStreams();
+        const waiting = this.unplaced;
+        this.unplaced = [];
+        for (const item of waiting) if (now - item.at < 5000) await this.receive(item.entry, item.at);
+        const digest = ParleyE2EE.hex(await ParleyE2EE.roomViewDigest(this.room, everyone));
+        const last = this.views[this.views.length - 1];
+        if (!last || last.digest !== digest) {
+          if (last) last.until = now;
+          this.views.push({ digest: digest, count: everyone.length, until: null });
+          this.views = this.views.filter(view => view.until === null || now - view.until <= 10000);
+        }
+        this.view = { digest: ParleyE2EE.fromHex(digest), count: everyone.length };
+        await this.deliver(await this.schedule.recipientsChanged(this.recipients(), now));
+        this.show();
+      }
+
+      trusted(member) { return member.takesPart && (member.verdict === "new" || member.verdict === "known"); }
+
+      recipients() {
+        return [...this.members.values()].filter(member => this.trusted(member)).sort((a, b) => a.ssrc - b.ssrc)
+          .map(member => ({ person: member.person, identity: member.identity, identityKey: member.key, ssrc: member.ssrc }));
+      }
+
+      // The worker plays the frames of trusted members' streams only.
+      sendStreams() {
+        worker.postMessage({ type: "streams", streams: [...this.members.values()].filter(member => this.trusted(member)).map(member => [member.ssrc, member.person]) });
+      }
+
+      // Seals each delivery to its recipient and sends them to the relay, which routes them unread.
+      async deliver(deliveries) {
+        this.publish(this.schedule.current);
+        if (!this.view) return;
+        for (const delivery of deliveries) {
+          const sealed = await ParleyE2EE.sealPackage(
+            { keyID: ParleyE2EE.keyIDOf(delivery.key), baseKey: delivery.key.baseKey, memberCount: Math.min(65535, this.view.count), digest: this.view.digest },
+            delivery.recipient.identityKey, delivery.recipient.identity, identity, me, this.room);
+          this.unsent.push({ ssrc: delivery.recipient.ssrc, package: ParleyE2EE.base64url(sealed) });
+        }
+        await this.flush();
+      }
+
+      // Keys go in requests of at most 32; a request the relay did not take (the socket was
+      // down) goes again at the next tick.
+      async flush() {
+        while (this.unsent.length) {
+          const batch = this.unsent.slice(0, 32);
+          const reply = await request({ type: "mediaKeys", keys: batch });
+          if (reply.status === 0 || reply.status === 409 || reply.status === 429) return;
+          this.unsent.splice(0, batch.length);
+          if (reply.status >= 400) console.log("parley-e2ee the relay refused media keys: " + reply.error);
+        }
+      }
+
+      received(entries) {
+        const now = performance.now();
+        const copy = entries.slice(0, 64);
+        this.queue(async () => { for (const entry of copy) await this.receive(entry, now); this.show(); });
+      }
+
+      async receive(entry, at) {
+        const sender = this.members.get(entry.ssrc);
+        if (!sender) {
+          if (this.unplaced.length >= 64) this.unplaced.shift();
+          this.unplaced.push({ entry: entry, at: at });
+          return;
+        }
+        if (sender.takesPart && sender.verdict === "changed") {
+          const kept = this.refused.get(sender.person) || [];
+          if (kept.length >= 8) kept.shift();
+          kept.push(entry);
+          this.refused.set(sender.person, kept);
+          return;
+        }
+        const sealed = ParleyE2EE.fromBase64url(entry.package);
+        const opened = sealed && this.trusted(sender) && await ParleyE2EE.openPackage(sealed, identity, me, sender.key, sender.identity, this.room);
+        if (!opened) { this.rejected++; return; }
+        worker.postMessage({ type: "install", person: sender.person,
+                             key: { epoch: Math.floor(opened.keyID / 16), generation: opened.keyID % 16, baseKey: opened.baseKey } });
+        sender.holdsTheirs = true;
+        this.checkView(sender, ParleyE2EE.hex(opened.digest), opened.memberCount, performance.now());
+      }
+
+      checkView(sender, digest, count, now) {
+        const matches = this.views.some(view => view.digest === digest && (view.until === null || now - view.until <= 10000));
+        if (matches) {
+          this.differing.delete(sender.person);
+          if (this.alarmed.delete(sender.identity)) say(sender.identity + "'s view of the room matches yours again.");
+        } else if (!this.differing.has(sender.person) || this.differing.get(sender.person).digest !== digest) {
+          const since = this.differing.has(sender.person) ? this.differing.get(sender.person).since : now;
+          this.differing.set(sender.person, { digest: digest, count: count, since: since });
+        }
+      }
+
+      async tick() {
+        const now = performance.now();
+        const next = this.schedule.tick(now);
+        if (next) this.publish(next);
+        if (this.unsent.length) await this.flush();
+        const ours = this.views.length ? this.views[this.views.length - 1].count : 0;
+        let changed = false;
+        for (const [person, difference] of this.differing) {
+          if (now - difference.since < 3000) continue;
+          if (this.views.some(view => view.digest === difference.digest)) { this.differing.delete(person); continue; }
+          const name = person.split("	")[0];
+          if (!this.alarmed.has(name)) {
+            const text = "gave their key to a room of " + difference.count + " where you see " + ours;
+            this.alarmed.set(name, text);
+            say("Warning: " + name + " " + text + ": someone you cannot see may be listening.", true);
+            changed = true;
+          }
+        }
+        if (changed) this.show();
+      }
+
+      // The person accepted a member's changed key (after comparing the safety number).
+      accept(identityName) {
+        this.queue(async () => {
+          const member = [...this.members.values()].find(item => item.identity === identityName);
+          if (!member || !member.takesPart) return;
+          const pins = loadPins();
+          pins[this.room + "	" + identityName] = { key: member.keyText, since: Math.floor(Date.now() / 1000) };
+          savePins(pins);
+          member.verdict = "known";
+          this.sendStreams();
+          for (const entry of this.refused.get(member.person) || []) await this.receive(entry, performance.now());
+          this.refused.delete(member.person);
+          await this.deliver(await this.schedule.recipientsChanged(this.recipients(), performance.now()));
+          this.show();
+        });
+      }
+
+      async shownKey(keyText, key) {
+        if (!this.shown.has(keyText)) {
+          if (this.shown.size >= 256) this.shown.clear();
+          this.shown.set(keyText, { fingerprint: await ParleyE2EE.fingerprint(key), safetyNumber: await ParleyE2EE.safetyNumber(identity.publicKey, key) });
+        }
+        return this.shown.get(keyText);
+      }
+
+      // Each row: the fingerprint, the safety number to read aloud, the key's state, the alarm.
+      async show() {
+        for (const member of this.members.values()) {
+          const row = rows.get(member.identity);
+          if (!row) continue;
+          row.keys.hidden = false;
+          let words, warning = false;
+          if (!member.takesPart) { words = "cannot take part in end-to-end encryption: hears nothing, and nothing of theirs plays"; warning = true; }
+          else {
+            const shown = await this.shownKey(member.keyText, member.key);
+            const state = member.verdict === "new" ? "key new to you" : member.verdict === "known" ? "key known" : "KEY CHANGED: refused until you accept it";
+            warning = member.verdict === "changed";
+            words = "Key " + shown.fingerprint + " (" + state + "). Safety number: " + shown.safetyNumber;
+            row.keys.setAttribute("data-safety-number", shown.safetyNumber);
+            row.keys.setAttribute("data-fingerprint", shown.fingerprint);
+          }
+          const alarm = this.alarmed.get(member.identity);
+          if (alarm) { words += ". Warning: " + alarm; warning = true; }
+          row.keys.textContent = words;
+          row.keys.className = "keys" + (warning ? " warning" : "");
+          if (member.verdict === "changed") {
+            const accept = element("button", { type: "button" });
+            accept.textContent = "Accept " + member.identity + "'s new key";
+            accept.addEventListener("click", () => this.accept(member.identity));
+            row.keys.append(" ", accept);
+          }
+        }
+      }
+
+      status() {
+        return { keyID: this.publishedKeyID, rejected: this.rejected,
+                 members: [...this.members.values()].map(member => ({ identity: member.identity, verdict: member.verdict, holdsTheirs: !!member.holdsTheirs,
+                   safetyNumber: this.shown.has(member.keyText) ? this.shown.get(member.keyText).safetyNumber : null, alarm: this.alarmed.get(member.identity) || null })) };
+      }
+    }
+
+    // The call's end-to-end state and the worker's counts, for the browser tests.
+    window.parleyEndToEnd = async () => {
+      if (!e2ee) return null;
+      const counts = await new Promise(resolve => {
+        const listener = event => { if (event.data && event.data.type === "counts") { worker.removeEventListener("message", listener); resolve(event.data.counts); } };
+        worker.addEventListener("message", listener);
+        worker.postMessage({ type: "counts" });
+      });
+      return Object.assign(e2ee.status(), { frames: counts });
+    };
+
     join().catch(error => say("Something went wrong: " + error.message, true));
     </script>
     </body>

@@ -146,8 +146,15 @@ enum BrowserSignalling {
 
     /// A request from the page: `{"id": 7, "type": "state", "muted": true, "deafened": false}`,
     /// `{"id": 8, "type": "text", "text": "…"}`, or `{"id": 9, "type": "moderate", "action":
-    /// "server_mute", "target": "bob", "reason": "…"}` (or `server_unmute`, `kick`).
+    /// "server_mute", "target": "bob", "reason": "…"}` (or `server_unmute`, `kick`), or in an
+    /// end-to-end encrypted room `{"id": 10, "type": "mediaKeys", "keys": [{"ssrc": 1234,
+    /// "package": "<base64url>"}]}` (sealed keys, each for the member with that SSRC).
     struct Request: Decodable {
+        struct MediaKey: Decodable {
+            let ssrc: UInt32
+            let package: String
+        }
+
         let id: Int?
         let type: String
         let muted: Bool?
@@ -156,6 +163,7 @@ enum BrowserSignalling {
         let action: String?
         let target: String?
         let reason: String?
+        let keys: [MediaKey]?
     }
 
     /// The answer to a request: its id, a status as HTTP would give (204 done, 202 sent to the
@@ -186,8 +194,17 @@ enum BrowserSignalling {
             case .notConnected: return (.conflict, "the call is not connected yet")
             case let .refused(problem): return (.unprocessableEntity, problem)
             }
+        case "mediaKeys":
+            guard let keys = request.keys else {
+                return (.badRequest, "send {\"type\": \"mediaKeys\", \"keys\": [{\"ssrc\": a member's SSRC, \"package\": base64url}]}")
+            }
+            switch member.sendMediaKeys(keys.map { ($0.ssrc, $0.package) }) {
+            case .sent: return (.accepted, nil)
+            case .notConnected: return (.conflict, "the call is not connected yet")
+            case let .refused(problem): return (.unprocessableEntity, problem)
+            }
         default:
-            return (.badRequest, "the relay does not know the request \"\(request.type.prefix(40))\"; it knows state, text and moderate")
+            return (.badRequest, "the relay does not know the request \"\(request.type.prefix(40))\"; it knows state, text, moderate and mediaKeys")
         }
     }
 

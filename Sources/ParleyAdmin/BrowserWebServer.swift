@@ -146,6 +146,15 @@ final class BrowserWebHandler: ChannelInboundHandler, RemovableChannelHandler {
             send(.ok, body: Array(BrowserPage.html.utf8), type: "text/html; charset=utf-8", head: head, context: context,
                  extraHeaders: [("Cache-Control", "no-store"), ("Content-Security-Policy", BrowserPage.contentSecurityPolicy),
                                 ("Referrer-Policy", "no-referrer")])
+        case (.GET, 1, BrowserEndToEndScripts.libraryName), (.HEAD, 1, BrowserEndToEndScripts.libraryName):
+            // The page's end-to-end encryption (HPKE, SFrame, keys), loaded by the page and by its worker.
+            send(.ok, body: Array(BrowserEndToEndScripts.library.utf8), type: "text/javascript; charset=utf-8", head: head, context: context,
+                 extraHeaders: [("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")])
+        case (.GET, 1, BrowserEndToEndScripts.workerName), (.HEAD, 1, BrowserEndToEndScripts.workerName):
+            // The encoded-transform worker: seals and opens each frame, off the page's thread.
+            send(.ok, body: Array(BrowserEndToEndScripts.worker.utf8), type: "text/javascript; charset=utf-8", head: head, context: context,
+                 extraHeaders: [("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
+                                ("Content-Security-Policy", BrowserEndToEndScripts.workerContentSecurityPolicy)])
         case (.POST, 1, "whip"):
             acceptOffer(head: head, body: body, relay: relay, context: context)
         case (.GET, 3, "whip") where segments[2] == "signal":
@@ -187,7 +196,16 @@ final class BrowserWebHandler: ChannelInboundHandler, RemovableChannelHandler {
                 + "through a proxy on this machine): whoever runs it should give --listen the relay's public address, not 0.0.0.0, or --public-address",
                 head: head, context: context)
         }
-        switch relay.acceptBrowserOffer(String(decoding: body, as: UTF8.self), token: token, candidateHost: candidateHost) {
+        // The page's identity key (base64url), sent when it can take part in end-to-end
+        // encryption; the relay only repeats it in the roster.
+        var identityKey: [UInt8]?
+        if let text = head.headers.first(name: "Parley-Identity-Key") {
+            guard text.utf8.count <= 64, let key = Base64URL.decode(text) else {
+                return send(.badRequest, text: "Parley-Identity-Key is not base64url", head: head, context: context)
+            }
+            identityKey = key
+        }
+        switch relay.acceptBrowserOffer(String(decoding: body, as: UTF8.self), token: token, candidateHost: candidateHost, identityKey: identityKey) {
         case let .failure(refusal):
             send(HTTPResponseStatus(statusCode: refusal.status), text: refusal.message, head: head, context: context)
         case let .success(member):

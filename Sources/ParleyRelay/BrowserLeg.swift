@@ -19,14 +19,17 @@ final class BrowserLeg: MemberLeg, @unchecked Sendable {
     /// When the DTLS handshake's retransmission timer fires next (0: none runs).
     var dtlsDeadlineNanoseconds: UInt64 = 0
 
+    /// `isEndToEndEncrypted`: its room is (decided when the leg is made, as for a `parley`
+    /// member's join); the leg then carries the page's identity key into the roster.
     init(page: BrowserMember, dtls: DTLSConnection, id: UInt64, address: DatagramAddress, peer: PeerAddress, workerIndex: Int,
-         limits: RelayLimits, nowNanoseconds: UInt64) {
+         limits: RelayLimits, isEndToEndEncrypted: Bool = false, nowNanoseconds: UInt64) {
         self.page = page
         self.dtls = dtls
         browserTransport = BrowserTransport(page: page, mapping: RTPPayloadMapping(page.offer, allowRED: page.allowRED))
         super.init(
             id: id, address: address, peer: peer, room: page.room, identity: page.identity, ssrc: page.ssrc, canPublish: page.canPublish,
-            isModerator: page.isModerator, capabilities: page.capabilities, identityKey: [], isEndToEndEncrypted: false,
+            isModerator: page.isModerator, capabilities: page.capabilities,
+            identityKey: isEndToEndEncrypted ? page.identityKey : [], isEndToEndEncrypted: isEndToEndEncrypted,
             cookie: UInt64.random(in: 1 ... .max), token: page.token, workerIndex: workerIndex, limits: limits, nowNanoseconds: nowNanoseconds)
         secure(with: browserTransport)
     }

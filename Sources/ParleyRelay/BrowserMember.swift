@@ -1,4 +1,5 @@
 import Crypto
+import ParleyBasics
 import ParleyWebRTC
 import ParleyWire
 import Synchronization
@@ -37,6 +38,11 @@ public final class BrowserMember: Sendable {
     let canPublish: Bool
     let isModerator: Bool
     let capabilities: ControlMessage.Capabilities
+    /// The page's X25519 identity public key (empty: it cannot take part in end-to-end
+    /// encryption). The roster repeats it to the others, who seal their media keys to it.
+    let identityKey: [UInt8]
+    /// The token's `e2ee` claim: a room this member makes is end-to-end encrypted.
+    let tokenAsksEndToEnd: Bool
     let token: String
     let iceUsernameFragment: String
     let responder: ICELiteResponder
@@ -81,7 +87,7 @@ public final class BrowserMember: Sendable {
     static let maximumCheckedAddresses = 8
 
     init(id: String, signallingKey: String, token: AccessToken, tokenText: String, offer: WebRTCOffer, ssrc: UInt32, transport: WebRTCAnswer.Transport,
-         allowRED: Bool, nowNanoseconds: UInt64) {
+         allowRED: Bool, identityKey: [UInt8] = [], nowNanoseconds: UInt64) {
         self.id = id
         self.signallingKey = signallingKey
         signallingKeyDigest = Array(SHA256.hash(data: Array(signallingKey.utf8)))
@@ -91,7 +97,13 @@ public final class BrowserMember: Sendable {
         canPublish = token.canPublish
         isModerator = token.isModerator
         // Texts: the page shows them, as a `parley` client does.
-        capabilities = allowRED ? [.redundantAudio, .textMessages] : [.textMessages]
+        var capabilities: ControlMessage.Capabilities = allowRED ? [.redundantAudio, .textMessages] : [.textMessages]
+        // Its page seals and opens frames (SFrame in an RTCRtpScriptTransform) and keys (HPKE
+        // on WebCrypto) as a `parley` client does, when it sent a key to take part with.
+        if identityKey.count == ControlMessage.identityKeySize { capabilities.insert(.endToEndEncryption) }
+        self.capabilities = capabilities
+        self.identityKey = identityKey
+        tokenAsksEndToEnd = token.endToEndEncrypted
         self.token = tokenText
         iceUsernameFragment = transport.iceUsernameFragment
         responder = ICELiteResponder(localUsernameFragment: transport.iceUsernameFragment, localPassword: transport.icePassword,
@@ -204,8 +216,15 @@ public final class BrowserMember: Sendable {
             guard let members else { return }
             receivers?.rosterChanged(Set(members.map(\.ssrc)))
             event = BrowserPageEvent(kind: "roster", roster: members.map {
-                BrowserPageEvent.RosterEntry(identity: $0.identity, ssrc: $0.ssrc, state: $0.state.summary, serverMuted: $0.isServerMuted)
+                BrowserPageEvent.RosterEntry(
+                    identity: $0.identity, ssrc: $0.ssrc, state: $0.state.summary, serverMuted: $0.isServerMuted,
+                    identityKey: $0.identityKey.isEmpty ? nil : Base64URL.encode($0.identityKey),
+                    e2ee: $0.capabilities.contains(.endToEndEncryption) && $0.identityKey.count == ControlMessage.identityKeySize)
             })
+        case let .mediaKeys(keys):
+            // Sealed to this member's identity key by each sender (HPKE): the page opens them.
+            // Each entry names its sender, as the relay's routing wrote it.
+            event = BrowserPageEvent(kind: "mediaKeys", keys: keys.entries.map { .init(ssrc: $0.ssrc, package: Base64URL.encode($0.package)) })
         case let .text(text):
             event = BrowserPageEvent(kind: "text", identity: text.sender, text: text.text)
         case let .error(error):
@@ -333,6 +352,39 @@ public final class BrowserMember: Sendable {
         case refused(String)
     }
 
+    /// Sealed media keys from the page for others of its room (end-to-end encrypted rooms),
+    /// each entry naming its recipient's SSRC, in base64url as the page's JSON carries them:
+    /// held to what a `parley` member's message may hold (each package 1 to 256 bytes, at most
+    /// ``maximumMediaKeysPerRequest``), then sent on as messages of at most 8 entries, which
+    /// the relay acknowledges, limits (``MemberLeg/mediaKeyRate``) and routes unread, as a
+    /// `parley` member's. The relay cannot open them: they are sealed to the recipients.
+    public func sendMediaKeys(_ entries: [(ssrc: UInt32, package: String)]) -> PageRequestOutcome {
+        guard identityKey.count == ControlMessage.identityKeySize else {
+            return .refused("this page joined without an identity key, so it takes no part in end-to-end encryption")
+        }
+        guard !entries.isEmpty, entries.count <= Self.maximumMediaKeysPerRequest else {
+            return .refused("send 1 to \(Self.maximumMediaKeysPerRequest) media keys in one request")
+        }
+        var decoded: [ControlMessage.MediaKeys.Entry] = []
+        decoded.reserveCapacity(entries.count)
+        for entry in entries {
+            // Base64url of 256 bytes is 342 characters: a longer string is refused unread.
+            guard entry.package.utf8.count <= 344, let package = Base64URL.decode(entry.package), !package.isEmpty,
+                  package.count <= ControlMessage.MediaKeys.maximumPackageSize else {
+                return .refused("a sealed media key is 1 to \(ControlMessage.MediaKeys.maximumPackageSize) bytes in base64url")
+            }
+            decoded.append(.init(ssrc: entry.ssrc, package: package))
+        }
+        for start in stride(from: 0, to: decoded.count, by: ControlMessage.MediaKeys.maximumEntries) {
+            let chunk = Array(decoded[start..<min(start + ControlMessage.MediaKeys.maximumEntries, decoded.count)])
+            if !submit(.mediaKeys(ControlMessage.MediaKeys(entries: chunk))) { return .notConnected }
+        }
+        return .sent
+    }
+
+    /// Media keys in one request from the page: a rotation in a room of 33 in one request.
+    public static let maximumMediaKeysPerRequest = 32
+
     /// The page closed the call (its DELETE, as WHIP ends a session).
     public func leave() {
         if !submit(.leave(ControlMessage.Leave())) { end("you left the call") }
@@ -347,11 +399,22 @@ public struct BrowserPageEvent: Sendable, Hashable, Encodable {
         /// "live", "muted" or "deafened".
         public var state: String
         public var serverMuted: Bool
+        /// The member's identity key (base64url), when it has one: what the page pins, shows
+        /// the fingerprint and safety number of, and seals its media key to.
+        public var identityKey: String?
+        /// The member takes part in end-to-end encryption (its join said so, with a key).
+        public var e2ee: Bool?
+    }
+
+    /// One sealed media key: from the relay, its sender's SSRC; the page opens it.
+    public struct MediaKeyEntry: Sendable, Hashable, Encodable {
+        public var ssrc: UInt32
+        public var package: String
     }
 
     /// "joined", "connected", "roster", "text", "error", "notice" (a moderation request
-    /// refused), "moderated" (one done), "ended", or "missed" (events dropped while the page
-    /// was away).
+    /// refused), "moderated" (one done), "mediaKeys" (sealed keys for the page), "ended", or
+    /// "missed" (events dropped while the page was away).
     public var kind: String
     /// Its number among the member's events, which a page that comes back asks from; none on
     /// "missed".
@@ -363,9 +426,16 @@ public struct BrowserPageEvent: Sendable, Hashable, Encodable {
     /// With "joined": whether the token makes the member a moderator, so the page offers the
     /// moderation buttons. The relay checks every request itself.
     public var moderator: Bool?
+    /// With "joined": the room is end-to-end encrypted, so the page seals every frame and sends
+    /// nothing until it has a key.
+    public var e2ee: Bool?
+    public var keys: [MediaKeyEntry]?
 
-    init(kind: String, identity: String? = nil, room: String? = nil, text: String? = nil, roster: [RosterEntry]? = nil, moderator: Bool? = nil) {
+    init(kind: String, identity: String? = nil, room: String? = nil, text: String? = nil, roster: [RosterEntry]? = nil, moderator: Bool? = nil,
+         e2ee: Bool? = nil, keys: [MediaKeyEntry]? = nil) {
         self.kind = kind
+        self.e2ee = e2ee
+        self.keys = keys
         self.identity = identity
         self.room = room
         self.text = text

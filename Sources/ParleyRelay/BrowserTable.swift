@@ -135,11 +135,21 @@ final class BrowserTable: @unchecked Sendable {
             edge.offers.remove(page)
             return context.drop(.notJoined)
         }
+        // Whether the room is end-to-end encrypted, decided as for a `parley` member's join: the
+        // room may have been made, the other way, since the offer was answered.
+        let endToEnd = context.rooms.isEndToEndEncrypted(page.room, tokenAsks: page.tokenAsksEndToEnd)
+        if let problem = Relay.browserEndToEndProblem(room: page.room, endToEnd: endToEnd, tokenAsks: page.tokenAsksEndToEnd,
+                                                      takesPart: !page.identityKey.isEmpty) {
+            context.metrics.joinRefused(.endToEndEncryptionRequired)
+            page.end(problem)
+            edge.offers.remove(page)
+            return context.drop(.notJoined)
+        }
         // A leg that ended at this address and was not yet finished by the tick: finished now,
         // so its offer is forgotten and its page told before another takes its place.
         if let ended = byAddress[datagram.peer] { finish(ended) }
         let leg = BrowserLeg(page: page, dtls: dtls, id: context.rooms.makeLegID(), address: datagram.source, peer: datagram.peer,
-                             workerIndex: context.index, limits: context.limits, nowNanoseconds: now)
+                             workerIndex: context.index, limits: context.limits, isEndToEndEncrypted: endToEnd, nowNanoseconds: now)
         guard page.bind(leg, loop: self) else { return context.drop(.dtlsRefused) }
         switch admission.admit(leg, replacing: nil, software: "browser", now: now) {
         case let .refused(_, text):
@@ -150,7 +160,8 @@ final class BrowserTable: @unchecked Sendable {
             break
         }
         byAddress[leg.peer] = leg
-        page.append(BrowserPageEvent(kind: "joined", identity: leg.identity, room: leg.room, moderator: page.isModerator))
+        page.append(BrowserPageEvent(kind: "joined", identity: leg.identity, room: leg.room, moderator: page.isModerator,
+                                     e2ee: leg.isEndToEndEncrypted))
         handshakeWent(leg, to: leg.dtls.start(), now: now)
     }
 

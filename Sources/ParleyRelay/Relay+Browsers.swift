@@ -28,8 +28,11 @@ extension Relay {
     /// until its browser proves, over ICE, that it holds the answer's credentials.
     /// `candidateHost`: the address browsers reach the relay's UDP port at, when it listens on
     /// every interface (the host the page was loaded from) and no `browserCandidate` (the
-    /// operator's `--public-address`) names it.
-    public func acceptBrowserOffer(_ sdp: String, token: String, candidateHost: String) -> Result<BrowserMember, BrowserOfferRefusal> {
+    /// operator's `--public-address`) names it. `identityKey`: the page's X25519 public key,
+    /// which it sends when it can take part in end-to-end encryption (it has
+    /// `RTCRtpScriptTransform` and WebCrypto's X25519); the roster carries it to the others, as
+    /// a `parley` member's. Without one, an end-to-end encrypted room refuses the offer.
+    public func acceptBrowserOffer(_ sdp: String, token: String, candidateHost: String, identityKey: [UInt8]? = nil) -> Result<BrowserMember, BrowserOfferRefusal> {
         guard let edge = browserEdge, isRunning else {
             return .failure(BrowserOfferRefusal(status: 503, message: "this relay does not take browsers now"))
         }
@@ -43,9 +46,14 @@ extension Relay {
         } catch {
             return .failure(BrowserOfferRefusal(status: 403, message: error.message))
         }
-        if core.isEndToEndEncrypted(claims.room, tokenAsks: claims.endToEndEncrypted) {
-            return .failure(BrowserOfferRefusal(status: 403, message: "\(claims.room) is end-to-end encrypted, and the browser page cannot take part in "
-                + "its encryption yet; join it with the parley client"))
+        if let identityKey, identityKey.count != ControlMessage.identityKeySize {
+            return .failure(BrowserOfferRefusal(status: 400, message: "the page's identity key is not an X25519 public key (32 bytes in base64url)"))
+        }
+        let takesPart = identityKey != nil
+        if let problem = Self.browserEndToEndProblem(
+            room: claims.room, endToEnd: core.isEndToEndEncrypted(claims.room, tokenAsks: claims.endToEndEncrypted),
+            tokenAsks: claims.endToEndEncrypted, takesPart: takesPart) {
+            return .failure(BrowserOfferRefusal(status: 403, message: problem))
         }
         // In a cluster the room is joined here (a browser cannot follow a redirect): asking now
         // places a room nobody hosts, and refuses at once one this relay cannot join.
@@ -71,12 +79,24 @@ extension Relay {
             iceUsernameFragment: Self.randomICEText(count: 8), icePassword: Self.randomICEText(count: 24), fingerprint: edge.dtls.fingerprint,
             candidateAddress: host, candidatePort: udpPort, sessionID: UInt64.random(in: 1...(1 << 62)))
         let member = BrowserMember(id: Self.randomToken(bytes: 16), signallingKey: Self.randomToken(bytes: 32), token: claims, tokenText: token, offer: offer, ssrc: ssrc,
-                                   transport: transport, allowRED: offer.redPayloadType != nil, nowNanoseconds: MonotonicClock.now())
+                                   transport: transport, allowRED: offer.redPayloadType != nil, identityKey: identityKey ?? [],
+                                   nowNanoseconds: MonotonicClock.now())
         if let refusal = edge.offers.register(member, now: MonotonicClock.now()) {
             return .failure(BrowserOfferRefusal(status: 429, message: refusal))
         }
         logger.info("browser offer answered", metadata: ["identity": "\(claims.identity.logSafe())", "room": "\(claims.room.logSafe())"])
         return .success(member)
+    }
+
+    /// Why a browser member cannot join `room` as end-to-end encryption goes, in words for the
+    /// person in the browser; nil when it can. Asked when the offer arrives and again when its
+    /// leg is made (the room may have been made since, the other way).
+    static func browserEndToEndProblem(room: String, endToEnd: Bool, tokenAsks: Bool, takesPart: Bool) -> String? {
+        if endToEnd && !takesPart {
+            return "\(room) is end-to-end encrypted, and this browser cannot take part in its encryption (it lacks RTCRtpScriptTransform "
+                + "or WebCrypto's X25519, so the page sent no identity key); join from a browser that has both (current Chromium does), or with the parley client"
+        }
+        return Room.endToEndProblem(room: room, endToEnd: endToEnd, tokenAsks: tokenAsks, clientTakesPart: takesPart)
     }
 
     /// The browser member the page's signalling names, while its call is set up or runs.

@@ -207,6 +207,29 @@ struct BrowserSignalSocketTests {
         #expect(try last.nextMessage { $0["kind"] as? String == "reply" }?["status"] as? Int == 409, "the call's socket no longer answers")
     }
 
+    /// Sealed media keys from a page are read as any request: malformed JSON or a wrong shape
+    /// is a 400, and a page that joined without an identity key (it takes no part in
+    /// end-to-end encryption) is refused with a reason (422); nothing reaches the relay.
+    @Test func hostileMediaKeyRequestsAreRefusedWithAReason() throws {
+        let fixture = try Fixture()
+        defer { fixture.stop() }
+        let socket = try fixture.open()
+        let requests: [(String, Int)] = [
+            (#"{"id": 1, "type": "mediaKeys"}"#, 400),
+            (#"{"id": 2, "type": "mediaKeys", "keys": [{"ssrc": -1, "package": "AQ"}]}"#, 400),
+            (#"{"id": 3, "type": "mediaKeys", "keys": [{"ssrc": 4294967296, "package": "AQ"}]}"#, 400),
+            (#"{"id": 4, "type": "mediaKeys", "keys": "AQ"}"#, 400),
+            (#"{"id": 5, "type": "mediaKeys", "keys": [{"ssrc": 7, "package": "AQ"}]}"#, 422),
+        ]
+        for (request, status) in requests {
+            try socket.sendText(request)
+            let reply = try socket.nextMessage { $0["kind"] as? String == "reply" }
+            #expect(reply?["status"] as? Int == status, "\(request) was answered \(String(describing: reply))")
+            if status == 422 { #expect((reply?["error"] as? String)?.contains("identity key") == true) }
+        }
+        #expect(!fixture.member.isEnded)
+    }
+
     /// A page that stops reading: the relay writes only while the connection takes it, leaves
     /// the rest in the member's bounded log, and when the page reads again it gets a "missed"
     /// event and the newest events, with the latest roster.

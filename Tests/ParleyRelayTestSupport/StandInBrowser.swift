@@ -96,12 +96,15 @@ package struct StandInBrowser {
     /// handshake, as Chromium does them, to the relay's UDP `port`; `client` is the socket the
     /// browser speaks from (a new one unless given). `checkAnswer` sees the ICE answer and the
     /// check it answered.
+    /// `identityKey`: the page's X25519 public key, sent with its offer when it can take part
+    /// in end-to-end encryption.
     package static func connect(to relay: Relay, port: Int, host: String = "127.0.0.1", token: String, ssrc: UInt32 = 1111, slots: Int = 0,
-                                from client: TestClient? = nil, handshakeSeconds: Double = 15,
+                                identityKey: [UInt8]? = nil, from client: TestClient? = nil, handshakeSeconds: Double = 15,
                                 checkAnswer: (_ reply: [UInt8], _ check: [UInt8]) -> Void = { _, _ in }) throws -> StandInBrowser {
         let browserContext = try DTLSContext()
         let page: BrowserMember
-        switch relay.acceptBrowserOffer(offer(fingerprint: browserContext.fingerprint, ssrc: ssrc, slots: slots), token: token, candidateHost: host) {
+        switch relay.acceptBrowserOffer(offer(fingerprint: browserContext.fingerprint, ssrc: ssrc, slots: slots), token: token, candidateHost: host,
+                                         identityKey: identityKey) {
         case let .success(member): page = member
         case let .failure(refusal): throw TestFailure("the offer was refused: \(refusal)")
         }
