@@ -1,6 +1,7 @@
 """What a model of the clipping loudspeaker in the reference would give SpeexDSP's filter,
-and whether the model can be found from the filter's own residual (issue 29's next step;
-not part of Parley's outgoing path yet).
+and whether the model can be found from the filter's own residual (issue 29; offline, with
+the model's parameters known or searched on a full grid: the outgoing path finds them
+online, Sources/ParleyAudio/LoudspeakerIdentifier.swift).
 
 A loudspeaker driven into clipping plays clip(HP(far)): the playback chain's high-pass,
 then the amplifier's limit. No linear filter models that from `far`, which is why every

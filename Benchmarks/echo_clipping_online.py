@@ -1,6 +1,7 @@
 """Whether the clipping loudspeaker's model can be found *online*, frame by frame, while
-SpeexDSP's filter runs on the reference through the model found so far (issue 29; a
-prototype for Parley's outgoing path, which does not do this yet).
+SpeexDSP's filter runs on the reference through the model found so far (issue 29; the
+prototype of Sources/ParleyAudio/LoudspeakerIdentifier.swift, which does the same search
+far more cheaply in the outgoing path).
 
 Per 20 ms frame, as Parley runs SpeexDSP (20 ms frames, 200 ms filter, the preprocessor
 attached), the reference aligned by the true bulk delay less 5 ms:

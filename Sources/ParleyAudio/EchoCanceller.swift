@@ -136,12 +136,13 @@ public final class EchoCanceller {
     }
 
     /// Cleans one frame. `capture` and `reference` are `frameSamples` long, −1…1;
-    /// `output` receives the cleaned frame. Returns true when the frame holds voice (always
-    /// true with VAD off).
+    /// `output` receives the cleaned frame, and `residual`, when given, what the linear
+    /// filter left before the preprocessor (what `LoudspeakerIdentifier` compares its
+    /// candidates with). Returns true when the frame holds voice (always true with VAD off).
     @discardableResult
     public func process(
         capture: UnsafeBufferPointer<Float>, reference alignedReference: UnsafeBufferPointer<Float>,
-        into cleaned: UnsafeMutableBufferPointer<Float>
+        into cleaned: UnsafeMutableBufferPointer<Float>, residual: UnsafeMutableBufferPointer<Float>? = nil
     ) -> Bool {
         precondition(capture.count == frameSamples && alignedReference.count == frameSamples && cleaned.count >= frameSamples)
         // SpeexDSP's interface is 16-bit even in its float build. The buffers are taken once
@@ -158,6 +159,9 @@ public final class EchoCanceller {
                         speex_echo_cancellation(echo, inputBuffer.baseAddress, referenceBuffer.baseAddress, outputBuffer.baseAddress)
                     } else {
                         outputBuffer.baseAddress!.update(from: inputBuffer.baseAddress!, count: frame)
+                    }
+                    if let residual {
+                        for index in 0..<frame { residual[index] = SampleConversion.float(outputBuffer[index]) }
                     }
                     _ = speex_preprocess_run(preprocess, outputBuffer.baseAddress)
                     for index in 0..<frame { cleaned[index] = SampleConversion.float(outputBuffer[index]) }

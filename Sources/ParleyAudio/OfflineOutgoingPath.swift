@@ -33,6 +33,9 @@ public enum OfflineOutgoingPath {
         public var erleSeconds: Double
         /// Frames in which the preprocessor heard voice, as a fraction of all frames.
         public var voiceFraction: Double
+        /// The loudspeaker models the path took, with when (seconds from the start); empty
+        /// while the loudspeaker looked linear.
+        public var loudspeakerModels: [(seconds: Double, model: LoudspeakerModel)] = []
     }
 
     public enum Error: Swift.Error, CustomStringConvertible, Equatable {
@@ -127,7 +130,10 @@ public enum OfflineOutgoingPath {
             appliedDelayMilliseconds: AudioClock.milliseconds(samples: applied),
             erleDecibels: erle?.decibels,
             erleSeconds: erle?.seconds ?? 0,
-            voiceFraction: frames > 0 ? Double(voiceFrames) / Double(frames) : 0)
+            voiceFraction: frames > 0 ? Double(voiceFrames) / Double(frames) : 0,
+            loudspeakerModels: (processor.loudspeaker?.changes ?? []).map {
+                (Double($0.atFrame * frame) / Double(AudioClock.sampleRate), $0.model)
+            })
     }
 
     /// Encodes and decodes `signal` in 20 ms frames, then removes the codec's delay so the

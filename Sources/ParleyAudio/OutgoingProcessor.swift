@@ -1,11 +1,13 @@
 /// The outgoing stream's voice processing, from raw capture to the frame handed to the
 /// encoder: aligns the far-end reference by the playback→capture delay (measured or
-/// given), cancels echo, then suppresses residual echo and noise.
+/// given), passes it through the loudspeaker's model once one is found (a clipping
+/// loudspeaker), cancels echo, then suppresses residual echo and noise.
 ///
 /// ```
 /// played (PlayedSignal) ── read at delay 0 ──▶ DelayEstimator ◀── raw capture
-///        └──── read at delay = estimate − margin ──────────────────────┐
+///        └── read at delay = estimate − margin ──▶ LoudspeakerIdentifier.shape ──┐
 ///                                          raw capture ──▶ EchoCanceller ─▶ cleaned frame
+///                          LoudspeakerIdentifier.observe ◀── the filter's residual ┘
 /// ```
 ///
 /// The raw capture is read, never written: callers keep it for `--record-raw` or a
@@ -36,6 +38,9 @@ public final class OutgoingProcessor {
         /// The reference is aligned this much *earlier* than the estimated delay, so taps of
         /// the echo path just before its strongest one still fall inside the filter.
         public var marginMilliseconds = 5
+        /// Look for a clipping loudspeaker and pass the reference through its model
+        /// (`LoudspeakerIdentifier`); a linear loudspeaker is left alone.
+        public var identifyLoudspeaker = true
         public init() {}
     }
 
@@ -57,10 +62,14 @@ public final class OutgoingProcessor {
     public let frameSamples: Int
     private let canceller: EchoCanceller
     private let estimator: DelayEstimator?
+    /// Nil when echo is not cancelled or the identification is off.
+    public let loudspeaker: LoudspeakerIdentifier?
     /// Keeps what the push form of `process` is handed, for reading at the echo's delay.
     private var delayLine: ReferenceDelayLine
     private var far: [Float]
     private var aligned: [Float]
+    private var shaped: [Float]
+    private var residual: [Float]
     /// The largest delay the reference can be read at.
     public let maximumDelaySamples: Int
     /// The delay currently applied to the reference, in samples.
@@ -90,6 +99,13 @@ public final class OutgoingProcessor {
         delayLine = ReferenceDelayLine(maximumDelaySamples: maximumDelaySamples, frameSamples: frameSamples)
         far = [Float](repeating: 0, count: frameSamples)
         aligned = [Float](repeating: 0, count: frameSamples)
+        shaped = [Float](repeating: 0, count: frameSamples)
+        residual = [Float](repeating: 0, count: frameSamples)
+        let identify = configuration.identifyLoudspeaker && configuration.echoCanceller.cancelEcho
+        loudspeaker = identify ? LoudspeakerIdentifier(frameSamples: frameSamples) : nil
+        if case .fixed(let milliseconds) = configuration.delay {
+            loudspeaker?.lagSamples = AudioClock.samples(milliseconds: milliseconds) - appliedDelaySamples
+        }
     }
 
     /// The estimator's current belief, when the delay is automatic.
@@ -124,7 +140,18 @@ public final class OutgoingProcessor {
         }
         return aligned.withUnsafeMutableBufferPointer { alignedBuffer in
             played.read(delay: appliedDelaySamples, into: alignedBuffer)
-            return canceller.process(capture: capture, reference: UnsafeBufferPointer(alignedBuffer), into: output)
+            guard let loudspeaker else {
+                return canceller.process(capture: capture, reference: UnsafeBufferPointer(alignedBuffer), into: output)
+            }
+            return shaped.withUnsafeMutableBufferPointer { shapedBuffer in
+                residual.withUnsafeMutableBufferPointer { residualBuffer in
+                    loudspeaker.shape(reference: UnsafeBufferPointer(alignedBuffer), into: shapedBuffer)
+                    let voice = canceller.process(
+                        capture: capture, reference: UnsafeBufferPointer(shapedBuffer), into: output, residual: residualBuffer)
+                    loudspeaker.observe(residual: UnsafeBufferPointer(residualBuffer), capture: capture)
+                    return voice
+                }
+            }
         }
     }
 
@@ -142,7 +169,9 @@ public final class OutgoingProcessor {
         if wanted != appliedDelaySamples && !tolerated.contains(offset) {
             appliedDelaySamples = wanted
             canceller.resetFilter()
+            loudspeaker?.restart()
             realignments += 1
         }
+        loudspeaker?.lagSamples = estimate.samples - appliedDelaySamples
     }
 }

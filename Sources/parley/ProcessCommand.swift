@@ -119,6 +119,12 @@ struct ProcessCommand: ParsableCommand {
                     lines.append("estimated delay: none found. The far end may be silent, its echo too weak, or the delay beyond 500 ms; give it with --delay MS.")
                 }
             }
+            if report.loudspeakerModels.isEmpty {
+                lines.append("loudspeaker: linear (no clipping found)")
+            } else {
+                let models = report.loudspeakerModels.map { "\($0.model) after \(format($0.seconds)) s" }
+                lines.append("loudspeaker: clips; reference modelled with \(models.joined(separator: ", then "))")
+            }
         } else {
             lines.append("echo cancellation: off")
         }

@@ -1,0 +1,106 @@
+import Foundation
+@testable import ParleyAudio
+import Testing
+
+/// The loudspeaker's model is found from the signals alone, on cases whose answer the test
+/// knows: a loudspeaker that plays clip(HP(far)) at a limit between the search's coarse grid
+/// points, and a linear one. The outgoing path runs as in a call (the delay given, so the
+/// tests do not wait for the estimator), and the tests check what a listener at the far end
+/// would notice: how much of the echo is left.
+@Suite("Loudspeaker model identification")
+struct LoudspeakerIdentifierTests {
+    static let rate = 48_000
+    static let delayMilliseconds = 40
+
+    /// The far talker twice (about 19 s): the search has speech to work on after the filter
+    /// has converged, and the last 4 s show what is left of the echo.
+    static func far() throws -> [Float] {
+        let talker = try TestSpeech.farTalker.get()
+        return talker + talker
+    }
+
+    /// The loudspeaker: a second-order 200 Hz high-pass, then a hard limit.
+    static func clipped(_ far: [Float], limitDecibels: Float) -> [Float] {
+        var highPass = HighPass(hertz: 200, sampleRate: rate)
+        var played = [Float](repeating: 0, count: far.count)
+        far.withUnsafeBufferPointer { source in
+            played.withUnsafeMutableBufferPointer { highPass.filter(source, into: $0.baseAddress!) }
+        }
+        let limit = Float(pow(10, Double(limitDecibels) / 20))
+        return played.map { min(max($0, -limit), limit) }
+    }
+
+    /// Runs the outgoing path on `played` through a lively room, with the far end as the
+    /// reference; returns the processor and the echo left over the last 4 s, dB.
+    static func run(far: [Float], played: [Float], identify: Bool) throws -> (OutgoingProcessor, Double) {
+        let scenario = EchoScenario(far: played, rt60: 0.3, delayMilliseconds: delayMilliseconds)
+        let mic = scenario.microphone()
+        var configuration = OutgoingProcessor.Configuration()
+        configuration.delay = .fixed(milliseconds: delayMilliseconds)
+        configuration.identifyLoudspeaker = identify
+        let processor = try OutgoingProcessor(configuration)
+        let frame = processor.frameSamples
+        var output = [Float](repeating: 0, count: mic.count)
+        mic.withUnsafeBufferPointer { micBuffer in
+            far.withUnsafeBufferPointer { farBuffer in
+                output.withUnsafeMutableBufferPointer { outBuffer in
+                    for start in stride(from: 0, to: mic.count - frame + 1, by: frame) {
+                        let range = start..<start + frame
+                        processor.process(
+                            capture: UnsafeBufferPointer(rebasing: micBuffer[range]),
+                            played: UnsafeBufferPointer(rebasing: farBuffer[range]),
+                            into: UnsafeMutableBufferPointer(rebasing: outBuffer[range]))
+                    }
+                }
+            }
+        }
+        let last = (mic.count / frame) * frame
+        return (processor, energyRatioDecibels(mic, output, in: last - 4 * rate..<last))
+    }
+
+    /// Within 1 dB: in this synthetic room the limit is found 0.7–0.9 dB above the
+    /// loudspeaker's (on the echo benchmark's rooms, 0.1–0.4 dB); a loudspeaker clipping at
+    /// −13.7 dBFS (4.4 % of this talker's samples) is not found in these 19 s at all
+    /// (BENCHMARKS.md, echo cancellation).
+    @Test(arguments: [Float(-15.4), -16.7])
+    func clippingLoudspeakerIsFoundWithinOneDecibel(limitDecibels: Float) throws {
+        let far = try Self.far()
+        let played = Self.clipped(far, limitDecibels: limitDecibels)
+        let limit = Float(pow(10, Double(limitDecibels) / 20))
+        let clippedShare = Double(played.filter { abs($0) >= limit * 0.999 }.count) / Double(played.count)
+        let (processor, erle) = try Self.run(far: far, played: played, identify: true)
+        let (_, erleAsPlayed) = try Self.run(far: far, played: played, identify: false)
+        let identifier = try #require(processor.loudspeaker)
+        print("clipping at \(limitDecibels) dBFS (\(String(format: "%.1f", clippedShare * 100)) % of samples): models \(identifier.changes.map { "\($0.model) at frame \($0.atFrame) (coherence \($0.coherence), × control \($0.overControl))" }); echo left over the last 4 s \(erle) dB down, \(erleAsPlayed) dB without the model; \(identifier.candidateEvaluations) candidates transformed")
+        let model = try #require(identifier.model, "no model found for a loudspeaker clipping at \(limitDecibels) dBFS")
+        #expect(model.highPassHertz == 200)
+        #expect(abs(model.limitDecibels - limitDecibels) <= 1, "limit found at \(model.limitDecibels) dBFS, the loudspeaker's is \(limitDecibels)")
+        #expect(erle >= erleAsPlayed + 8, "the model should take the echo further down: \(erle) dB against \(erleAsPlayed) dB as played")
+    }
+
+    @Test
+    func linearLoudspeakerTakesNoModel() throws {
+        let far = try Self.far()
+        let (processor, erle) = try Self.run(far: far, played: far, identify: true)
+        let identifier = try #require(processor.loudspeaker)
+        print("linear loudspeaker: models \(identifier.changes.map(\.model)); echo left over the last 4 s \(erle) dB down; \(identifier.candidateEvaluations) candidates transformed")
+        #expect(identifier.model == nil, "a linear loudspeaker took \(String(describing: identifier.model))")
+        #expect(identifier.changes.isEmpty)
+    }
+
+    /// The high-pass is the second-order Butterworth the candidates assume: −3 dB at its
+    /// cut-off, −12 dB an octave under it, flat two octaves above.
+    @Test
+    func highPassIsButterworth() {
+        func gain(_ hertz: Double) -> Double {
+            var filter = HighPass(hertz: 200, sampleRate: Self.rate)
+            let tone = (0..<Self.rate).map { Float(sin(2 * Double.pi * hertz * Double($0) / Double(Self.rate))) }
+            var out = [Float](repeating: 0, count: tone.count)
+            tone.withUnsafeBufferPointer { source in out.withUnsafeMutableBufferPointer { filter.filter(source, into: $0.baseAddress!) } }
+            return energyRatioDecibels(out, tone, in: Self.rate / 2..<Self.rate)
+        }
+        #expect(abs(gain(200) + 3.01) < 0.1)
+        #expect(abs(gain(100) + 12.3) < 0.3)
+        #expect(abs(gain(800)) < 0.1)
+    }
+}
