@@ -7,6 +7,7 @@ import ParleyBasics
 import ParleyE2EE
 import ParleyEvaluation
 import ParleyRelay
+import ParleyRelayTestSupport
 import ParleyWire
 import Synchronization
 import Testing
@@ -178,7 +179,7 @@ struct BrowserEndToEndTests {
                          safety: await E.safetyNumber(ada.publicKey, bobKey) };
                 """)
             // The page's package, opened by the client.
-            let toBob = try #require((result["toBob"] as? String).map(Self.bytes(fromHex:)))
+            let toBob = try #require((result["toBob"] as? String).map(bytes(fromHex:)))
             let package = try SealedMediaKey.open(toBob, by: bob, recipientName: "bob", from: ada.publicKeyBytes, senderName: "ada", room: "Zoë's room")
             #expect(package == MediaKeyPackage(keyID: 0x47, baseKey: baseKey, memberCount: 2, roomViewDigest: digest))
             #expect(throws: SealedMediaKey.Failure.self, "the page's package opened for another room") {
@@ -193,7 +194,7 @@ struct BrowserEndToEndTests {
             // Frames both ways, bound to their SSRC and timestamp.
             #expect(result["opened"] as? String == "an opus frame from bob")
             #expect(result["moved"] is NSNull, "a frame moved to another timestamp opened")
-            let pageFrame = try #require((result["frame"] as? String).map(Self.bytes(fromHex:)))
+            let pageFrame = try #require((result["frame"] as? String).map(bytes(fromHex:)))
             let header = try pageFrame.withUnsafeBytes { raw throws(WireError) in try SFrameHeader(parsing: raw) }
             #expect(header == SFrameHeader(keyID: 0x21, counter: 301))
             var output = [UInt8](repeating: 0, count: 200)
@@ -250,17 +251,6 @@ struct BrowserEndToEndTests {
             if let stats = try? JSONDecoder().decode(ChromiumPage.Stats.self, from: Data(line[start..<end].utf8)) { return stats }
         }
         return nil
-    }
-
-    private static func bytes(fromHex text: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            bytes.append(UInt8(text[index..<next], radix: 16)!)
-            index = next
-        }
-        return bytes
     }
 
     /// A page and a `parley call` in an `--e2ee` room: each hears the other (the client's
