@@ -142,12 +142,14 @@ struct EarlierFrames: ~Copyable, @unchecked Sendable {
 }
 
 /// A browser's ``EarlierFrames``, behind a lock: several loops write copies for one browser.
-/// Made only for a browser that takes RED.
-final class BrowserRedundancy: Sendable {
+/// Made only for a browser that takes RED. (`package` for parley-bench's allocation count.)
+package final class BrowserRedundancy: Sendable {
     private let frames = Mutex(EarlierFrames())
 
+    package init() {}
+
     /// See ``EarlierFrames/complete(_:count:red:opus:nowNanoseconds:)``.
-    func complete(_ packet: UnsafeMutableRawBufferPointer, count: Int, red: UInt8, opus: UInt8, nowNanoseconds: UInt64) -> Int {
+    package func complete(_ packet: UnsafeMutableRawBufferPointer, count: Int, red: UInt8, opus: UInt8, nowNanoseconds: UInt64) -> Int {
         frames.withLock { $0.complete(packet, count: count, red: red, opus: opus, nowNanoseconds: nowNanoseconds) }
     }
 }
