@@ -1,0 +1,152 @@
+import Foundation
+import Logging
+import ParleyAdmin
+import ParleyAudio
+import ParleyBasics
+@testable import ParleyClient
+import ParleyE2EE
+import ParleyRelay
+import Synchronization
+import Testing
+
+/// The page in an end-to-end encrypted room as the people in it live it, in Debian's headless
+/// Chromium beside `parley call`s: a word said before the talker's key reached the page is
+/// still heard; a departed member's keys are forgotten 10 s after they left, and one who comes
+/// back within that is heard throughout; a changed key is shown and nothing of it plays until
+/// the person accepts it; a sender who gave its key to a room the page does not see is named.
+/// What is asserted is what the person notices: the audio the page plays (each voice's energy,
+/// from `getStats()`), what `parley` records of the page, and the words on the page.
+@Suite(.serialized)
+struct BrowserEndToEndRoomTests {
+    static let chromium = BrowserCallTests.chromium
+
+    /// Ada's page joined to an end-to-end encrypted room, and the room.
+    struct PageInRoom: @unchecked Sendable {
+        let room: CallRoom
+        let web: BrowserWebServer
+        let page: ChromiumDevTools
+
+        static func open(_ name: String, speech: String) async throws -> PageInRoom? {
+            let room = try await CallRoom(room: name, endToEnd: true, acceptsBrowsers: true)
+            var logger = Logger(label: "parley-browser-e2ee-room-test-web")
+            logger.logLevel = .error
+            let web = try BrowserWebServer.start(serving: room.relay, at: HostAndPort(host: "127.0.0.1", port: 0), logger: logger)
+            let page = try ChromiumDevTools(
+                chromium: chromium!, url: "http://127.0.0.1:\(web.localAddress!.port!)/join#token=\(room.token("ada"))&stats=1",
+                speech: speech, directory: room.directory)
+            let opened = PageInRoom(room: room, web: web, page: page)
+            try page.attach()
+            let joined = try page.waitFor("document.getElementById('mute').disabled === false", seconds: 45)
+            #expect(joined, "the page never connected; it says \(page.shown("#status")); Chromium's log:\n\(page.logTail())")
+            guard joined else {
+                await opened.close()
+                return nil
+            }
+            return opened
+        }
+
+        func close() async {
+            page.stop()
+            web.close()
+            await room.close()
+        }
+
+        /// The page's end-to-end state and its worker's counts (`parleyEndToEnd()`).
+        func endToEnd() -> [String: Any] {
+            guard let text = (try? page.evaluate("parleyEndToEnd().then(JSON.stringify)")) as? String,
+                  let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else { return [:] }
+            return object
+        }
+
+        func frames() -> [String: Any] { endToEnd()["frames"] as? [String: Any] ?? [:] }
+
+        /// The audio energy the page has played of each member's voice so far (`parleyVoices()`).
+        func energies() -> [String: Double] {
+            guard let text = (try? page.evaluate("parleyVoices().then(JSON.stringify)")) as? String,
+                  let voices = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] else { return [:] }
+            var energies: [String: Double] = [:]
+            for voice in voices {
+                guard let identity = voice["identity"] as? String, let energy = ChromiumDevTools.number(voice["totalAudioEnergy"]) else { continue }
+                energies[identity, default: 0] += energy
+            }
+            return energies
+        }
+
+        /// What the page shows on `identity`'s roster row about their key.
+        func keyRow(of identity: String) -> String {
+            (try? page.evaluate("""
+                (() => { for (const item of document.querySelectorAll('#roster li')) if ((item.querySelector('.who') || {}).textContent === \(ChromiumDevTools.quoted(identity)))
+                  return (item.querySelector('.keys') || {}).textContent || ''; return ''; })()
+                """)) as? String ?? ""
+        }
+    }
+
+    /// Polls `read` every 200 ms for `seconds`, keeping each name's largest figure (a voice's
+    /// figures go with it when the member leaves).
+    static func peaks(for seconds: Double, _ read: () -> [String: Double]) async throws -> [String: Double] {
+        var peaks: [String: Double] = [:]
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            for (name, value) in read() { peaks[name] = max(peaks[name] ?? 0, value) }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        return peaks
+    }
+
+    /// A WAV of 0.3 s of silence, then the loudest 0.6 s of `track`, then `silence` seconds.
+    static func burst(of track: [Float], silence: Double, at path: String) throws -> String {
+        let window = 48_000 * 6 / 10, step = 480
+        var best = 0, bestEnergy: Float = -1
+        for start in stride(from: 0, to: track.count - window, by: step) {
+            let energy = track[start..<start + window].reduce(0) { $0 + $1 * $1 }
+            if energy > bestEnergy { (best, bestEnergy) = (start, energy) }
+        }
+        let samples = [Float](repeating: 0, count: 48_000 * 3 / 10) + track[best..<best + window]
+            + [Float](repeating: 0, count: Int(silence * 48_000))
+        try WAVAudio(sampleRate: 48_000, samples: samples).write(to: path)
+        return path
+    }
+
+    /// Holds back the keys the page is sent (the `mediaKeys` events) for `milliseconds`, as a
+    /// slow control path would, before the page opens them.
+    static func delayKeys(on page: ChromiumDevTools, milliseconds: Int) throws {
+        _ = try page.evaluate("""
+            (() => { const original = EndToEnd.prototype.received;
+                     e2ee.received = function (entries) { setTimeout(() => original.call(this, entries), \(milliseconds)); }; return true; })()
+            """)
+    }
+
+    /// Cy says one word with her key on time; then bob says the same word while his key takes
+    /// 0.9 s longer to reach the page than his frames: the page holds his frames and plays them
+    /// when the key comes, so it plays about as much of bob's word as of cy's (a page that
+    /// dropped them would play nothing of it: the word is over before the key comes).
+    @Test(.enabled(if: chromium != nil, "Debian's chromium is not installed: run Scripts/bootstrap (CI does), or apt-get install chromium"),
+          .timeLimit(.minutes(5)))
+    func aWordSaidBeforeTheTalkersKeyReachedThePageIsHeard() async throws {
+        let conversation = try Conversation.standard.get()
+        try await CallSlots.shared.withSlot(2) {
+            guard let call = try await PageInRoom.open("browser-e2ee-early", speech: conversation.path(of: "ada")) else { return }
+            let word = try Self.burst(of: conversation.tracks["bob"]!, silence: 3.5, at: call.room.directory + "/word.wav")
+            let heard = Mutex<[String: Double]>([:])
+            let onTime = try await CallOutcome.run(
+                ["cy": call.room.configuration(for: "cy", input: .wav(path: word), durationSeconds: 4.5)],
+                whileRunning: { let peaks = try await Self.peaks(for: 4.2) { call.energies() }; heard.withLock { $0.merge(peaks) { max($0, $1) } } })
+            try Self.delayKeys(on: call.page, milliseconds: 900)
+            let late = try await CallOutcome.run(
+                ["bob": call.room.configuration(for: "bob", input: .wav(path: word), durationSeconds: 4.5)],
+                whileRunning: { let peaks = try await Self.peaks(for: 4.2) { call.energies() }; heard.withLock { $0.merge(peaks) { max($0, $1) } } })
+            let frames = call.frames()
+            await call.close()
+            for (talker, outcome) in [("cy", onTime), ("bob", late)] {
+                if case let .failure(error)? = outcome.results[talker] { Issue.record("\(talker)'s call failed: \(error)") }
+            }
+            let cy = heard.withLock { $0["cy"] } ?? 0
+            let bob = heard.withLock { $0["bob"] } ?? 0
+            print("browser e2ee early frames: the page played energy \(cy) of cy's word (key on time), \(bob) of bob's (key 0.9 s late); worker \(frames)")
+            #expect(cy > 0, "the page played nothing of cy's word with her key on time")
+            #expect(bob > 0.6 * cy, "the page played \(bob) of bob's word, said before his key came, against \(cy) of cy's")
+            #expect((frames["openedLate"] as? Int ?? 0) >= 20, "the page's worker opened \(frames["openedLate"] ?? 0) held frames")
+            #expect(frames["holding"] as? Int == 0, "frames still held after the call: \(frames)")
+        }
+    }
+}
