@@ -149,4 +149,72 @@ struct BrowserEndToEndRoomTests {
             #expect(frames["holding"] as? Int == 0, "frames still held after the call: \(frames)")
         }
     }
+
+    /// The three talkers' turns as one voice that hardly pauses, for a talker heard throughout.
+    static func monologue(_ conversation: Conversation, at path: String) throws -> String {
+        let samples = (0..<conversation.length).map { index in Conversation.talkers.reduce(Float(0)) { $0 + conversation.tracks[$1]![index] } }
+        try WAVAudio(sampleRate: 48_000, samples: samples).write(to: path)
+        return path
+    }
+
+    /// The names whose keys the page's worker holds now.
+    static func keyrings(_ call: PageInRoom) -> [String] { call.frames()["keyrings"] as? [String] ?? [] }
+
+    /// Bob talks, leaves, and is back 2 s later in a new session (a new SSRC, the same identity)
+    /// for 14 s: the page plays him after the 10 s mark of his leaving as before it, and he hears
+    /// the page. Once he leaves for good, the page keeps his keys a few seconds (his last frames
+    /// still play) and has forgotten them 10 s after, as the client does.
+    @Test(.enabled(if: chromium != nil, "Debian's chromium is not installed: run Scripts/bootstrap (CI does), or apt-get install chromium"),
+          .timeLimit(.minutes(5)))
+    func aDepartedMembersKeysAreForgottenAfter10sAndOneBackWithinThatIsHeardThroughout() async throws {
+        let conversation = try Conversation.standard.get()
+        try await CallSlots.shared.withSlot(2) {
+            guard let call = try await PageInRoom.open("browser-e2ee-departed", speech: conversation.path(of: "ada")) else { return }
+            let monologue = try Self.monologue(conversation, at: call.room.directory + "/monologue.wav")
+            let first = try await CallOutcome.run(["bob": call.room.configuration(for: "bob", input: .wav(path: monologue), durationSeconds: 3)])
+            let leftAt = Date()
+            let heldOnLeaving = Self.keyrings(call)
+            try await Task.sleep(for: .seconds(2))
+
+            // Back within the 10 s, heard on both sides of its end.
+            struct Reading: Sendable { var energy: Double; var keyrings: [String]; var seconds: Double }
+            let readings = Mutex<[Reading]>([])
+            let back = try await CallOutcome.run(
+                ["bob": call.room.configuration(for: "bob", input: .wav(path: monologue), durationSeconds: 14)],
+                whileRunning: {
+                    for mark in [7.0, 10.5, 13.0] {
+                        try await Task.sleep(for: .seconds(max(0, mark - Date().timeIntervalSince(leftAt))))
+                        let reading = Reading(energy: call.energies()["bob"] ?? 0, keyrings: Self.keyrings(call), seconds: Date().timeIntervalSince(leftAt))
+                        readings.withLock { $0.append(reading) }
+                    }
+                })
+            let bobHeard = try? call.room.received(by: "bob", from: "ada")
+            let secondLeftAt = Date()
+            try await Task.sleep(for: .seconds(4))
+            let heldAfterFour = Self.keyrings(call)
+            try await Task.sleep(for: .seconds(max(0, 11.5 - Date().timeIntervalSince(secondLeftAt))))
+            let heldAfterEleven = Self.keyrings(call)
+            await call.close()
+
+            for outcome in [first, back] { if case let .failure(error)? = outcome.results["bob"] { Issue.record("bob's call failed: \(error)") } }
+            let marks = readings.withLock { $0 }
+            print("browser e2ee departed: keys held when bob left \(heldOnLeaving); back: \(marks.map { String(format: "%.1f s after he left: energy %.4f, keys %@", $0.seconds, $0.energy, $0.keyrings.description) }); "
+                + "after he left again: \(heldAfterFour) at 4 s, \(heldAfterEleven) at 11.5 s")
+            #expect(heldOnLeaving.contains("bob"), "the page held no key of bob's while he talked")
+            #expect(marks.count == 3 && marks.allSatisfy { $0.keyrings.contains("bob") }, "the page forgot bob's keys while he was back: \(marks.map(\.keyrings))")
+            if marks.count == 3 {
+                // Heard before and after the mark where his first leaving's keys would have gone.
+                let before = marks[1].energy - marks[0].energy, after = marks[2].energy - marks[1].energy
+                #expect(before > 0, "the page played nothing of bob between 7 and 10.5 s after he first left")
+                #expect(after > 0.3 * before * (marks[2].seconds - marks[1].seconds) / (marks[1].seconds - marks[0].seconds),
+                        "the page played \(after) of bob from 10.5 s after he first left, against \(before) before")
+            }
+            // Bob, back, hears the page: it gave its key to him again.
+            let recording = try #require(bobHeard, "bob recorded nothing of the page when he was back")
+            let rms = recording.isEmpty ? 0 : (recording.reduce(0) { $0 + $1 * $1 } / Float(recording.count)).squareRoot()
+            #expect(rms > 0.01, "bob, back, heard the page at RMS \(rms)")
+            #expect(heldAfterFour.contains("bob"), "the page forgot bob's keys within 4 s of his leaving (the client keeps them 10 s)")
+            #expect(!heldAfterEleven.contains("bob"), "the page still holds bob's keys 11.5 s after he left: \(heldAfterEleven)")
+        }
+    }
 }
