@@ -892,6 +892,7 @@ enum BrowserPage {
           row.keys.className = "keys" + (warning ? " warning" : "");
           if (member.verdict === "changed") {
             const accept = element("button", { type: "button" });
+            accept.className = "accept-key";
             accept.textContent = "Accept " + member.identity + "'s new key";
             accept.addEventListener("click", () => this.accept(member.identity));
             row.keys.append(" ", accept);

@@ -150,8 +150,11 @@ struct BrowserEndToEndRoomTests {
         }
     }
 
-    /// The three talkers' turns as one voice that hardly pauses, for a talker heard throughout.
-    static func monologue(_ conversation: Conversation, at path: String) throws -> String {
+    /// The three talkers' turns as one voice that hardly pauses, for a talker heard throughout
+    /// (made once, beside the conversation's tracks).
+    static func monologue(_ conversation: Conversation) throws -> String {
+        let path = conversation.directory + "/monologue.wav"
+        if FileManager.default.fileExists(atPath: path) { return path }
         let samples = (0..<conversation.length).map { index in Conversation.talkers.reduce(Float(0)) { $0 + conversation.tracks[$1]![index] } }
         try WAVAudio(sampleRate: 48_000, samples: samples).write(to: path)
         return path
@@ -170,7 +173,7 @@ struct BrowserEndToEndRoomTests {
         let conversation = try Conversation.standard.get()
         try await CallSlots.shared.withSlot(2) {
             guard let call = try await PageInRoom.open("browser-e2ee-departed", speech: conversation.path(of: "ada")) else { return }
-            let monologue = try Self.monologue(conversation, at: call.room.directory + "/monologue.wav")
+            let monologue = try Self.monologue(conversation)
             let first = try await CallOutcome.run(["bob": call.room.configuration(for: "bob", input: .wav(path: monologue), durationSeconds: 3)])
             let leftAt = Date()
             let heldOnLeaving = Self.keyrings(call)
@@ -215,6 +218,130 @@ struct BrowserEndToEndRoomTests {
             #expect(rms > 0.01, "bob, back, heard the page at RMS \(rms)")
             #expect(heldAfterFour.contains("bob"), "the page forgot bob's keys within 4 s of his leaving (the client keeps them 10 s)")
             #expect(!heldAfterEleven.contains("bob"), "the page still holds bob's keys 11.5 s after he left: \(heldAfterEleven)")
+        }
+    }
+
+    /// RMS of `samples[range]` (clamped to the recording).
+    static func level(_ samples: [Float], _ range: Range<Int>) -> Float {
+        let part = samples[max(0, min(range.lowerBound, samples.count))..<max(0, min(range.upperBound, samples.count))]
+        return part.isEmpty ? 0 : (part.reduce(0) { $0 + $1 * $1 } / Float(part.count)).squareRoot()
+    }
+
+    /// Bob met the page once; he comes back with another identity key (a new device). The page
+    /// shows his row as changed, with the button to accept it; until the person presses it the
+    /// page plays nothing of bob and bob hears nothing of the page; once pressed, each hears the
+    /// other, and the row says the key is known (SECURITY.md: a changed key is refused until
+    /// the person presses "Accept NAME's new key").
+    @Test(.enabled(if: chromium != nil, "Debian's chromium is not installed: run Scripts/bootstrap (CI does), or apt-get install chromium"),
+          .timeLimit(.minutes(5)))
+    func aChangedKeyIsShownAndNothingOfItPlaysUntilThePersonAcceptsIt() async throws {
+        let conversation = try Conversation.standard.get()
+        try await CallSlots.shared.withSlot(2) {
+            // The page talks throughout, so what bob hears of it is told apart from its pauses.
+            let monologue = try Self.monologue(conversation)
+            guard let call = try await PageInRoom.open("browser-e2ee-changed", speech: monologue) else { return }
+            // The first meeting: the page pins bob's key.
+            let firstRow = Mutex("")
+            let first = try await CallOutcome.run(["bob": call.room.configuration(for: "bob", input: .wav(path: monologue), durationSeconds: 3)],
+                                                  whileRunning: {
+                                                      try await Task.sleep(for: .seconds(2.5))
+                                                      firstRow.withLock { $0 = call.keyRow(of: "bob") }
+                                                  })
+            try await Task.sleep(for: .seconds(1))
+
+            call.room.identities.withLock { $0["bob"] = IdentityKey() }
+            struct Seen: Sendable { var row = ""; var buttons: [String] = []; var energyBefore = 0.0; var energyAtAccept = 0.0; var energyAfter = 0.0; var rowAfter = "" }
+            let seen = Mutex(Seen())
+            let acceptedAt = Mutex<UInt64?>(nil)
+            let changed = try await CallOutcome.run(
+                ["bob": call.room.configuration(for: "bob", input: .wav(path: monologue), durationSeconds: 12)],
+                whileRunning: {
+                    try await Task.sleep(for: .seconds(2.5))
+                    let row = call.keyRow(of: "bob"), before = call.energies()["bob"] ?? 0
+                    let buttons = (try? call.page.evaluate("[...document.querySelectorAll('#roster button.accept-key')].map(button => button.textContent)")) as? [String] ?? []
+                    seen.withLock { $0.row = row; $0.buttons = buttons; $0.energyBefore = before }
+                    try await Task.sleep(for: .seconds(2.5))
+                    seen.withLock { $0.energyAtAccept = call.energies()["bob"] ?? 0 }
+                    // The person compared the safety number and presses the button.
+                    acceptedAt.withLock { $0 = MonotonicClock.now() }
+                    try call.page.click("#roster button.accept-key")
+                    try await Task.sleep(for: .seconds(4))
+                    seen.withLock { $0.energyAfter = call.energies()["bob"] ?? 0; $0.rowAfter = call.keyRow(of: "bob") }
+                })
+            let recording = try? call.room.received(by: "bob", from: "ada")
+            await call.close()
+
+            for outcome in [first, changed] { if case let .failure(error)? = outcome.results["bob"] { Issue.record("bob's call failed: \(error)") } }
+            let shown = seen.withLock { $0 }
+            print("browser e2ee changed key: bob's row first \"\(firstRow.withLock { $0 })\", with his new key \"\(shown.row)\" \(shown.buttons), after accepting \"\(shown.rowAfter)\"; "
+                + "the page played bob at energy \(shown.energyBefore) at 2.5 s, \(shown.energyAtAccept) at 5 s (accepting), \(shown.energyAfter) at 9 s")
+            #expect(firstRow.withLock { $0 }.contains("key new to you"), "bob's row at the first meeting: \(firstRow.withLock { $0 })")
+            #expect(shown.row.contains("KEY CHANGED: refused until you accept it"), "bob's row with his new key: \(shown.row)")
+            #expect(shown.buttons == ["Accept bob's new key"], "the buttons on the roster: \(shown.buttons)")
+            #expect(shown.energyAtAccept < 1e-6, "the page played bob's changed key before it was accepted (energy \(shown.energyAtAccept))")
+            #expect(shown.energyAfter > 1e-4, "the page played nothing of bob once his key was accepted (energy \(shown.energyAfter))")
+            #expect(shown.rowAfter.contains("key known") && !shown.rowAfter.contains("CHANGED"), "bob's row after accepting: \(shown.rowAfter)")
+            // Bob's side: nothing of the page before, the page after.
+            let heard = try #require(recording, "bob recorded nothing of the page")
+            if let accepted = acceptedAt.withLock({ $0 }), let played = changed.statistics["bob"]?.playbackStartedAtNanoseconds {
+                let acceptSample = Int(Int64(bitPattern: accepted &- played) * 48_000 / 1_000_000_000)
+                let before = Self.level(heard, 0..<acceptSample), after = Self.level(heard, (acceptSample + 48_000)..<(acceptSample + 4 * 48_000))
+                print(String(format: "browser e2ee changed key: bob heard the page at RMS %.4f before the key was accepted, %.4f after", before, after))
+                #expect(before < 0.001, "bob heard the page before it accepted his changed key")
+                #expect(after > 0.01, "bob did not hear the page once it accepted his key")
+            } else {
+                Issue.record("no time on bob's recording to compare with")
+            }
+        }
+    }
+
+    /// The relay hides cy from the page (its roster events lose her, as a hostile relay would
+    /// send them) while bob sees her and gives her his key: the page names bob, in its status
+    /// and on his row, as having given his key to a room of 3 where it sees 2; with bob and the
+    /// page alone before it said nothing of the sort, and once cy leaves it says the views agree.
+    @Test(.enabled(if: chromium != nil, "Debian's chromium is not installed: run Scripts/bootstrap (CI does), or apt-get install chromium"),
+          .timeLimit(.minutes(5)))
+    func aMemberTheRelayHidesFromThePageIsNamed() async throws {
+        let conversation = try Conversation.standard.get()
+        try await CallSlots.shared.withSlot(3) {
+            guard let call = try await PageInRoom.open("browser-e2ee-hidden", speech: conversation.path(of: "ada")) else { return }
+            _ = try call.page.evaluate("""
+                (() => { const original = handle;
+                         handle = event => original(event.kind === "roster" ? Object.assign({}, event, { roster: event.roster.filter(member => member.identity !== "cy") }) : event);
+                         return true; })()
+                """)
+            struct Seen: Sendable { var status = ""; var row = "" }
+            let alone = Mutex(Seen()), hidden = Mutex(Seen()), after = Mutex(Seen())
+            let cyOutcome = Mutex<CallOutcome?>(nil)
+            let bob = try await CallOutcome.run(
+                ["bob": call.room.configuration(for: "bob", input: .wav(path: conversation.path(of: "bob")), durationSeconds: 17)],
+                whileRunning: {
+                    try await Task.sleep(for: .seconds(4))
+                    alone.withLock { $0 = Seen(status: call.page.shown("#status"), row: call.keyRow(of: "bob")) }
+                    let cy = try await CallOutcome.run(
+                        ["cy": call.room.configuration(for: "cy", input: .wav(path: conversation.path(of: "cy")), durationSeconds: 6.5)],
+                        whileRunning: {
+                            try await Task.sleep(for: .seconds(6))
+                            hidden.withLock { $0 = Seen(status: call.page.shown("#status"), row: call.keyRow(of: "bob")) }
+                        })
+                    cyOutcome.withLock { $0 = cy }
+                    try await Task.sleep(for: .seconds(3.5))
+                    after.withLock { $0 = Seen(status: call.page.shown("#status"), row: call.keyRow(of: "bob")) }
+                })
+            let roster = call.page.shown("#roster")
+            await call.close()
+
+            if case let .failure(error)? = bob.results["bob"] { Issue.record("bob's call failed: \(error)") }
+            if case let .failure(error)? = cyOutcome.withLock({ $0 })?.results["cy"] { Issue.record("cy's call failed: \(error)") }
+            let (before, during, later) = (alone.withLock { $0 }, hidden.withLock { $0 }, after.withLock { $0 })
+            print("browser e2ee hidden member: alone \(before); cy hidden \(during); cy gone \(later); roster at the end \(roster)")
+            #expect(!before.status.contains("Warning") && !before.row.contains("Warning"), "the page warned with nobody hidden: \(before)")
+            #expect(during.status.contains("Warning: bob gave their key to a room of 3 where you see 2: someone you cannot see may be listening"),
+                    "the page's status while cy was hidden: \(during.status)")
+            #expect(during.row.contains("Warning: gave their key to a room of 3 where you see 2"), "bob's row while cy was hidden: \(during.row)")
+            #expect(!roster.contains("cy"), "the page showed cy: the relay was to hide her")
+            #expect(later.status.contains("bob's view of the room matches yours again") && !later.row.contains("Warning"),
+                    "once cy left: status \(later.status), bob's row \(later.row)")
         }
     }
 }
