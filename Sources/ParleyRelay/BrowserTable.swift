@@ -130,7 +130,12 @@ final class BrowserTable: @unchecked Sendable {
             break
         }
         guard context.budgets.joinAttempts.allow(datagram.peer.host, nowNanoseconds: now) else { return context.drop(.joinRateLimited) }
-        if let problem = admission.browserPlacementProblem(room: page.room) {
+        switch admission.browserPlacement(room: page.room) {
+        case .ready:
+            break
+        case .waiting:
+            return context.drop(.placementPending)
+        case let .refused(problem):
             page.end(problem)
             edge.offers.remove(page)
             return context.drop(.notJoined)

@@ -56,6 +56,10 @@ public enum DropReason: Int, CaseIterable, Sendable {
     /// A DTLS record from an address no authentic ICE check came from, or one a browser
     /// member's handshake refused.
     case dtlsRefused
+    /// A browser member's ClientHello while the cluster is still placing its room (or this
+    /// relay has not yet seen where another put it): nothing is kept, and the browser's own
+    /// retransmission of the hello asks again.
+    case placementPending
 
     public var label: String {
         switch self {
@@ -85,6 +89,7 @@ public enum DropReason: Int, CaseIterable, Sendable {
         case .serverMuted: return "server_muted"
         case .stunUnanswered: return "stun_unanswered"
         case .dtlsRefused: return "dtls_refused"
+        case .placementPending: return "placement_pending"
         }
     }
 }

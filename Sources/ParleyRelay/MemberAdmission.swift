@@ -446,22 +446,32 @@ final class MemberAdmission: @unchecked Sendable {
         }
     }
 
-    /// Why a browser member cannot join `room` through this relay in its cluster, or nil when
-    /// it can: a browser cannot follow a redirect, so the room is joined here, over a trunk
-    /// to its home if it lives elsewhere (``RoomPlacement/routePinned(room:whenDecided:)``).
-    /// Its offer asked first, which placed a new room; a placement still under way by the
-    /// time its handshake arrives is refused with words to try again.
-    func browserPlacementProblem(room: String) -> String? {
-        guard let placement else { return nil }
+    enum BrowserPlacement: Equatable {
+        case ready
+        /// The placement is under way: the hello is dropped, and its retransmission asks again.
+        case waiting
+        case refused(String)
+    }
+
+    /// Whether a browser member can join `room` through this relay in its cluster now: a
+    /// browser cannot follow a redirect, so the room is joined here, over a trunk to its home
+    /// if it lives elsewhere (``RoomPlacement/routePinned(room:whenDecided:)``). Its offer
+    /// asked first, which placed a new room or began to; a placement still under way when its
+    /// handshake arrives (a slow store, or this relay's view not yet showing where another
+    /// relay put the room) makes the handshake wait for the browser's next retransmission.
+    func browserPlacement(room: String) -> BrowserPlacement {
+        guard let placement else { return .ready }
         switch placement.routePinned(room: room, whenDecided: { _ in }) {
         case .here:
-            return nil
-        case .pending, .elsewhere:
+            return .ready
+        case .pending:
+            return .waiting
+        case let .elsewhere(relay):
             context.metrics.joinRefused(.placementUnavailable)
-            return "the cluster is still placing the room; reload the page in a moment"
+            return .refused("\(room) is hosted on another relay of the cluster (\(relay.address)) that this one cannot join; open the page of that relay")
         case let .unavailable(text):
             context.metrics.joinRefused(.placementUnavailable)
-            return text
+            return .refused(text)
         }
     }
 

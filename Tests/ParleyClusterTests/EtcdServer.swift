@@ -125,6 +125,7 @@ final class EtcdServer: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
+        ChildProcesses.started(process)
         self.process = process
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {

@@ -140,6 +140,7 @@ struct ReadmeExamplesTests {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
+        ChildProcesses.started(process)
         return process
     }
 

@@ -75,6 +75,7 @@ final class RelayCluster: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
+        ChildProcesses.started(process)
         let member = Member(index: index, address: "\(host):\(port)", key: key, adminPort: adminPort, process: process, log: log)
         relays.removeAll { $0.index == index }
         relays.append(member)

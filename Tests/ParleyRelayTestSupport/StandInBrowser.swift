@@ -127,10 +127,14 @@ package struct StandInBrowser {
         dtls.start()
         // Generous: the cookie exchange adds a round trip, and a loaded machine slows both sides.
         let deadline = now() + handshakeSeconds
+        // A lost flight, or a hello the relay let wait (its cluster still placing the room),
+        // is sent again on DTLS's own timer, as a browser does.
         while dtls.state == .handshaking, now() < deadline {
             for datagram in dtls.takeDatagrams() { browser.send(datagram) }
-            if let datagram = browser.receiveRaw(timeout: 0.2), (20...63).contains(datagram[0]) {
+            if let datagram = browser.receiveRaw(timeout: 0.1), (20...63).contains(datagram[0]) {
                 datagram.withUnsafeBytes { _ = dtls.receive($0) }
+            } else {
+                dtls.handleTimeout()
             }
         }
         for datagram in dtls.takeDatagrams() { browser.send(datagram) }

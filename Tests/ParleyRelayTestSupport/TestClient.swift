@@ -251,8 +251,9 @@ package struct RelayFixture {
 
     /// `logger`: where the relay's log goes (by default, warnings and worse to the console);
     /// `admin`: serve its admin port too, on a free port (``adminPort``), and stop it with ``stop()``.
+    /// `placement`: where rooms live when the relay is one of a cluster's (none: every join is admitted here).
     package static func start(threads: Int = 1, relayKey: RelayKey? = nil, secret: TokenSecret? = nil, logger: Logger? = nil, admin: Bool = false,
-                      configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
+                      placement: RoomPlacement? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
         var configuration = RelayConfiguration()
         configuration.listen = HostAndPort(host: "127.0.0.1", port: 0)
         configuration.threads = threads
@@ -266,7 +267,7 @@ package struct RelayFixture {
         let secret = secret ?? TokenSecret.random()
         var log = Logger(label: "parley-relay-test")
         log.logLevel = .warning
-        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, logger: logger ?? log)
+        let relay = try Relay.start(configuration: configuration, secret: secret, relayKey: relayKey, placement: placement, logger: logger ?? log)
         var fixture = RelayFixture(relay: relay, secret: secret)
         if admin {
             fixture.admin = try AdminServer.start(serving: relay, at: HostAndPort(host: "127.0.0.1", port: 0), token: nil, logger: logger ?? log)

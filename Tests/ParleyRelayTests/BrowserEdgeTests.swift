@@ -176,6 +176,27 @@ extension RelayOverUDP {
             #expect(page.isEnded || waitFor(2) { page.isEnded })
         }
 
+        /// In a cluster the browser's offer starts placing its room; a handshake that arrives
+        /// before the placement lands waits (nothing kept, its hello dropped) and the browser's
+        /// own retransmission joins it, rather than the page being told to reload.
+        @Test func aBrowserWhoseRoomIsStillBeingPlacedJoinsOnceThePlacementLands() throws {
+            let placement = PlacementLandingLater(after: 1.5)
+            let fixture = try RelayFixture.start(placement: placement) { $0.acceptsBrowsers = true }
+            defer { fixture.stop() }
+            let started = Date()
+            let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+            let waited = Date().timeIntervalSince(started)
+            #expect(waited >= 1.4, "the handshake finished \(waited) s in, before the room was placed")
+            #expect(!connected.page.isEnded, "the page was ended: \(connected.page.events(after: 0).events)")
+            let bob = try fixture.member("bob", room: "call")
+            #expect(bob.waitForRoster(["ada", "bob"]), "the browser that waited for its room never reached the roster")
+            for sequence in 0..<10 as Range<UInt16> { try connected.sendRTP(sequence: sequence) }
+            #expect(bob.pump(timeout: 2) { $0.mediaInbox.compactMap(origin(ofMedia:)).filter { $0.ssrc == 1111 }.count >= 10 },
+                    "bob did not hear the browser that waited for its room")
+            let metrics = try fixture.relay.metricsText()
+            #expect(metricValue(metrics, #"parley_relay_packets_dropped_total{reason="placement_pending"}"#).map { $0 >= 1 } == true)
+        }
+
         /// A browser member that left is freed, with its DTLS connection and SRTP contexts, even
         /// while its page is still held (its signalling socket keeps it as long as it is open).
         @Test func aBrowserMemberThatLeftIsFreedWithItsDTLSAndSRTP() throws {
@@ -446,4 +467,24 @@ extension StandInBrowser {
     func receiveRTP(count: Int, timeout: Double) -> [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] {
         receiveRTP(count: count, timeout: timeout) { Issue.record("the browser could not open an SRTP packet from the relay") }
     }
+}
+
+/// A cluster's placement as a slow store makes it: every room is still being placed until
+/// `after` seconds have passed, then lives here. The relay's side of the seam, without etcd
+/// (the cluster tests run the real one).
+private final class PlacementLandingLater: RoomPlacement {
+    private let landsAt: Date
+    init(after seconds: Double) { landsAt = Date().addingTimeInterval(seconds) }
+    private var landed: Bool { Date() >= landsAt }
+    func route(room: String, region: String?, whenDecided: @escaping @Sendable (PlacementRoute) -> Void) -> PlacementRoute {
+        if landed { return .here }
+        DispatchQueue.global().asyncAfter(deadline: .now() + landsAt.timeIntervalSinceNow) { whenDecided(.here) }
+        return .pending
+    }
+    func routePinned(room: String, whenDecided: @escaping @Sendable (PlacementRoute) -> Void) -> PlacementRoute {
+        route(room: room, region: nil, whenDecided: whenDecided)
+    }
+    func fallbacks(limit: Int) -> [ControlMessage.ClusterRelay] { [] }
+    func start(_ relay: PlacedRelay) {}
+    func stop() {}
 }
