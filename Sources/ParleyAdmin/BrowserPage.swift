@@ -643,12 +643,14 @@ enum BrowserPage {
     function loadPins() { try { return JSON.parse(localStorage.getItem("parley-pins") || "{}"); } catch (error) { return {}; } }
     function savePins(pins) { try { localStorage.setItem("parley-pins", JSON.stringify(pins)); } catch (error) {} }
 
+    // How long the keys of someone who left are kept (the client's departedKeyNanoseconds).
+    const departedKeyMilliseconds = 10000;
+
     // The call's keys, as EndToEndSession is for the parley client: the roster gives the
     // members and their keys (checked against the pins); those trusted are given our key (a
     // ratchet on a join, a fresh epoch on a departure); keys from others are opened and handed
-    // to the worker; each package's view of the room is checked against ours.
-    // How long the keys of someone who left are kept (SenderKeyring.retentionNanoseconds).
-    const departedKeyMilliseconds = 10000;
+    // to the worker, and forgotten 10 s after their person left; each package's view of the
+    // room is checked against ours.
     class EndToEnd {
       constructor(room) {
         this.room = room;
