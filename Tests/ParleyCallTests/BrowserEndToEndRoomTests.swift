@@ -172,8 +172,9 @@ struct BrowserEndToEndRoomTests {
     func aDepartedMembersKeysAreForgottenAfter10sAndOneBackWithinThatIsHeardThroughout() async throws {
         let conversation = try Conversation.standard.get()
         try await CallSlots.shared.withSlot(2) {
-            guard let call = try await PageInRoom.open("browser-e2ee-departed", speech: conversation.path(of: "ada")) else { return }
+            // The page talks throughout, so what bob hears of it is told apart from its pauses.
             let monologue = try Self.monologue(conversation)
+            guard let call = try await PageInRoom.open("browser-e2ee-departed", speech: monologue) else { return }
             let first = try await CallOutcome.run(["bob": call.room.configuration(for: "bob", input: .wav(path: monologue), durationSeconds: 3)])
             let leftAt = Date()
             let heldOnLeaving = Self.keyrings(call)
@@ -206,11 +207,13 @@ struct BrowserEndToEndRoomTests {
             #expect(heldOnLeaving.contains("bob"), "the page held no key of bob's while he talked")
             #expect(marks.count == 3 && marks.allSatisfy { $0.keyrings.contains("bob") }, "the page forgot bob's keys while he was back: \(marks.map(\.keyrings))")
             if marks.count == 3 {
-                // Heard before and after the mark where his first leaving's keys would have gone.
+                // Heard before and after the mark where his first leaving's keys would have gone
+                // (about 0.2 of energy a second while he talks; a page that forgot his keys at the
+                // mark plays nothing of him after it, 1e-6). Not a rate: on a starved machine the
+                // marks are read late, the last one perhaps after his call ended.
                 let before = marks[1].energy - marks[0].energy, after = marks[2].energy - marks[1].energy
-                #expect(before > 0, "the page played nothing of bob between 7 and 10.5 s after he first left")
-                #expect(after > 0.3 * before * (marks[2].seconds - marks[1].seconds) / (marks[1].seconds - marks[0].seconds),
-                        "the page played \(after) of bob from 10.5 s after he first left, against \(before) before")
+                #expect(before > 0.01, "the page played \(before) of bob between 7 and 10.5 s after he first left")
+                #expect(after > 0.01, "the page played \(after) of bob from 10.5 s after he first left, against \(before) before")
             }
             // Bob, back, hears the page: it gave its key to him again.
             let recording = try #require(bobHeard, "bob recorded nothing of the page when he was back")
