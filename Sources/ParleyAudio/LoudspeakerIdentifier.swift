@@ -79,6 +79,8 @@ public final class LoudspeakerIdentifier {
         /// Its partial coherence with the residual (bias removed) and that over its control's.
         public var coherence: Float
         public var overControl: Float
+        /// The reference's gain from then on (`referenceGain`).
+        public var referenceGain: Float
     }
 
     public let configuration: Configuration
@@ -87,6 +89,18 @@ public final class LoudspeakerIdentifier {
     public private(set) var model: LoudspeakerModel?
     /// Every model taken, in order (no going back keeps this short).
     public private(set) var changes: [Change] = []
+    /// What the model's output is multiplied by before it goes to the filter: 1/β, where
+    /// β is how much of the new reference the one it replaces holds (clip(HP(x)) = βx + a part
+    /// uncorrelated with x), measured on the far end's last seconds while the search compared
+    /// the candidate. A clipped reference is much quieter than the one it replaces (β 0.17
+    /// for the benchmark's loudspeaker clipping at −20.5 dBFS), and SpeexDSP's filter,
+    /// starting afresh on it in the crossover, converges more slowly and less deep on a
+    /// quiet reference; brought back to the old one's share, it reaches 2–4 dB more
+    /// (BENCHMARKS.md, echo cancellation). It stays for the rest of the call (the filter
+    /// has it built in), and compounds over later changes.
+    public private(set) var referenceGain: Float = 1
+    /// The gain before the last change, with `previous`.
+    private var previousGain: Float = 1
     /// Candidates transformed so far (what the search cost).
     public private(set) var candidateEvaluations = 0
 
@@ -133,6 +147,9 @@ public final class LoudspeakerIdentifier {
     /// explain came out as rounding noise, its coherence 1e20.
     private let spectra: UnsafeMutableBufferPointer<Double>
     private let used: UnsafeMutableBufferPointer<Float>
+    /// Per candidate slot: Σ c(far)·m(far) and Σ m(far)² over the segments compared (decayed
+    /// like the spectra), for β (`referenceGain`).
+    private let gainSums: UnsafeMutableBufferPointer<Double>
     private let slots: Int
     private let coarseSlots: Int
     /// While refining: the limit the fine candidates are centred on, and the evaluations
@@ -195,6 +212,7 @@ public final class LoudspeakerIdentifier {
         slots = coarseSlots + count * Self.fineOffsets.count
         spectra = doubles(slots * bins * Self.statistics)
         used = zeros(slots)
+        gainSums = doubles(2 * slots)
     }
 
     deinit {
@@ -204,13 +222,19 @@ public final class LoudspeakerIdentifier {
                        referenceSpectrum, used] {
             buffer.deallocate()
         }
-        for buffer in [residualPower, referencePower, residualReference, spectra] { buffer.deallocate() }
+        for buffer in [residualPower, referencePower, residualReference, spectra, gainSums] { buffer.deallocate() }
     }
 
     /// Passes one frame of the aligned reference through the current model into `output`
-    /// (a copy while there is none), and keeps it for the search.
-    public func shape(reference: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>) {
+    /// (a copy while there is none), and keeps it for the search. `previous`, when given,
+    /// receives the same frame through the model before the last change (what a filter
+    /// adapted before it knows: `EchoCanceller.beginCrossover`).
+    public func shape(
+        reference: UnsafeBufferPointer<Float>, into output: UnsafeMutableBufferPointer<Float>,
+        previous: UnsafeMutableBufferPointer<Float>? = nil
+    ) {
         precondition(reference.count == frameSamples && output.count >= frameSamples)
+        precondition(previous.map { $0.count >= frameSamples } ?? true)
         let frame = frameSamples
         var energy: Float = 0
         for index in 0..<frame { energy += reference[index] * reference[index] }
@@ -224,13 +248,20 @@ public final class LoudspeakerIdentifier {
                 highPasses[which - 1].filter(reference, into: history + historyLength - frame)
             }
         }
-        if let model {
-            let history = shaped.baseAddress! + model.highPassIndex * historyLength + historyLength - frame
-            let limit = model.limit
-            for index in 0..<frame { output[index] = min(max(history[index], -limit), limit) }
-        } else {
-            output.baseAddress!.update(from: reference.baseAddress!, count: frame)
+        pass(through: model, gain: referenceGain, into: output.baseAddress!)
+        if let previous { pass(through: self.previous, gain: previousGain, into: previous.baseAddress!) }
+    }
+
+    /// The frame just kept, through `model` (a copy when nil), times `gain`.
+    private func pass(through model: LoudspeakerModel?, gain: Float, into output: UnsafeMutablePointer<Float>) {
+        let frame = frameSamples
+        guard let model else {
+            output.update(from: shaped.baseAddress! + historyLength - frame, count: frame)
+            return
         }
+        let history = shaped.baseAddress! + model.highPassIndex * historyLength + historyLength - frame
+        let limit = model.limit
+        for index in 0..<frame { output[index] = gain * min(max(history[index], -limit), limit) }
     }
 
     /// Takes the linear filter's residual for the frame just shaped (before any suppression)
@@ -289,6 +320,7 @@ public final class LoudspeakerIdentifier {
     private func clearStatistics() {
         spectra.update(repeating: 0)
         used.update(repeating: 0)
+        gainSums.update(repeating: 0)
         residualPower.update(repeating: 0)
         referencePower.update(repeating: 0)
         residualReference.update(repeating: 0)
@@ -333,6 +365,7 @@ public final class LoudspeakerIdentifier {
         }
         for index in 0..<spectra.count { spectra[index] *= memory }
         for slot in 0..<slots { used[slot] *= configuration.memory }
+        for index in 0..<gainSums.count { gainSums[index] *= memory }
 
         // One phase at a time: the coarse grid, or the fine candidates around its best.
         let phase = fineCenter == nil ? 0..<coarseSlots : coarseSlots..<slots
@@ -375,6 +408,7 @@ public final class LoudspeakerIdentifier {
         spectra.baseAddress!.advanced(by: coarseSlots * bins * Self.statistics)
             .update(repeating: 0, count: (slots - coarseSlots) * bins * Self.statistics)
         for slot in coarseSlots..<slots { used[slot] = 0 }
+        gainSums.baseAddress!.advanced(by: 2 * coarseSlots).update(repeating: 0, count: 2 * (slots - coarseSlots))
     }
 
     private func endRefining() {
@@ -394,9 +428,15 @@ public final class LoudspeakerIdentifier {
               best.coherence >= configuration.coherenceNeeded, best.overControl >= configuration.overControl,
               chosen != model, chosen != previous
         else { return }
+        // β: how much of the chosen model's output the reference the filter knows holds.
+        let (cross, power) = (gainSums[2 * best.slot], gainSums[2 * best.slot + 1])
+        let beta = cross > 0 && power > 0 ? Float(cross / power) : 1
         previous = model
+        previousGain = referenceGain
         model = chosen
-        changes.append(Change(atFrame: frameIndex, model: chosen, coherence: best.coherence, overControl: best.overControl))
+        referenceGain /= min(max(beta, 0.1), 1)
+        changes.append(Change(
+            atFrame: frameIndex, model: chosen, coherence: best.coherence, overControl: best.overControl, referenceGain: referenceGain))
         clearStatistics()
         hold = configuration.holdFrames
         evaluationsSinceChange = 0
@@ -410,14 +450,21 @@ public final class LoudspeakerIdentifier {
         let limit = candidate.limit
         // D = m(far) − c(far); the control is HP(far) where D is non-zero.
         var any = false
+        var cross: Float = 0
+        var power: Float = 0
         for index in 0..<count {
             let value = history[index]
-            let delta = now[index] - min(max(value, -limit), limit)
+            let shaped = min(max(value, -limit), limit)
+            let delta = now[index] - shaped
             let support = abs(delta) > 1e-7
             difference[index] = delta
             control[index] = support ? value : 0
             any = any || support
+            cross += shaped * now[index]
+            power += now[index] * now[index]
         }
+        gainSums[2 * slot] += Double(cross)
+        gainSums[2 * slot + 1] += Double(power)
         guard any else { return false }
         candidateEvaluations += 1
         transform(difference.baseAddress!, control.baseAddress!, into: prediction.baseAddress!, prediction.baseAddress! + 2 * bins)

@@ -1,7 +1,9 @@
 /// The outgoing stream's voice processing, from raw capture to the frame handed to the
 /// encoder: aligns the far-end reference by the playback→capture delay (measured or
 /// given), passes it through the loudspeaker's model once one is found (a clipping
-/// loudspeaker), cancels echo, then suppresses residual echo and noise.
+/// loudspeaker), cancels echo, then suppresses residual echo and noise. When a model is
+/// taken the reference changes, and for a few seconds two filters run (`EchoCanceller`'s
+/// crossover): a new one on the new reference, the adapted one on the old.
 ///
 /// ```
 /// played (PlayedSignal) ── read at delay 0 ──▶ DelayEstimator ◀── raw capture
@@ -69,6 +71,8 @@ public final class OutgoingProcessor {
     private var far: [Float]
     private var aligned: [Float]
     private var shaped: [Float]
+    /// The reference through the loudspeaker's previous model, during a crossover.
+    private var previousShaped: [Float]
     private var residual: [Float]
     /// The largest delay the reference can be read at.
     public let maximumDelaySamples: Int
@@ -100,6 +104,7 @@ public final class OutgoingProcessor {
         far = [Float](repeating: 0, count: frameSamples)
         aligned = [Float](repeating: 0, count: frameSamples)
         shaped = [Float](repeating: 0, count: frameSamples)
+        previousShaped = [Float](repeating: 0, count: frameSamples)
         residual = [Float](repeating: 0, count: frameSamples)
         let identify = configuration.identifyLoudspeaker && configuration.echoCanceller.cancelEcho
         loudspeaker = identify ? LoudspeakerIdentifier(frameSamples: frameSamples) : nil
@@ -145,11 +150,22 @@ public final class OutgoingProcessor {
             }
             return shaped.withUnsafeMutableBufferPointer { shapedBuffer in
                 residual.withUnsafeMutableBufferPointer { residualBuffer in
-                    loudspeaker.shape(reference: UnsafeBufferPointer(alignedBuffer), into: shapedBuffer)
-                    let voice = canceller.process(
-                        capture: capture, reference: UnsafeBufferPointer(shapedBuffer), into: output, residual: residualBuffer)
-                    loudspeaker.observe(residual: UnsafeBufferPointer(residualBuffer), capture: capture)
-                    return voice
+                    previousShaped.withUnsafeMutableBufferPointer { previousBuffer in
+                        // During a crossover the adapted filter is still given the reference
+                        // through the previous model.
+                        let crossing = canceller.crossingOver
+                        loudspeaker.shape(
+                            reference: UnsafeBufferPointer(alignedBuffer), into: shapedBuffer, previous: crossing ? previousBuffer : nil)
+                        let voice = canceller.process(
+                            capture: capture, reference: UnsafeBufferPointer(shapedBuffer), into: output, residual: residualBuffer,
+                            previous: crossing ? UnsafeBufferPointer(previousBuffer) : nil)
+                        let models = loudspeaker.changes.count
+                        loudspeaker.observe(residual: UnsafeBufferPointer(residualBuffer), capture: capture)
+                        // A new model changes the reference from the next frame on: a second
+                        // filter adapts on it while the adapted one keeps cancelling.
+                        if loudspeaker.changes.count != models { canceller.beginCrossover() }
+                        return voice
+                    }
                 }
             }
         }
