@@ -56,10 +56,14 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
     let mapping: RTPPayloadMapping
     private(set) var inbound: SRTPContext?
     private(set) var outbound: SRTPContext?
+    /// The frames two packets back that complete the browser's RED copies; nil when it does
+    /// not take RED.
+    let redundancy: BrowserRedundancy?
 
     init(page: BrowserMember, mapping: RTPPayloadMapping) {
         self.page = page
         self.mapping = mapping
+        redundancy = mapping.red == nil ? nil : BrowserRedundancy()
     }
 
     /// The handshake's keys; on the leg's loop, before the leg is active.
@@ -104,10 +108,12 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
 
     func sealedSize(plaintextCount: Int) -> Int {
         plaintextCount + (outbound?.profile.rtcpOverhead ?? 0) + (page.receivers == nil ? 0 : RTPMidStamp.maximumGrowth)
+            + (redundancy == nil ? 0 : EarlierFrames.maximumGrowth)
     }
 
     /// RTP and RTCP: copied into the send batch's slot, renumbered for the browser, its RTP
-    /// marked with the MID of the slot its voice plays on (``BrowserReceivers``), protected in
+    /// marked with the MID of the slot its voice plays on (``BrowserReceivers``), a RED copy
+    /// completed with the frame two packets back (``BrowserRedundancy``), protected in
     /// place. A control message goes to the page instead (0 bytes for the socket). A packet the
     /// outbound context refuses (a sequence number it already protected for that SSRC, or an
     /// SSRC beyond its streams) is dropped: 0 bytes, and the leg goes on.
@@ -128,6 +134,10 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
                 let room = UnsafeMutableRawBufferPointer(rebasing: output[0..<(output.count - outbound.profile.rtcpOverhead)])
                 guard let stamped = receivers.stamp(room, count: count, nowNanoseconds: nowNanoseconds) else { return 0 }
                 count = stamped
+            }
+            if let redundancy, let red = mapping.red {
+                let room = UnsafeMutableRawBufferPointer(rebasing: output[0..<(output.count - outbound.profile.rtcpOverhead)])
+                count = redundancy.complete(room, count: count, red: red, opus: mapping.opus, nowNanoseconds: nowNanoseconds)
             }
         }
         return outbound.protect(output, count: count, rtcp: kind == .rtcp) ?? 0

@@ -156,29 +156,12 @@ package struct StandInBrowser {
         client.send(Array(packet.prefix(protected)))
     }
 
-    /// The RTP the relay sent the browser within `timeout`, opened: the sender's SSRC (from
-    /// the payload) and the MID the copy carries (extension id 4).
-    package func receiveMids(count: Int, timeout: Double) -> [(ssrc: UInt32, mid: String?)] {
-        var heard: [(ssrc: UInt32, mid: String?)] = []
-        let until = now() + timeout
-        while heard.count < count, now() < until {
-            guard var datagram = client.receiveRaw(timeout: 0.2), datagram.withUnsafeBytes({ PacketKind($0) }) == .rtp else { continue }
-            let size = datagram.count
-            guard case let .success(opened) = datagram.withUnsafeMutableBytes({ inbound.unprotect($0, count: size, rtcp: false) }) else { continue }
-            let packet = Array(datagram.prefix(opened))
-            guard let origin = origin(ofMedia: packet) else { continue }
-            let mid = packet.withUnsafeBytes { raw in
-                (try? RTPPacketView(parsing: raw))?.headerExtensionElements.first { $0.id == 4 }.map { String(decoding: $0.data, as: UTF8.self) }
-            }
-            heard.append((origin.ssrc, mid))
-        }
-        return heard
-    }
-
-    /// The RTP the relay sent the browser within `timeout`, opened: (ssrc, sequence, payload);
-    /// `failedToOpen` is called for a packet that does not open with the browser's keys.
-    package func receiveRTP(count: Int, timeout: Double, failedToOpen: () -> Void = {}) -> [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] {
-        var heard: [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] = []
+    /// The RTP packets the relay sent the browser within `timeout` (at most `count` of those
+    /// `keep` takes), opened with its keys, whole; `failedToOpen` is called for one that does
+    /// not open.
+    package func receivePackets(count: Int, timeout: Double, failedToOpen: () -> Void = {},
+                                where keep: ([UInt8]) -> Bool = { _ in true }) -> [[UInt8]] {
+        var heard: [[UInt8]] = []
         let until = now() + timeout
         while heard.count < count, now() < until {
             guard var datagram = client.receiveRaw(timeout: 0.2), datagram.withUnsafeBytes({ PacketKind($0) }) == .rtp else { continue }
@@ -188,8 +171,28 @@ package struct StandInBrowser {
                 continue
             }
             let packet = Array(datagram.prefix(opened))
-            if let origin = origin(ofMedia: packet) { heard.append((origin.ssrc, origin.sequence, Array(packet.suffix(from: 12)))) }
+            if keep(packet) { heard.append(packet) }
         }
         return heard
+    }
+
+    /// The RTP the relay sent the browser within `timeout`, opened: the sender's SSRC (from
+    /// the payload) and the MID the copy carries (extension id 4).
+    package func receiveMids(count: Int, timeout: Double) -> [(ssrc: UInt32, mid: String?)] {
+        receivePackets(count: count, timeout: timeout, where: { origin(ofMedia: $0) != nil }).compactMap { packet in
+            guard let origin = origin(ofMedia: packet) else { return nil }
+            let mid = packet.withUnsafeBytes { raw in
+                (try? RTPPacketView(parsing: raw))?.headerExtensionElements.first { $0.id == 4 }.map { String(decoding: $0.data, as: UTF8.self) }
+            }
+            return (origin.ssrc, mid)
+        }
+    }
+
+    /// The RTP the relay sent the browser within `timeout`, opened: (ssrc, sequence, payload);
+    /// `failedToOpen` is called for a packet that does not open with the browser's keys.
+    package func receiveRTP(count: Int, timeout: Double, failedToOpen: () -> Void = {}) -> [(ssrc: UInt32, sequence: UInt16, payload: [UInt8])] {
+        receivePackets(count: count, timeout: timeout, failedToOpen: failedToOpen, where: { origin(ofMedia: $0) != nil }).compactMap { packet in
+            origin(ofMedia: packet).map { ($0.ssrc, $0.sequence, Array(packet.suffix(from: 12))) }
+        }
     }
 }

@@ -176,6 +176,65 @@ extension RelayOverUDP {
             #expect(page.isEnded || waitFor(2) { page.isEnded })
         }
 
+        /// A `parley` sender's RED carries the frames one and three packets back; Chromium's
+        /// NetEq holds too little to wait for the copy three back, so the relay adds the frame
+        /// two back to each copy for a browser. What the browser notices: after two or three
+        /// packets lost in a row, the first packet that arrives carries every frame it missed,
+        /// byte for byte as the sender encoded it (across the wrap of sequence numbers and
+        /// timestamps); the packet's own header and the sender's copies are unchanged.
+        @Test func theFirstPacketAfterABurstOfUpToThreeCarriesEveryFrameTheBrowserMissed() throws {
+            let fixture = try Self.browserRelay()
+            defer { fixture.stop() }
+            let bob = try fixture.member("bob", room: "call", capabilities: [.redundantAudio])
+            let connected = try ConnectedBrowser.connect(to: fixture, identity: "ada", room: "call")
+            #expect(bob.waitForRoster(["ada", "bob"]))
+
+            let firstSequence: UInt16 = 65_530
+            let firstTimestamp = UInt32.max - 4 * 960
+            func frame(_ index: Int) -> [UInt8] { [UInt8](repeating: UInt8(index + 1), count: 40 + index % 3) }
+            func timestamp(_ index: Int) -> UInt32 { firstTimestamp &+ UInt32(index) * 960 }
+            let count = 16
+            for index in 0..<count {
+                let copies = [3, 1].filter { index >= $0 }.map {
+                    OwnedREDPayload.Block(payloadType: RTPHeader.opusPayloadType, timestampOffset: UInt16($0 * 960), data: frame(index - $0))
+                }
+                let payload = try OwnedREDPayload(
+                    redundant: copies, primary: .init(payloadType: RTPHeader.opusPayloadType, timestampOffset: 0, data: frame(index))).serialized()
+                bob.send(try RTPHeader(payloadType: RTPHeader.redPayloadType, sequenceNumber: firstSequence &+ UInt16(index),
+                                       timestamp: timestamp(index), ssrc: bob.ssrc).serialized(payload: payload))
+            }
+            let packets = connected.receivePackets(count: count, timeout: 3, where: { packet in
+                packet.withUnsafeBytes { (try? RTPPacketView(parsing: $0))?.ssrc } == bob.ssrc
+            })
+            try #require(packets.count == count, "the browser got \(packets.count) of bob's \(count) packets")
+
+            // Each packet the browser got, by its index: the frames it carries, by timestamp.
+            var carried: [Int: [UInt32: [UInt8]]] = [:]
+            for packet in packets {
+                try RTPPacketView.withParsed(packet) { view in
+                    #expect(view.payloadType == RTPHeader.redPayloadType && view.ssrc == bob.ssrc)
+                    let index = Int(view.sequenceNumber &- firstSequence)
+                    #expect(view.timestamp == timestamp(index))
+                    let red = try OwnedREDPayload(parsing: Array(view.payload))
+                    #expect(red.primary.data == frame(index))
+                    #expect(red.redundant.map(\.timestampOffset) == [3, 2, 1].filter { index >= $0 }.map { UInt16($0 * 960) },
+                            "packet \(index) carries copies at \(red.redundant.map(\.timestampOffset)), oldest first")
+                    var frames = [view.timestamp: red.primary.data]
+                    for copy in red.redundant { frames[view.timestamp &- UInt32(copy.timestampOffset)] = copy.data }
+                    carried[index] = frames
+                }
+            }
+            for burst in 1...3 {
+                for start in 3..<(count - burst) {
+                    let after = try #require(carried[start + burst])
+                    for lost in start..<(start + burst) {
+                        #expect(after[timestamp(lost)] == frame(lost),
+                                "after losing \(burst) from packet \(start), packet \(start + burst) lacks frame \(lost)")
+                    }
+                }
+            }
+        }
+
         /// In a cluster the browser's offer starts placing its room; a handshake that arrives
         /// before the placement lands waits (nothing kept, its hello dropped) and the browser's
         /// own retransmission joins it, rather than the page being told to reload.

@@ -32,6 +32,25 @@ public func fuzzWire(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         precondition(end + red.primary.data.count == size, "RED blocks do not tile the payload")
         precondition(try! OwnedREDPayload(red).serialized() == Array(bytes), "RED payload changed in a round trip")
     }
+    if size >= RTPHeader.fixedSize {
+        // The relay completes a browser's RED copy in place (REDPayload.insert): within the
+        // buffer, the fixed header untouched, the block among blocks that still tile.
+        let block: [UInt8] = [0xB1, 0xB2, 0xB3]
+        var copy = Array(bytes) + [UInt8](repeating: 0, count: 4 + block.count)
+        let grown = copy.withUnsafeMutableBytes { packet in
+            block.withUnsafeBytes { REDPayload.insert($0, timestampOffset: 1_920, intoRTP: packet, count: size) }
+        }
+        if let grown {
+            precondition(grown == size + 4 + block.count && copy.prefix(RTPHeader.fixedSize).elementsEqual(bytes.prefix(RTPHeader.fixedSize)),
+                         "RED insertion moved the header or grew by the wrong amount")
+            let found = copy.withUnsafeBytes { raw -> Bool in
+                guard let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: raw[0..<grown])),
+                      let red = try? REDPayloadView(parsing: view.payload) else { return false }
+                return red.contains { $0.timestampOffset == 1_920 && Array($0.data) == block }
+            }
+            precondition(found, "the inserted RED block does not read back")
+        }
+    }
     if let message = try? ControlMessage(parsing: bytes) {
         precondition(try! ControlMessage(parsing: message.serialized()) == message, "control message changed in a round trip")
     }
