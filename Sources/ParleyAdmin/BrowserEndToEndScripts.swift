@@ -17,8 +17,10 @@
 ///   numbers (`Fingerprint`).
 ///
 /// The worker seals every frame the microphone's sender makes and opens every frame each
-/// receiver gets, in an `RTCRtpScriptTransform`; the page does the rest (keys, pins, what is
-/// shown) and hands the worker keys by message. Keys never leave the page and its worker.
+/// receiver gets, in an `RTCRtpScriptTransform`, holding a member's frames that came before
+/// their key up to a second (`HeldFrames`, bounded as `StreamDecryptor`'s hold is); the page
+/// does the rest (keys, pins, what is shown) and hands the worker keys by message. Keys never
+/// leave the page and its worker.
 enum BrowserEndToEndScripts {
     static let libraryName = "parley-e2ee.js"
     static let workerName = "parley-sframe-worker.js"
@@ -395,6 +397,69 @@ enum BrowserEndToEndScripts {
       get isEmpty() { return this.epochs.size === 0; }
     }
 
+    // Frames that came before their sender's key, per stream (StreamDecryptor's hold): a
+    // newcomer's first words, or a fresh key's first frames, overtake the package that carries
+    // the key. Each is kept with what it needs to be played later ({ item, size, at }) and tried
+    // again when keys arrive; one held longer than `holdLimit` ms would be too late to play and
+    // is given up. Bounded per stream in count and bytes and in all, so a sender whose key never
+    // comes (or who sends big frames under a KID nobody gave) cannot grow it: at the bounds the
+    // stream's oldest frame goes (or, when all streams together are full, the new one).
+    const holdLimit = 1000, maximumHeldFrames = 50, maximumHeldBytes = 64 * 1024, maximumHeldBytesInAll = 1024 * 1024;
+    class HeldFrames {
+      constructor() { this.streams = new Map(); this.bytes = 0; this.given = 0; }
+      // Keeps `item` (`size` bytes, arrived at `now`) for the stream `ssrc`; false when it was refused.
+      hold(ssrc, item, size, now) {
+        this.expire(now);
+        if (!(size >= 0) || size > maximumHeldBytes) { this.given++; return false; }
+        let list = this.streams.get(ssrc);
+        if (!list) { list = []; this.streams.set(ssrc, list); }
+        let used = list.reduce((sum, entry) => sum + entry.size, 0);
+        while (list.length && (list.length >= maximumHeldFrames || used + size > maximumHeldBytes)) {
+          used -= list[0].size;
+          this.drop(list.shift());
+        }
+        if (this.bytes + size > maximumHeldBytesInAll) {
+          if (!list.length) this.streams.delete(ssrc);
+          this.given++;
+          return false;
+        }
+        list.push({ item: item, size: size, at: now });
+        this.bytes += size;
+        return true;
+      }
+      // Every frame held for the streams `wanted` picks, oldest first, taken out (those too old given up).
+      take(wanted, now) {
+        this.expire(now);
+        const taken = [];
+        for (const [ssrc, list] of this.streams) {
+          if (!wanted(ssrc)) continue;
+          this.streams.delete(ssrc);
+          for (const entry of list) { this.bytes -= entry.size; taken.push(Object.assign({ ssrc: ssrc }, entry)); }
+        }
+        return taken;
+      }
+      // Puts back frames `take` gave that still have no key, ahead of any held since.
+      putBack(entries, now) {
+        for (const entry of entries.slice().reverse()) {
+          if (now - entry.at > holdLimit) { this.given++; continue; }
+          const list = this.streams.get(entry.ssrc) || [];
+          const used = list.reduce((sum, held) => sum + held.size, 0);
+          if (list.length >= maximumHeldFrames || used + entry.size > maximumHeldBytes || this.bytes + entry.size > maximumHeldBytesInAll) { this.given++; continue; }
+          list.unshift({ item: entry.item, size: entry.size, at: entry.at });
+          this.streams.set(entry.ssrc, list);
+          this.bytes += entry.size;
+        }
+      }
+      drop(entry) { this.bytes -= entry.size; this.given++; }
+      expire(now) {
+        for (const [ssrc, list] of this.streams) {
+          while (list.length && now - list[0].at > holdLimit) this.drop(list.shift());
+          if (!list.length) this.streams.delete(ssrc);
+        }
+      }
+      get count() { let count = 0; for (const list of this.streams.values()) count += list.length; return count; }
+    }
+
     // The room as one member sees it (RoomView): SHA-256 over the room and every member's name
     // and key, sorted by the name's UTF-8 bytes then the key's, each length-prefixed (2 bytes).
     async function roomViewDigest(room, members) {
@@ -430,7 +495,8 @@ enum BrowserEndToEndScripts {
       importPrivate, importPublic, publicBytes, setupAuthSender, setupAuthRecipient, hpkeSeal, hpkeOpen,
       encodePackage, decodePackage, packageInfo, sealPackage, openPackage,
       sframeKey, sframeHeader, parseSFrameHeader, sframeSeal, sframeOpen, frameMetadata, parseRED, buildRED,
-      keyIDOf, freshKey, ratchet, KeySchedule, Keyring, roomViewDigest, fingerprint, safetyNumber,
+      keyIDOf, freshKey, ratchet, KeySchedule, Keyring, HeldFrames, holdLimit, maximumHeldFrames, maximumHeldBytes, maximumHeldBytesInAll,
+      roomViewDigest, fingerprint, safetyNumber,
     };
     })(self);
     """#
@@ -440,7 +506,8 @@ enum BrowserEndToEndScripts {
     // Seals each frame the page's microphone sends and opens each frame its receivers get
     // (SFrame, RFC 9605), in an RTCRtpScriptTransform. Keys come from the page by message:
     // { type: "mode", mode: "plain" | "sealed" }, { type: "sendKey", key }, { type: "install",
-    // person, key }, { type: "streams", streams: [[ssrc, person]] }, { type: "payloadTypes", red }.
+    // person, key }, { type: "forget", person }, { type: "streams", streams: [[ssrc, person]] },
+    // { type: "payloadTypes", red }.
     importScripts("/parley-e2ee.js");
     const E = self.ParleyE2EE;
     // Until the page says the room is not end-to-end encrypted, nothing leaves in the clear.
@@ -450,8 +517,11 @@ enum BrowserEndToEndScripts {
     let sending = null, counter = 0n;
     const keyrings = new Map();   // person → Keyring
     let streams = new Map();      // ssrc → person (members whose frames may play)
-    // Figures the page reads (and the tests): frames sealed, opened, dropped and why.
-    const counts = { sealed: 0, withheld: 0, opened: 0, plain: 0, noKey: 0, failed: 0, unknownStream: 0, empty: 0 };
+    // Frames of members' streams whose key has not come yet: { frame, controller } each.
+    const held = new E.HeldFrames();
+    // Figures the page reads (and the tests): frames sealed, opened, dropped and why; frames
+    // held for their key, and of those the ones opened later (the ones given up: `held.given`).
+    const counts = { sealed: 0, withheld: 0, opened: 0, plain: 0, noKey: 0, failed: 0, unknownStream: 0, empty: 0, held: 0, openedLate: 0 };
     let work = Promise.resolve();
 
     onmessage = event => {
@@ -472,16 +542,22 @@ enum BrowserEndToEndScripts {
           let keyring = keyrings.get(message.person);
           if (!keyring) { keyring = new E.Keyring(); keyrings.set(message.person, keyring); }
           await keyring.install(message.key);
+          await retryHeld(message.person);
           break;
         }
         case "forget": keyrings.delete(message.person); break;
         case "streams": streams = new Map(message.streams); break;
-        case "counts": postMessage({ type: "counts", counts: counts }); break;
+        case "counts":
+          // Also what is held now, and whose keys (their names).
+          postMessage({ type: "counts", counts: Object.assign({ givenUp: held.given, holding: held.count, heldBytes: held.bytes,
+                                                                keyrings: [...keyrings.keys()].map(person => person.split("\t")[0]) }, counts) });
+          break;
         }
       }).catch(() => {});
     };
 
     setInterval(() => { const now = performance.now(); for (const keyring of keyrings.values()) keyring.expire(now); }, 1000);
+    setInterval(() => held.expire(performance.now()), 250);
 
     function timestampOf(frame) {
       const metadata = frame.getMetadata();
@@ -516,42 +592,72 @@ enum BrowserEndToEndScripts {
     async function openBlock(keyring, ssrc, timestamp, data) {
       const header = E.parseSFrameHeader(data);
       if (!header) return null;
-      const key = keyring.key(header.keyID, performance.now());
+      const key = keyring && keyring.key(header.keyID, performance.now());
       const resolved = key && await key;
       if (!resolved) return undefined;
       return E.sframeOpen(resolved, data, E.frameMetadata(ssrc, timestamp));
     }
 
-    // A frame that does not open (no key yet, not a member's, forged) is dropped: the
-    // receiver conceals it as a lost packet.
-    async function open(frame, controller) {
-      if (mode === "plain") { counts.plain++; controller.enqueue(frame); return; }
+    // Opens the frame in place with the keys `person` gave: "opened", "noKey" (its own frame's
+    // key is not here yet) or "failed" (malformed, forged, or under a key it may not open).
+    async function openFrame(frame, person) {
       const metadata = frame.getMetadata();
       const ssrc = metadata.synchronizationSource, timestamp = timestampOf(frame);
-      const person = streams.get(ssrc);
-      const keyring = person !== undefined && keyrings.get(person);
-      if (!keyring) { counts.unknownStream++; return; }
+      const keyring = keyrings.get(person);
       const data = new Uint8Array(frame.data);
-      if (data.length === 0) { counts.empty++; return; }
       if (metadata.payloadType === redPayloadType) {
         const blocks = E.parseRED(data);
-        if (!blocks) { counts.failed++; return; }
+        if (!blocks) return "failed";
         const opened = [];
         for (let index = 0; index < blocks.length; index++) {
           const block = blocks[index];
           const plain = await openBlock(keyring, ssrc, (timestamp - block.offset) >>> 0, block.data);
           if (plain) { block.data = plain; opened.push(block); continue; }
           // A copy that does not open is left out; the primary must open.
-          if (index === blocks.length - 1) { if (plain === undefined) counts.noKey++; else counts.failed++; return; }
+          if (index === blocks.length - 1) return plain === undefined ? "noKey" : "failed";
         }
         frame.data = E.buildRED(opened).buffer;
       } else {
         const plain = await openBlock(keyring, ssrc, timestamp, data);
-        if (!plain) { if (plain === undefined) counts.noKey++; else counts.failed++; return; }
+        if (!plain) return plain === undefined ? "noKey" : "failed";
         frame.data = plain.buffer;
       }
-      counts.opened++;
-      controller.enqueue(frame);
+      return "opened";
+    }
+
+    // A frame of a member's stream whose key has not come is held (E.HeldFrames) and played
+    // when it does, as a late packet; one that does not open (not a member's, forged) is
+    // dropped, and the receiver conceals it as a lost packet.
+    async function open(frame, controller) {
+      if (mode === "plain") { counts.plain++; controller.enqueue(frame); return; }
+      const ssrc = frame.getMetadata().synchronizationSource;
+      const person = streams.get(ssrc);
+      if (person === undefined) { counts.unknownStream++; return; }
+      const size = frame.data.byteLength;
+      if (size === 0) { counts.empty++; return; }
+      switch (await openFrame(frame, person)) {
+      case "opened": counts.opened++; controller.enqueue(frame); break;
+      case "noKey":
+        counts.noKey++;
+        if (held.hold(ssrc, { frame: frame, controller: controller }, size, performance.now())) counts.held++;
+        break;
+      default: counts.failed++;
+      }
+    }
+
+    // Keys from `person` arrived: their streams' held frames are tried again, oldest first;
+    // those whose key is still missing wait on, up to their second.
+    async function retryHeld(person) {
+      const taken = held.take(ssrc => streams.get(ssrc) === person, performance.now());
+      const waiting = [];
+      for (const entry of taken) {
+        const outcome = await openFrame(entry.item.frame, person).catch(() => "failed");
+        if (outcome === "opened") {
+          try { entry.item.controller.enqueue(entry.item.frame); counts.openedLate++; } catch (error) { held.given++; }
+        } else if (outcome === "noKey") waiting.push(entry);
+        else counts.failed++;
+      }
+      held.putBack(waiting, performance.now());
     }
 
     onrtctransform = event => {

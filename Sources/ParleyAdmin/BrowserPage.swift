@@ -643,10 +643,14 @@ enum BrowserPage {
     function loadPins() { try { return JSON.parse(localStorage.getItem("parley-pins") || "{}"); } catch (error) { return {}; } }
     function savePins(pins) { try { localStorage.setItem("parley-pins", JSON.stringify(pins)); } catch (error) {} }
 
+    // How long the keys of someone who left are kept (the client's departedKeyNanoseconds).
+    const departedKeyMilliseconds = 10000;
+
     // The call's keys, as EndToEndSession is for the parley client: the roster gives the
     // members and their keys (checked against the pins); those trusted are given our key (a
     // ratchet on a join, a fresh epoch on a departure); keys from others are opened and handed
-    // to the worker; each package's view of the room is checked against ours.
+    // to the worker, and forgotten 10 s after their person left; each package's view of the
+    // room is checked against ours.
     class EndToEnd {
       constructor(room) {
         this.room = room;
@@ -657,6 +661,8 @@ enum BrowserPage {
         this.views = [];              // [{ digest (hex), count, until }]
         this.differing = new Map();   // person → { digest, count, since }
         this.alarmed = new Map();     // identity → text
+        this.keyed = new Set();       // people whose keys the worker holds
+        this.leaving = new Map();     // person no longer in the room → when their keys are forgotten
         this.shown = new Map();       // key text → { fingerprint, safetyNumber }
         this.rejected = 0;
         this.work = Promise.resolve();
@@ -712,6 +718,14 @@ enum BrowserPage {
         if (pinsChanged) savePins(pins);
         this.members = next;
         this.sendStreams();
+        // Someone who left keeps their keys 10 s, so their last frames still play, and is then
+        // forgotten, as the client does; one back within that keeps them (keys are a person's:
+        // their name and identity key, not their SSRC).
+        const present = new Set([...next.values()].map(member => member.person));
+        for (const person of new Set([...this.keyed, ...this.refused.keys(), ...this.differing.keys()])) {
+          if (!present.has(person) && !this.leaving.has(person)) this.leaving.set(person, now + departedKeyMilliseconds);
+        }
+        for (const person of present) this.leaving.delete(person);
         const waiting = this.unplaced;
         this.unplaced = [];
         for (const item of waiting) if (now - item.at < 5000) await this.receive(item.entry, item.at);
@@ -789,7 +803,7 @@ enum BrowserPage {
         if (!opened) { this.rejected++; return; }
         worker.postMessage({ type: "install", person: sender.person,
                              key: { epoch: Math.floor(opened.keyID / 16), generation: opened.keyID % 16, baseKey: opened.baseKey } });
-        sender.holdsTheirs = true;
+        this.keyed.add(sender.person);
         this.checkView(sender, ParleyE2EE.hex(opened.digest), opened.memberCount, performance.now());
       }
 
@@ -809,6 +823,14 @@ enum BrowserPage {
         const next = this.schedule.tick(now);
         if (next) this.publish(next);
         if (this.unsent.length) await this.flush();
+        for (const [person, until] of this.leaving) {
+          if (now < until) continue;
+          this.leaving.delete(person);
+          this.keyed.delete(person);
+          this.refused.delete(person);
+          this.differing.delete(person);
+          worker.postMessage({ type: "forget", person: person });
+        }
         const ours = this.views.length ? this.views[this.views.length - 1].count : 0;
         let changed = false;
         for (const [person, difference] of this.differing) {
@@ -872,6 +894,7 @@ enum BrowserPage {
           row.keys.className = "keys" + (warning ? " warning" : "");
           if (member.verdict === "changed") {
             const accept = element("button", { type: "button" });
+            accept.className = "accept-key";
             accept.textContent = "Accept " + member.identity + "'s new key";
             accept.addEventListener("click", () => this.accept(member.identity));
             row.keys.append(" ", accept);
@@ -881,7 +904,7 @@ enum BrowserPage {
 
       status() {
         return { keyID: this.publishedKeyID, rejected: this.rejected,
-                 members: [...this.members.values()].map(member => ({ identity: member.identity, verdict: member.verdict, holdsTheirs: !!member.holdsTheirs,
+                 members: [...this.members.values()].map(member => ({ identity: member.identity, verdict: member.verdict, holdsTheirs: this.keyed.has(member.person),
                    safetyNumber: this.shown.has(member.keyText) ? this.shown.get(member.keyText).safetyNumber : null, alarm: this.alarmed.get(member.identity) || null })) };
       }
     }

@@ -22,7 +22,7 @@ struct BrowserEndToEndTests {
     static let chromium = BrowserCallTests.chromium
 
     /// A page of the relay's, open in Chromium, its end-to-end library loaded (no call: no token).
-    private static func withLibrary(_ body: (ChromiumDevTools) throws -> Void) async throws {
+    static func withLibrary(_ body: (ChromiumDevTools) throws -> Void) async throws {
         let room = try await CallRoom(room: "vectors", acceptsBrowsers: true)
         var logger = Logger(label: "parley-browser-e2ee-test-web")
         logger.logLevel = .error
@@ -45,7 +45,7 @@ struct BrowserEndToEndTests {
     }
 
     /// Runs `script` (the body of an async function returning an object) in the page; its JSON.
-    private static func run(_ page: ChromiumDevTools, _ script: String) throws -> [String: Any] {
+    static func run(_ page: ChromiumDevTools, _ script: String) throws -> [String: Any] {
         let text = try page.evaluate("(async () => { const E = ParleyE2EE, h = E.fromHex, x = E.hex; \(script) })().then(JSON.stringify)")
         guard let text = text as? String, let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
             throw ChromiumDevTools.Failure(description: "the page's answer is not JSON: \(String(describing: text))")
@@ -130,6 +130,67 @@ struct BrowserEndToEndTests {
                 return { problems: problems.slice(0, 5) };
                 """)
             #expect((hostile["problems"] as? [String])?.isEmpty == true, "the page's parsers failed on hostile bytes: \(hostile["problems"] ?? "")")
+        }
+    }
+
+    /// The worker's hold for frames that came before their sender's key, with time passed in:
+    /// a frame is kept a second and no longer, the oldest first out; a stream keeps at most 50
+    /// frames and 64 KiB however fast or big its frames come, all streams together at most
+    /// 1 MiB; what is taken comes oldest first, and put back ahead of what came since.
+    @Test(.enabled(if: chromium != nil, "Debian's chromium is not installed: run Scripts/bootstrap (CI does), or apt-get install chromium"),
+          .timeLimit(.minutes(3)))
+    func theHoldForFramesBeforeTheirKeyKeepsASecondAndIsBoundedForAHostileSender() async throws {
+        try await Self.withLibrary { page in
+            let result = try Self.run(page, """
+                const limits = { frames: E.maximumHeldFrames, bytes: E.maximumHeldBytes, all: E.maximumHeldBytesInAll, ms: E.holdLimit };
+                // A talker: a frame every 20 ms, held 0.5 s, then the key comes.
+                const talker = new E.HeldFrames();
+                for (let index = 0; index < 25; index++) talker.hold(7, index, 80, index * 20);
+                const beforeKey = talker.count;
+                const taken = talker.take(ssrc => ssrc === 7, 500).map(entry => entry.item);
+                // One whose key takes 3 s: only the last second is still there, and then not even that.
+                const late = new E.HeldFrames();
+                for (let index = 0; index < 150; index++) late.hold(7, index, 80, index * 20);
+                const lateKept = late.take(() => true, 2999).map(entry => entry.item);
+                for (let index = 0; index < 10; index++) late.hold(7, index, 80, 3000);
+                late.expire(4001);
+                // A hostile sender: 2,000 frames of 1,400 bytes in no time, then frames larger than any datagram.
+                const flood = new E.HeldFrames();
+                let peakCount = 0, peakBytes = 0;
+                for (let index = 0; index < 2000; index++) {
+                  flood.hold(9, index, 1400, 0);
+                  peakCount = Math.max(peakCount, flood.count); peakBytes = Math.max(peakBytes, flood.bytes);
+                }
+                const oversized = flood.hold(9, "big", 70000, 0);
+                // Many hostile streams at once: all of them together stay under the bound.
+                const many = new E.HeldFrames();
+                for (let ssrc = 0; ssrc < 200; ssrc++) for (let index = 0; index < 60; index++) many.hold(ssrc, index, 1200, 0);
+                // Taken, some without their key yet, put back: ahead of a frame held since.
+                const back = new E.HeldFrames();
+                for (let index = 0; index < 5; index++) back.hold(3, index, 10, index * 20);
+                const first = back.take(() => true, 100);
+                back.hold(3, "since", 10, 110);
+                back.putBack(first.slice(2), 120);
+                const order = back.take(() => true, 130).map(entry => String(entry.item));
+                return { limits, beforeKey, taken, lateKept, lateAfter: late.count, lateGiven: late.given, peakCount, peakBytes, oversized,
+                         floodNewest: flood.take(() => true, 0).map(entry => entry.item).pop(), manyBytes: many.bytes, order,
+                         emptyBytes: back.bytes };
+                """)
+            let limits = result["limits"] as? [String: Int] ?? [:]
+            #expect(limits == ["frames": 50, "bytes": 65_536, "all": 1_048_576, "ms": 1_000], "\(limits)")
+            #expect(result["beforeKey"] as? Int == 25)
+            #expect(result["taken"] as? [Int] == Array(0..<25), "the held frames came back out of order or incomplete: \(result["taken"] ?? "")")
+            // Held at 2,000–2,980 ms, taken at 2,999: the 50 of the last second, oldest first.
+            #expect(result["lateKept"] as? [Int] == Array(100..<150), "\(result["lateKept"] ?? "")")
+            #expect(result["lateAfter"] as? Int == 0, "frames outlived their second")
+            #expect(result["lateGiven"] as? Int == 110, "frames given up: \(result["lateGiven"] ?? "")")
+            #expect((result["peakCount"] as? Int ?? .max) <= 50 && (result["peakBytes"] as? Int ?? .max) <= 65_536,
+                    "a flood grew the hold to \(result["peakCount"] ?? "") frames, \(result["peakBytes"] ?? "") bytes")
+            #expect(result["oversized"] as? Bool == false, "a frame larger than the whole budget was held")
+            #expect(result["floodNewest"] as? Int == 1999, "a full hold kept old frames rather than the newest")
+            #expect((result["manyBytes"] as? Int ?? .max) <= 1_048_576, "200 streams grew the hold to \(result["manyBytes"] ?? "") bytes")
+            #expect(result["order"] as? [String] == ["2", "3", "4", "since"], "put back: \(result["order"] ?? "")")
+            #expect(result["emptyBytes"] as? Int == 0)
         }
     }
 

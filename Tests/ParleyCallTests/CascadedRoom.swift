@@ -27,7 +27,8 @@ final class CascadedRoom: @unchecked Sendable {
 
     /// `trunks`: (opener, peer) pairs; `impaired`: the one pair whose trunk crosses the proxy.
     init(room: String, relayCount: Int, placement: [String: Int], trunks: [(Int, Int)],
-         impaired: (opener: Int, peer: Int, scenario: Scenario)? = nil, seed: UInt64 = 7, endToEnd: Bool = false) async throws {
+         impaired: (opener: Int, peer: Int, scenario: Scenario)? = nil, seed: UInt64 = 7, endToEnd: Bool = false,
+         acceptsBrowsers: Bool = false) async throws {
         self.room = room
         self.endToEnd = endToEnd
         self.placement = placement
@@ -36,10 +37,10 @@ final class CascadedRoom: @unchecked Sendable {
         keys = (0..<relayCount).map { _ in RelayKey() }
         var relays: [Relay] = []
         for index in 0..<relayCount {
-            relays.append(try CallRoom.startRelay(port: 0, secret: secret, relayKey: keys[index], host: "127.0.0.\(index + 11)"))
+            relays.append(try CallRoom.startRelay(port: 0, secret: secret, relayKey: keys[index], host: "127.0.0.\(index + 11)", acceptsBrowsers: acceptsBrowsers))
         }
         self.relays = relays
-        let peers = relays.indices.map { RelayPeer(address: HostAndPort(host: "127.0.0.\($0 + 11)", port: relays[$0].localAddress.port!), publicKey: keys[$0].publicKey) }
+        let peers = relays.indices.map(peer)
         for (index, relay) in relays.enumerated() { relay.setTrustedRelays(peers.enumerated().filter { $0.offset != index }.map(\.element)) }
         for (opener, peer) in trunks { try relays[opener].openTrunk(room: room, to: peers[peer]) }
         if let impaired {
@@ -61,6 +62,11 @@ final class CascadedRoom: @unchecked Sendable {
         let expected = trunks.count + (impaired == nil ? 0 : 1)
         let deadline = Date().addingTimeInterval(5)
         while relays.reduce(0, { $0 + $1.openTrunks.count }) < 2 * expected, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+    }
+
+    /// Relay `index` as the others know it (its address and key), to open a trunk to it later.
+    func peer(_ index: Int) -> RelayPeer {
+        RelayPeer(address: HostAndPort(host: "127.0.0.\(index + 11)", port: relays[index].localAddress.port!), publicKey: keys[index].publicKey)
     }
 
     /// Trunk ends open on all the relays (two per trunk).
