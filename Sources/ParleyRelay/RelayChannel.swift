@@ -152,7 +152,10 @@ final class RelayChannel {
             if outcome.failed > 0 {
                 drop(.sendFailed, count: outcome.failed)
                 if socketErrorLogs.allow(nowNanoseconds: MonotonicClock.now()) {
-                    logger.warning("the kernel refused to send to a member's address; check the firewall's outgoing rules", metadata: [
+                    let message: Logger.Message = outcome.lastError == EMSGSIZE
+                        ? "a copy was larger than the network interface's MTU and is sent with don't-fragment, so the kernel refused it; lower max-packet-size (1,400 fits any common path)"
+                        : "the kernel refused to send to a member's address; check the firewall's outgoing rules"
+                    logger.warning(message, metadata: [
                         "error": "\(String(cString: strerror(outcome.lastError)))", "refused": "\(outcome.failed)",
                     ])
                 }

@@ -8,7 +8,8 @@ import Musl
 #endif
 
 /// Opens one of the relay's UDP sockets: non-blocking, sharing its port with the other loops'
-/// sockets (SO_REUSEPORT), with the buffers asked for, bound to `address`.
+/// sockets (SO_REUSEPORT), with the buffers asked for, its datagrams sent with don't-fragment,
+/// bound to `address`.
 ///
 /// Each ``DatagramLoop`` reads and writes its socket itself (``DatagramReceiveBatch``,
 /// ``DatagramSendBatch``); the worker closes it when the relay stops.
@@ -29,6 +30,7 @@ enum RelaySocket {
             try set(descriptor, SO_REUSEPORT, 1, address: address)
             try set(descriptor, SO_RCVBUF, CInt(clamping: bufferBytes), address: address)
             try set(descriptor, SO_SNDBUF, CInt(clamping: bufferBytes), address: address)
+            setDontFragment(descriptor, family: family)
             let result = address.withSockAddr { pointer, size in bind(descriptor, pointer, socklen_t(size)) }
             guard result == 0 else { throw failure("bind", errno, address) }
             return descriptor
@@ -36,6 +38,33 @@ enum RelaySocket {
             close(descriptor)
             throw error
         }
+    }
+
+    /// Every datagram leaves with don't-fragment set, whatever the path MTU the kernel has
+    /// learnt (`IP_PMTUDISC_PROBE`, as QUIC stacks send). Voice packets are a few hundred
+    /// bytes, and a fragmented datagram is lost whole when any fragment is, so fragmenting
+    /// buys nothing; and an IPv4 datagram that may not be fragmented needs no identification,
+    /// which the kernel otherwise draws from a keyed hash for every copy (`__ip_select_ident`,
+    /// 7 % of the relay's thread at fan-out 1). A copy larger than the interface's MTU is
+    /// refused by the kernel (EMSGSIZE), counted as `send_failed` and logged with what to do.
+    /// Best effort: a kernel without the option sends as before.
+    static func setDontFragment(_ descriptor: CInt, family: CInt) {
+        var probe = CInt(IP_PMTUDISC_PROBE)
+        let size = socklen_t(MemoryLayout<CInt>.size)
+        // On an IPv6 socket the IPv4 option covers IPv4-mapped peers.
+        _ = setsockopt(descriptor, CInt(IPPROTO_IP), IP_MTU_DISCOVER, &probe, size)
+        if family == AF_INET6 {
+            var probe6 = CInt(IPV6_PMTUDISC_PROBE)
+            _ = setsockopt(descriptor, CInt(IPPROTO_IPV6), IPV6_MTU_DISCOVER, &probe6, size)
+        }
+    }
+
+    /// The path-MTU discovery mode of an IPv4 socket (`IP_PMTUDISC_*`), or nil if it cannot be read.
+    static func ipv4MTUDiscovery(of descriptor: CInt) -> CInt? {
+        var value: CInt = 0
+        var length = socklen_t(MemoryLayout<CInt>.size)
+        guard getsockopt(descriptor, CInt(IPPROTO_IP), IP_MTU_DISCOVER, &value, &length) == 0 else { return nil }
+        return value
     }
 
     /// The address the socket is bound to (the port the kernel chose, when 0 was asked for).

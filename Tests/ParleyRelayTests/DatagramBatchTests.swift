@@ -50,6 +50,25 @@ struct DatagramBatchTests {
         #expect(batch.isEmpty)
     }
 
+    /// Copies leave with don't-fragment (no IP identification to draw per copy), and a full-size
+    /// voice datagram still goes out and arrives whole.
+    @Test func theRelaysSocketSendsWithDontFragmentAndFullSizeDatagramsStillArrive() throws {
+        let (sender, _) = try Self.boundSocket()
+        let (receiver, receiverAddress) = try Self.boundSocket()
+        defer { for descriptor in [sender, receiver] { close(descriptor) } }
+        #expect(RelaySocket.ipv4MTUDiscovery(of: sender) == CInt(IP_PMTUDISC_PROBE))
+
+        let batch = DatagramSendBatch(messageCapacity: 8, largestDatagram: 1500)
+        let payload = (0..<1_400).map { UInt8(truncatingIfNeeded: $0) }
+        _ = batch.append(to: DatagramAddress(receiverAddress), kind: .media, maximumSize: payload.count) { slot in
+            payload.withUnsafeBytes { slot.copyMemory(from: $0) }
+            return payload.count
+        }
+        let outcome = batch.send(on: sender) { _, _ in }
+        #expect(outcome.sent == 1 && outcome.failed == 0, "\(outcome)")
+        #expect(Self.receiveOne(receiver) == payload)
+    }
+
     @Test func aBatchReadGivesEachDatagramItsSourceAndFlagsOneTooLong() throws {
         let (reader, readerAddress) = try Self.boundSocket()
         let (alice, aliceAddress) = try Self.boundSocket()
