@@ -22,17 +22,20 @@ import Foundation
 ///
 /// What makes it cheap enough for a call (the prototype it comes from,
 /// Benchmarks/echo_clipping_online.py, transformed 268 candidates twice every frame):
-/// - **Coarse to fine**: every high-pass with limits 3 dB apart; once the best of those
-///   looks promising, every high-pass at 0.5 dB steps within ±1 dB of the limit
-///   interpolated around it, for `refineEvaluationsNeeded` evaluations, and the best of
-///   those is taken (or the coarse search goes on);
-/// - **every other frame**: each evaluation covers the last two frames (40 ms), so every
-///   sample is still seen once;
+/// - **Coarse to fine, on the same evaluations**: every high-pass with limits 3 dB apart;
+///   once the best of those looks promising, every high-pass at 0.5 dB steps within ±1 dB
+///   of the limit interpolated around it is run over the evaluations the coarse grid has
+///   already had (the last `refineEvaluationsNeeded` are kept for this), then over new ones
+///   until it has had that many, and the best is taken (or the coarse search goes on). A
+///   far talker who speaks a third of the time gives few evaluations in a call's first
+///   seconds; a fine search that waited for its own took the model 2 s later;
+/// - **one evaluation a frame while searching**, each on the last two frames (40 ms,
+///   overlapping by one); while resting, far fewer (below);
 /// - **a folded transform**: the 40 ms segment is windowed and folded onto 512 points (the
 ///   spectrum at 94 Hz spacing, 39 bins in the band) instead of a 2,048-point transform, and
 ///   the candidate's prediction and its control share one complex transform;
 /// - **resting**: after `restAfterEvaluations` evaluations in which nothing was worth
-///   refining (a linear room, or a model that holds) it evaluates 1/32 as often, still
+///   refining (a linear room, or a model that holds) it evaluates once per 64 active frames, still
 ///   ready for a change of playback volume.
 ///
 /// Plain Swift, no clock: time is the frames it is given. Not thread-safe: the capture
@@ -45,16 +48,17 @@ public final class LoudspeakerIdentifier {
         /// smoothed over about 1 s) before its residual is compared: a filter that has barely
         /// started leaves a residual no model explains.
         public var linearGateDecibels: Float = 6
-        /// Forgetting factor of the spectra per evaluation (0.98: about 2 s of far-end speech).
+        /// Forgetting factor of the spectra per evaluation (0.98: about 50 evaluations, 1 s of far-end speech while searching).
         public var memory: Float = 0.98
         /// Coherence (less its estimation bias) a candidate needs to be taken.
         public var coherenceNeeded: Float = 0.15
         /// How many times its linear control's coherence a candidate needs.
         public var overControl: Float = 1.5
         /// Evaluations after a change (or the start) before the first coarse decision, and
-        /// between coarse decisions.
+        /// between coarse decisions (after a fine search that took nothing, the next one
+        /// waits `refineEvaluationsNeeded / 2` more).
         public var firstDecisionAfter = 8
-        public var decisionEvery = 5
+        public var decisionEvery = 1
         /// The best coarse candidate starts the fine search once its coherence and its ratio
         /// over its control reach these (lower than what a model needs: the loudspeaker's
         /// limit is usually between two coarse ones); the fine candidates are then evaluated
@@ -68,6 +72,20 @@ public final class LoudspeakerIdentifier {
         /// Evaluations with nothing promising (no coarse candidate good enough to refine)
         /// after which the search rests: a linear room's search costs this many.
         public var restAfterEvaluations = 50
+        /// Active frames per evaluation while searching (each evaluation covers the last two
+        /// frames, so 1 overlaps them; 2 took the model 1–1.5 s later in the echo
+        /// benchmark's rooms whose far talker pauses).
+        public var searchStride = 1
+        /// When the fine search starts, its candidates are first run over the evaluations
+        /// already made since the last change (kept for this), so the coarse grid and the
+        /// fine search share them instead of the fine search waiting for new ones.
+        public var fineOnPastEvaluations = true
+        /// At a realignment, forget the linear gate's energies too: they hold the residual
+        /// of the filter the realignment reset, and kept the gate shut for a second or more.
+        public var clearGateOnRestart = true
+        /// Far-end frames held after a realignment. None: the filter starts afresh there
+        /// and the linear gate (`linearGateDecibels`) already waits for it.
+        public var restartHoldFrames = 0
         public init() {}
     }
 
@@ -152,10 +170,21 @@ public final class LoudspeakerIdentifier {
     private let gainSums: UnsafeMutableBufferPointer<Double>
     private let slots: Int
     private let coarseSlots: Int
+    /// The evaluations since the last change, newest last, up to `refineEvaluationsNeeded`
+    /// of them: each one's segments (the reference through the current model and through
+    /// every high-pass) and the spectra of its residual and reference, so that the fine search
+    /// can be run over them when it starts (`fineOnPastEvaluations`).
+    private let pastCapacity: Int
+    private let pastSegments: UnsafeMutableBufferPointer<Float>
+    private let pastSpectra: UnsafeMutableBufferPointer<Float>
+    private var pastCount = 0
+    private var pastNewest = -1
     /// While refining: the limit the fine candidates are centred on, and the evaluations
     /// they have had.
     private var fineCenter: Float?
     private var refineEvaluations = 0
+    /// After a fine search that took nothing, the evaluation before which no other starts.
+    private var refineAgainAfter = 0
     private var frameIndex = 0
     private var farActive = false
     private var micEnergy: Float = 1e-12
@@ -213,13 +242,16 @@ public final class LoudspeakerIdentifier {
         spectra = doubles(slots * bins * Self.statistics)
         used = zeros(slots)
         gainSums = doubles(2 * slots)
+        pastCapacity = configuration.fineOnPastEvaluations ? max(configuration.refineEvaluationsNeeded, 1) : 1
+        pastSegments = zeros(pastCapacity * (count + 1) * segment)
+        pastSpectra = zeros(pastCapacity * 4 * bins)
     }
 
     deinit {
         highPasses.deinitialize(count: LoudspeakerModel.highPasses.count - 1)
         highPasses.deallocate()
         for buffer in [shaped, residualHistory, window, now, difference, control, prediction, foldReal, foldImaginary, residualSpectrum,
-                       referenceSpectrum, used] {
+                       referenceSpectrum, used, pastSegments, pastSpectra] {
             buffer.deallocate()
         }
         for buffer in [residualPower, referencePower, residualReference, spectra, gainSums] { buffer.deallocate() }
@@ -287,8 +319,8 @@ public final class LoudspeakerIdentifier {
         }
         guard 10 * log10(micEnergy / residualEnergy) >= configuration.linearGateDecibels else { return }
         activeFrames += 1
-        // Two frames per evaluation while searching, 64 (1.3 s of far-end speech) while resting.
-        let stride = evaluationsSinceChange >= configuration.restAfterEvaluations ? 64 : 2
+        // `searchStride` frames per evaluation while searching, 64 (1.3 s of far-end speech) while resting.
+        let stride = evaluationsSinceChange >= configuration.restAfterEvaluations ? 64 : configuration.searchStride
         guard activeFrames % stride == 0 else { return }
         evaluate()
     }
@@ -312,7 +344,11 @@ public final class LoudspeakerIdentifier {
     /// realigned, the histories and the filter's residual no longer belong together.
     public func restart() {
         clearStatistics()
-        hold = configuration.holdFrames / 4
+        hold = configuration.restartHoldFrames
+        if configuration.clearGateOnRestart {
+            micEnergy = 1e-12
+            residualEnergy = 1e-12
+        }
     }
 
     // MARK: - The search
@@ -328,6 +364,8 @@ public final class LoudspeakerIdentifier {
         refineEvaluations = 0
         activeFrames = 0
         evaluations = 0
+        pastCount = 0
+        refineAgainAfter = 0
     }
 
     private func candidate(_ slot: Int) -> LoudspeakerModel? {
@@ -354,6 +392,7 @@ public final class LoudspeakerIdentifier {
             now.baseAddress!.update(from: referenceSegment(0), count: count)
         }
         transform(residualHistory.baseAddress!, now.baseAddress!, into: residualSpectrum.baseAddress!, referenceSpectrum.baseAddress!)
+        let entry = keepEvaluation()
         let memory = Double(configuration.memory)
         for bin in 0..<bins {
             let (rRe, rIm) = (Double(residualSpectrum[2 * bin]), Double(residualSpectrum[2 * bin + 1]))
@@ -370,7 +409,7 @@ public final class LoudspeakerIdentifier {
         // One phase at a time: the coarse grid, or the fine candidates around its best.
         let phase = fineCenter == nil ? 0..<coarseSlots : coarseSlots..<slots
         for slot in phase {
-            if let candidate = candidate(slot) { _ = accumulate(slot, candidate) }
+            if let candidate = candidate(slot) { _ = accumulate(slot, candidate, past: entry) }
         }
         if fineCenter != nil {
             refineEvaluations += 1
@@ -379,7 +418,9 @@ public final class LoudspeakerIdentifier {
             endRefining()
             return
         }
-        guard evaluations >= configuration.firstDecisionAfter, evaluations % configuration.decisionEvery == 0 else { return }
+        guard evaluations >= configuration.firstDecisionAfter, evaluations % configuration.decisionEvery == 0,
+              evaluations >= refineAgainAfter
+        else { return }
         var best: (slot: Int, coherence: Float, overControl: Float)?
         for slot in phase {
             let (coherence, overControl) = score(slot)
@@ -402,6 +443,50 @@ public final class LoudspeakerIdentifier {
         fineCenter = (center * 2).rounded() / 2
         refineEvaluations = 0
         clearFine()
+        guard configuration.fineOnPastEvaluations else { return }
+        // The fine candidates over the evaluations already made (this one included), oldest
+        // first, forgotten as they would have been had they been evaluated live.
+        let fine = coarseSlots..<slots
+        for age in stride(from: pastCount - 1, through: 0, by: -1) {
+            let past = (pastNewest - age + pastCapacity) % pastCapacity
+            forgetFine()
+            for slot in fine {
+                if let candidate = candidate(slot) { _ = accumulate(slot, candidate, past: past) }
+            }
+        }
+        refineEvaluations = pastCount
+        guard refineEvaluations >= configuration.refineEvaluationsNeeded else { return }
+        decide(among: fine)
+        endRefining()
+    }
+
+    /// One past evaluation's segments: the reference through the current model, then the
+    /// reference through each high-pass.
+    private func pastSegment(_ past: Int, _ part: Int) -> UnsafeMutablePointer<Float> {
+        pastSegments.baseAddress! + (past * (LoudspeakerModel.highPasses.count + 1) + part) * segment
+    }
+
+    /// Keeps this evaluation's segments and spectra; returns where.
+    private func keepEvaluation() -> Int {
+        pastNewest = (pastNewest + 1) % pastCapacity
+        pastCount = min(pastCount + 1, pastCapacity)
+        pastSegment(pastNewest, 0).update(from: now.baseAddress!, count: segment)
+        for which in 0..<LoudspeakerModel.highPasses.count {
+            pastSegment(pastNewest, 1 + which).update(from: referenceSegment(which), count: segment)
+        }
+        let spectraBase = pastSpectra.baseAddress! + pastNewest * 4 * bins
+        spectraBase.update(from: residualSpectrum.baseAddress!, count: 2 * bins)
+        (spectraBase + 2 * bins).update(from: referenceSpectrum.baseAddress!, count: 2 * bins)
+        return pastNewest
+    }
+
+    /// The fine candidates' statistics forgotten by one evaluation.
+    private func forgetFine() {
+        let memory = Double(configuration.memory)
+        let start = coarseSlots * bins * Self.statistics
+        for index in start..<spectra.count { spectra[index] *= memory }
+        for slot in coarseSlots..<slots { used[slot] *= configuration.memory }
+        for index in 2 * coarseSlots..<gainSums.count { gainSums[index] *= memory }
     }
 
     private func clearFine() {
@@ -411,7 +496,11 @@ public final class LoudspeakerIdentifier {
         gainSums.baseAddress!.advanced(by: 2 * coarseSlots).update(repeating: 0, count: 2 * (slots - coarseSlots))
     }
 
+    /// Ends a fine search. When it took nothing, the next one waits half a fine search's
+    /// evaluations: each starts by running its candidates over the evaluations kept, and
+    /// one every evaluation would cost eight times the coarse grid.
     private func endRefining() {
+        if fineCenter != nil { refineAgainAfter = evaluations + configuration.refineEvaluationsNeeded / 2 }
         fineCenter = nil
         clearFine()
     }
@@ -444,9 +533,12 @@ public final class LoudspeakerIdentifier {
 
     /// Adds one candidate's prediction and control to its statistics; false when it predicts
     /// no difference from the current reference on this segment.
-    private func accumulate(_ slot: Int, _ candidate: LoudspeakerModel) -> Bool {
+    private func accumulate(_ slot: Int, _ candidate: LoudspeakerModel, past: Int) -> Bool {
         let count = segment
-        let history = referenceSegment(candidate.highPassIndex)
+        let history = pastSegment(past, 1 + candidate.highPassIndex)
+        let now = pastSegment(past, 0)
+        let residualSpectrum = pastSpectra.baseAddress! + past * 4 * bins
+        let referenceSpectrum = residualSpectrum + 2 * bins
         let limit = candidate.limit
         // D = m(far) − c(far); the control is HP(far) where D is non-zero.
         var any = false
