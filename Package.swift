@@ -157,8 +157,9 @@ let package = Package(
         .target(name: "CParleyAllocationCounter"),
 
         // MARK: Helpers the tests share, each a target of its own (no file is linked into two
-        // targets): clients over real UDP for the relay and call tests, and the client's receive
-        // path driven by scripts for its property test and Fuzz/.
+        // targets): clients over real UDP for the relay and call tests (and the hex decoding of
+        // test vectors, which the wire, security and E2EE tests take from there too), and the
+        // client's receive path driven by scripts for its property test and Fuzz/.
         .target(
             name: "ParleyRelayTestSupport",
             dependencies: ["ParleyBasics", "ParleyRelay", "ParleyAdmin", "ParleyClient", "ParleyWire", "ParleySecurity", "ParleyWebRTC", crypto, nioCore, logging],
@@ -171,11 +172,11 @@ let package = Package(
         ),
 
         // MARK: Tests, one target per module.
-        .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire", "ParleyBasics"]),
+        .testTarget(name: "ParleyWireTests", dependencies: ["ParleyWire", "ParleyBasics", "ParleyRelayTestSupport"]),
         .testTarget(name: "CLibraryTests", dependencies: ["COpus", "CSpeexDSP", "CALSA"]),
-        .testTarget(name: "ParleySecurityTests", dependencies: ["ParleyBasics", "ParleySecurity", "ParleyWire"]),
+        .testTarget(name: "ParleySecurityTests", dependencies: ["ParleyBasics", "ParleySecurity", "ParleyWire", "ParleyRelayTestSupport"]),
         .testTarget(name: "ParleyWebRTCTests", dependencies: ["ParleyBasics", "ParleyWebRTC", "ParleyWire"]),
-        .testTarget(name: "ParleyE2EETests", dependencies: ["ParleyBasics", "ParleyE2EE", "ParleyWire"]),
+        .testTarget(name: "ParleyE2EETests", dependencies: ["ParleyBasics", "ParleyE2EE", "ParleyWire", "ParleyRelayTestSupport"]),
         .testTarget(
             name: "ParleyRelayTests",
             dependencies: ["ParleyBasics", "ParleyRelay", "ParleyRelayTestSupport", "ParleyDatagrams", "ParleyWire", "ParleySecurity", "ParleyWebRTC", "ParleyClient", nioCore, nioPosix]

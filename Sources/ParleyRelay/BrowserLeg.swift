@@ -25,7 +25,7 @@ final class BrowserLeg: MemberLeg, @unchecked Sendable {
          limits: RelayLimits, isEndToEndEncrypted: Bool = false, nowNanoseconds: UInt64) {
         self.page = page
         self.dtls = dtls
-        browserTransport = BrowserTransport(page: page, mapping: RTPPayloadMapping(page.offer, allowRED: page.allowRED))
+        browserTransport = BrowserTransport(page: page)
         super.init(
             id: id, address: address, peer: peer, room: page.room, identity: page.identity, ssrc: page.ssrc, canPublish: page.canPublish,
             isModerator: page.isModerator, capabilities: page.capabilities,
@@ -52,18 +52,16 @@ final class BrowserLeg: MemberLeg, @unchecked Sendable {
 /// behind ``SRTPContext``'s own lock, since several loops protect copies for one browser.
 final class BrowserTransport: LegTransport, @unchecked Sendable {
     let page: BrowserMember
+    /// What makes a forwarded RTP packet the browser's, before it is protected.
+    let copies: BrowserCopyMaker
     /// The browser's payload types and extension ids against Parley's.
-    let mapping: RTPPayloadMapping
+    var mapping: RTPPayloadMapping { copies.mapping }
     private(set) var inbound: SRTPContext?
     private(set) var outbound: SRTPContext?
-    /// The frames two packets back that complete the browser's RED copies; nil when it does
-    /// not take RED.
-    let redundancy: BrowserRedundancy?
 
-    init(page: BrowserMember, mapping: RTPPayloadMapping) {
+    init(page: BrowserMember) {
         self.page = page
-        self.mapping = mapping
-        redundancy = mapping.red == nil ? nil : BrowserRedundancy()
+        copies = BrowserCopyMaker(mapping: RTPPayloadMapping(page.offer, allowRED: page.allowRED), receivers: page.receivers)
     }
 
     /// The handshake's keys; on the leg's loop, before the leg is active.
@@ -107,16 +105,14 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
     }
 
     func sealedSize(plaintextCount: Int) -> Int {
-        plaintextCount + (outbound?.profile.rtcpOverhead ?? 0) + (page.receivers == nil ? 0 : RTPMidStamp.maximumGrowth)
-            + (redundancy == nil ? 0 : EarlierFrames.maximumGrowth)
+        plaintextCount + (outbound?.profile.rtcpOverhead ?? 0) + copies.maximumGrowth
     }
 
-    /// RTP and RTCP: copied into the send batch's slot, renumbered for the browser, its RTP
-    /// marked with the MID of the slot its voice plays on (``BrowserReceivers``), a RED copy
-    /// completed with the frame two packets back (``BrowserRedundancy``), protected in
-    /// place. A control message goes to the page instead (0 bytes for the socket). A packet the
-    /// outbound context refuses (a sequence number it already protected for that SSRC, or an
-    /// SSRC beyond its streams) is dropped: 0 bytes, and the leg goes on.
+    /// RTP and RTCP: copied into the send batch's slot, its RTP made the browser's
+    /// (``BrowserCopyMaker``), protected in place. A control message goes to the page instead
+    /// (0 bytes for the socket). A packet the outbound context refuses (a sequence number it
+    /// already protected for that SSRC, or an SSRC beyond its streams) is dropped: 0 bytes, and
+    /// the leg goes on.
     func seal(_ packet: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, nowNanoseconds: UInt64) -> Int {
         let kind = PacketKind(packet)
         if kind == .control {
@@ -128,17 +124,10 @@ final class BrowserTransport: LegTransport, @unchecked Sendable {
         target.copyMemory(from: source, byteCount: packet.count)
         var count = packet.count
         if kind == .rtp {
-            if !mapping.toBrowser(UnsafeMutableRawBufferPointer(rebasing: output[0..<count])) { return 0 }
-            // After the renumbering, which must not touch the MID element under the browser's id.
-            if let receivers = page.receivers {
-                let room = UnsafeMutableRawBufferPointer(rebasing: output[0..<(output.count - outbound.profile.rtcpOverhead)])
-                guard let stamped = receivers.stamp(room, count: count, nowNanoseconds: nowNanoseconds) else { return 0 }
-                count = stamped
-            }
-            if let redundancy, let red = mapping.red {
-                let room = UnsafeMutableRawBufferPointer(rebasing: output[0..<(output.count - outbound.profile.rtcpOverhead)])
-                count = redundancy.complete(room, count: count, red: red, opus: mapping.opus, nowNanoseconds: nowNanoseconds)
-            }
+            // The copy may grow into the slot, short of the room the protection adds.
+            let room = UnsafeMutableRawBufferPointer(rebasing: output[0..<(output.count - outbound.profile.rtcpOverhead)])
+            guard let made = copies.make(in: room, count: count, nowNanoseconds: nowNanoseconds) else { return 0 }
+            count = made
         }
         return outbound.protect(output, count: count, rtcp: kind == .rtcp) ?? 0
     }
@@ -174,61 +163,63 @@ struct RTPPayloadMapping: Sendable, Hashable {
             && (audioLevelID ?? AudioLevel.extensionID) == AudioLevel.extensionID
     }
 
-    /// Renumbers a Parley RTP packet in place for the browser; false if it cannot take it.
-    func toBrowser(_ packet: UnsafeMutableRawBufferPointer) -> Bool {
-        guard packet.count >= 2 else { return false }
-        let payloadType = packet[1] & 0x7F
-        if payloadType == RTPHeader.redPayloadType, red == nil { return false }
-        guard !isParleys else { return true }
-        return renumber(packet, opus: (RTPHeader.opusPayloadType, opus), red: (RTPHeader.redPayloadType, red ?? RTPHeader.redPayloadType),
+    /// Renumbers a Parley RTP packet (parsed from the first bytes of `buffer`) in place for the
+    /// browser; the view of the renumbered packet, or nil if the browser cannot take it.
+    func toBrowser(_ packet: RTPPacketView, in buffer: UnsafeMutableRawBufferPointer) -> RTPPacketView? {
+        if packet.payloadType == RTPHeader.redPayloadType, red == nil { return nil }
+        guard !isParleys else { return packet }
+        return renumber(packet, in: buffer, opus: (RTPHeader.opusPayloadType, opus), red: (RTPHeader.redPayloadType, red ?? RTPHeader.redPayloadType),
                         level: (AudioLevel.extensionID, audioLevelID ?? AudioLevel.extensionID))
     }
 
     /// Renumbers the browser's RTP packet in place as Parley's; false if it is neither Opus nor
-    /// the RED it negotiated.
+    /// the RED it negotiated. (Parsed here, and only when the numbers differ: the relay parses
+    /// the opened packet again when it forwards it.)
     func toParley(_ packet: UnsafeMutableRawBufferPointer) -> Bool {
         guard packet.count >= 2 else { return false }
         let payloadType = packet[1] & 0x7F
         guard payloadType == opus || (red != nil && payloadType == red) else { return false }
         guard !isParleys else { return true }
-        return renumber(packet, opus: (opus, RTPHeader.opusPayloadType), red: (red ?? RTPHeader.redPayloadType, RTPHeader.redPayloadType),
-                        level: (audioLevelID ?? AudioLevel.extensionID, AudioLevel.extensionID))
+        guard let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(packet)) else { return false }
+        return renumber(view, in: packet, opus: (opus, RTPHeader.opusPayloadType), red: (red ?? RTPHeader.redPayloadType, RTPHeader.redPayloadType),
+                        level: (audioLevelID ?? AudioLevel.extensionID, AudioLevel.extensionID)) != nil
     }
 
-    private func renumber(_ packet: UnsafeMutableRawBufferPointer, opus: (UInt8, UInt8), red: (UInt8, UInt8), level: (UInt8, UInt8)) -> Bool {
-        guard let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(packet)), let base = packet.baseAddress else { return false }
-        let payloadType = packet[1] & 0x7F
+    /// Each pair is (from, to). Nil, the packet untouched, when its payload type is neither
+    /// `opus.0` nor `red.0`.
+    private func renumber(_ packet: RTPPacketView, in buffer: UnsafeMutableRawBufferPointer,
+                          opus: (UInt8, UInt8), red: (UInt8, UInt8), level: (UInt8, UInt8)) -> RTPPacketView? {
         let mapped: UInt8
-        switch payloadType {
+        switch packet.payloadType {
         case opus.0: mapped = opus.1
         case red.0: mapped = red.1
-        default: return false
+        default: return nil
         }
-        packet[1] = packet[1] & 0x80 | mapped
-        if level.0 != level.1, view.extensionProfile == RTPHeaderExtension.oneByteProfile, let data = view.extensionData,
-           let dataBase = data.baseAddress {
+        let renumbered = packet.rewritingPayloadType(mapped, in: buffer)
+        if level.0 != level.1, packet.extensionProfile == RTPHeaderExtension.oneByteProfile, let data = packet.extensionData,
+           let dataBase = data.baseAddress, let base = buffer.baseAddress {
             // One-byte elements (RFC 8285 §4.2): ID in the high nibble, length - 1 in the low.
             var offset = dataBase - UnsafeRawPointer(base)
             let end = offset + data.count
             while offset < end {
-                let byte = packet[offset]
+                let byte = buffer[offset]
                 if byte == 0 { offset += 1; continue }
                 let id = byte >> 4
                 if id == 15 { break }
-                if id == level.0 { packet[offset] = level.1 << 4 | byte & 0x0F }
+                if id == level.0 { buffer[offset] = level.1 << 4 | byte & 0x0F }
                 offset += 1 + Int(byte & 0x0F) + 1
             }
         }
-        if payloadType == red.0 {
+        if packet.payloadType == red.0 {
             // RED's block headers (RFC 2198 §3) name each block's payload type too.
-            var offset = view.payloadRange.lowerBound
-            while offset < view.payloadRange.upperBound {
-                let header = packet[offset]
-                if header & 0x7F == opus.0 { packet[offset] = header & 0x80 | opus.1 }
+            var offset = packet.payloadRange.lowerBound
+            while offset < packet.payloadRange.upperBound {
+                let header = buffer[offset]
+                if header & 0x7F == opus.0 { buffer[offset] = header & 0x80 | opus.1 }
                 guard header & 0x80 != 0 else { break }
                 offset += 4
             }
         }
-        return true
+        return renumbered
     }
 }

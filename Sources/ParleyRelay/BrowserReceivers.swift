@@ -103,18 +103,17 @@ final class BrowserReceivers: Sendable {
         slots.withLock { $0.rosterChanged(ssrcs) }
     }
 
-    /// Writes the MID of the slot the RTP packet's voice is on into it, in place (it may grow
-    /// up to `packet.count`); its new length, or nil when it must not be sent (no slot and no
-    /// shared section, or no room).
-    func stamp(_ packet: UnsafeMutableRawBufferPointer, count: Int, nowNanoseconds: UInt64) -> Int? {
-        guard count >= RTPHeader.fixedSize else { return nil }
-        let ssrc = UInt32(bigEndian: packet.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+    /// Writes the MID of the slot the RTP packet's voice is on into it, in place in `buffer`
+    /// (the memory it was parsed from; it may grow up to `buffer.count`); the view of the
+    /// stamped packet, or nil when it must not be sent (no slot and no shared section, or no
+    /// room).
+    func stamp(_ packet: RTPPacketView, in buffer: UnsafeMutableRawBufferPointer, nowNanoseconds: UInt64) -> RTPPacketView? {
         let element: [UInt8]?
-        switch slots.withLock({ $0.placement(of: ssrc, nowNanoseconds: nowNanoseconds) }) {
+        switch slots.withLock({ $0.placement(of: packet.ssrc, nowNanoseconds: nowNanoseconds) }) {
         case let .slot(index): element = slotElements[index]
         case .shared: element = sharedElement
         }
         guard let element else { return nil }
-        return element.withUnsafeBytes { RTPMidStamp.stamp(packet, count: count, midElement: $0, keepingID: audioLevelID) }
+        return element.withUnsafeBytes { RTPMidStamp.stamp(packet, in: buffer, midElement: $0, keepingID: audioLevelID) }
     }
 }

@@ -68,43 +68,44 @@ struct EarlierFrames: ~Copyable, @unchecked Sendable {
         storage.deallocate()
     }
 
-    /// Completes the RTP packet in the first `count` bytes of `packet` (renumbered for the
-    /// browser: `red` and `opus` are its payload types) with the frame two packets back when it
-    /// is RED without one, and remembers its primary. Returns its length, grown or not.
-    mutating func complete(_ packet: UnsafeMutableRawBufferPointer, count: Int, red: UInt8, opus: UInt8, nowNanoseconds: UInt64) -> Int {
-        guard count <= packet.count,
-              let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: packet[0..<count])),
-              view.paddingCount == 0 else { return count }
-        let isRED = view.payloadType == red
+    /// Completes the RTP `packet` (parsed from the first bytes of `buffer`, renumbered for
+    /// the browser: `red` and `opus` are its payload types) with the frame two packets back
+    /// when it is RED without one, and remembers its primary. Returns its length, grown (up to
+    /// `buffer.count`) or not.
+    mutating func complete(_ packet: RTPPacketView, in buffer: UnsafeMutableRawBufferPointer, red: UInt8, opus: UInt8, nowNanoseconds: UInt64) -> Int {
+        packet.requireParsed(from: buffer)
+        let count = packet.bytes.count
+        guard packet.paddingCount == 0 else { return count }
+        let isRED = packet.payloadType == red
         let primaryCount: Int
         if isRED {
-            guard let payload = try? REDPayloadView(parsing: view.payload), payload.primary.payloadType == opus else { return count }
+            guard let payload = try? REDPayloadView(parsing: packet.payload), payload.primary.payloadType == opus else { return count }
             primaryCount = payload.primary.data.count
         } else {
-            guard view.payloadType == opus else { return count }
-            primaryCount = view.payload.count
+            guard packet.payloadType == opus else { return count }
+            primaryCount = packet.payload.count
         }
-        let index = voiceIndex(view.ssrc, nowNanoseconds: nowNanoseconds)
-        let cell = Int(view.sequenceNumber & 1)
+        let index = voiceIndex(packet.ssrc, nowNanoseconds: nowNanoseconds)
+        let cell = Int(packet.sequenceNumber & 1)
         var length = count
         if isRED {
             let earlier = frame(index, cell)
-            let offset = view.timestamp &- earlier.timestamp
-            if earlier.count > 0, earlier.sequence == view.sequenceNumber &- Self.distance,
+            let offset = packet.timestamp &- earlier.timestamp
+            if earlier.count > 0, earlier.sequence == packet.sequenceNumber &- Self.distance,
                offset >= 1, offset <= UInt32(REDPayload.maximumTimestampOffset),
                count + 4 + earlier.count <= Self.maximumPacketSize,
                let grown = REDPayload.insert(
                    UnsafeRawBufferPointer(start: cellBytes(index, cell), count: earlier.count), timestampOffset: UInt16(offset),
-                   intoRTP: UnsafeMutableRawBufferPointer(rebasing: packet[0..<min(packet.count, Self.maximumPacketSize)]), count: count) {
+                   into: packet, in: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<min(buffer.count, Self.maximumPacketSize)])) {
                 length = grown
             }
         }
         // The primary is the packet's last bytes (no padding), wherever the insertion left it.
         let kept = frame(index, cell)
-        let isNewer = kept.count == 0 || Int16(bitPattern: view.sequenceNumber &- kept.sequence) > 0
-        if isNewer, primaryCount > 0, primaryCount <= Self.frameCapacity, let base = packet.baseAddress {
+        let isNewer = kept.count == 0 || Int16(bitPattern: packet.sequenceNumber &- kept.sequence) > 0
+        if isNewer, primaryCount > 0, primaryCount <= Self.frameCapacity, let base = buffer.baseAddress {
             cellBytes(index, cell).copyMemory(from: base + (length - primaryCount), byteCount: primaryCount)
-            setFrame(index, cell, Frame(sequence: view.sequenceNumber, timestamp: view.timestamp, count: primaryCount))
+            setFrame(index, cell, Frame(sequence: packet.sequenceNumber, timestamp: packet.timestamp, count: primaryCount))
         } else if isNewer {
             setFrame(index, cell, Frame())
         }
@@ -148,8 +149,8 @@ package final class BrowserRedundancy: Sendable {
 
     package init() {}
 
-    /// See ``EarlierFrames/complete(_:count:red:opus:nowNanoseconds:)``.
-    package func complete(_ packet: UnsafeMutableRawBufferPointer, count: Int, red: UInt8, opus: UInt8, nowNanoseconds: UInt64) -> Int {
-        frames.withLock { $0.complete(packet, count: count, red: red, opus: opus, nowNanoseconds: nowNanoseconds) }
+    /// See ``EarlierFrames/complete(_:in:red:opus:nowNanoseconds:)``.
+    package func complete(_ packet: RTPPacketView, in buffer: UnsafeMutableRawBufferPointer, red: UInt8, opus: UInt8, nowNanoseconds: UInt64) -> Int {
+        frames.withLock { $0.complete(packet, in: buffer, red: red, opus: opus, nowNanoseconds: nowNanoseconds) }
     }
 }

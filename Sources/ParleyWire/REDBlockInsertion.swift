@@ -1,23 +1,23 @@
 extension REDPayload {
-    /// Adds one redundant block to the RED payload of the RTP packet in the first `count` bytes
-    /// of `packet` (the caller has checked that its payload type is RED), in place: its header among the others by age (oldest first, as Parley's
-    /// senders and Chromium order them), its data among theirs, under the primary's payload
-    /// type. The packet may grow up to `packet.count`; its header, the other blocks and the
-    /// primary are unchanged.
+    /// Adds one redundant block to the RED payload of `packet` (the caller has checked that its
+    /// payload type is RED), in place in `buffer`, the memory it was parsed from: its header
+    /// among the others by age (oldest first, as Parley's senders and Chromium order them), its
+    /// data among theirs, under the primary's payload type. The packet may grow up to
+    /// `buffer.count`; its header, the other blocks and the primary are unchanged.
     ///
-    /// Returns the packet's new length, or nil (the packet untouched) when it is not RTP with
-    /// a well-formed RED payload and no padding, when it already carries a block
-    /// `timestampOffset` back, when the offset or the block's length is more than RED can say,
-    /// or when the buffer has no room. `block` must not lie in `packet`. Nothing is allocated.
+    /// Returns the packet's new length, or nil (the packet untouched) when it has padding or
+    /// not a well-formed RED payload, when it already carries a block `timestampOffset` back,
+    /// when the offset or the block's length is more than RED can say, or when the buffer has
+    /// no room. `block` must not lie in `buffer`. Nothing is allocated.
     public static func insert(
-        _ block: UnsafeRawBufferPointer, timestampOffset: UInt16, intoRTP packet: UnsafeMutableRawBufferPointer, count: Int
+        _ block: UnsafeRawBufferPointer, timestampOffset: UInt16, into packet: RTPPacketView, in buffer: UnsafeMutableRawBufferPointer
     ) -> Int? {
+        packet.requireParsed(from: buffer)
+        let count = packet.bytes.count
         guard (1...maximumTimestampOffset).contains(timestampOffset), (1...maximumBlockLength).contains(block.count),
-              count >= RTPHeader.fixedSize, count <= packet.count, packet.count - count >= 4 + block.count,
-              let base = packet.baseAddress, let blockBase = block.baseAddress,
-              let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: packet[0..<count])),
-              view.paddingCount == 0 else { return nil }
-        let payloadStart = view.payloadRange.lowerBound
+              buffer.count - count >= 4 + block.count, let base = buffer.baseAddress, let blockBase = block.baseAddress,
+              packet.paddingCount == 0 else { return nil }
+        let payloadStart = packet.payloadRange.lowerBound
         // Walk the headers: where the new one goes (before the first younger block) and how
         // much of the blocks' data comes before its data.
         var headerOffset = payloadStart
@@ -26,10 +26,10 @@ extension REDPayload {
         var dataTotal = 0
         while true {
             guard headerOffset < count else { return nil }
-            let first = packet[headerOffset]
+            let first = buffer[headerOffset]
             if first & 0x80 == 0 { break }  // the primary's one-byte header
             guard count - headerOffset >= 4 else { return nil }
-            let rest = UInt32(packet[headerOffset + 1]) << 16 | UInt32(packet[headerOffset + 2]) << 8 | UInt32(packet[headerOffset + 3])
+            let rest = UInt32(buffer[headerOffset + 1]) << 16 | UInt32(buffer[headerOffset + 2]) << 8 | UInt32(buffer[headerOffset + 3])
             let offset = UInt16(truncatingIfNeeded: rest >> 10)
             let length = Int(rest & 0x3FF)
             if offset == timestampOffset { return nil }
@@ -52,11 +52,11 @@ extension REDPayload {
         (base + dataAt + grown).copyMemory(from: base + dataAt, byteCount: count - dataAt)  // memmove
         (base + headerAt + 4).copyMemory(from: base + headerAt, byteCount: dataAt - headerAt)
         (base + dataAt + 4).copyMemory(from: blockBase, byteCount: block.count)
-        packet[headerAt] = 0x80 | packet[primaryHeader + 4] & 0x7F
+        buffer[headerAt] = 0x80 | buffer[primaryHeader + 4] & 0x7F
         let rest = UInt32(timestampOffset) << 10 | UInt32(block.count)
-        packet[headerAt + 1] = UInt8(truncatingIfNeeded: rest >> 16)
-        packet[headerAt + 2] = UInt8(truncatingIfNeeded: rest >> 8)
-        packet[headerAt + 3] = UInt8(truncatingIfNeeded: rest)
+        buffer[headerAt + 1] = UInt8(truncatingIfNeeded: rest >> 16)
+        buffer[headerAt + 2] = UInt8(truncatingIfNeeded: rest >> 8)
+        buffer[headerAt + 3] = UInt8(truncatingIfNeeded: rest)
         return count + grown
     }
 }

@@ -31,24 +31,26 @@ public enum RTPMidStamp {
         return [id << 4 | UInt8(bytes.count - 1)] + bytes
     }
 
-    /// Stamps `midElement` (from ``element(mid:id:)``) into the RTP packet in the first `count`
-    /// bytes of `packet`, which may grow up to `packet.count`. Returns the packet's new length,
-    /// or nil (the packet unchanged) if it is not RTP this can read or the buffer is too short.
-    public static func stamp(_ packet: UnsafeMutableRawBufferPointer, count: Int, midElement: UnsafeRawBufferPointer, keepingID: UInt8?) -> Int? {
-        guard count >= RTPHeader.fixedSize, count <= packet.count, (2...17).contains(midElement.count),
-              let base = packet.baseAddress,
-              let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: packet[0..<count])) else { return nil }
-        let headerStart = RTPHeader.fixedSize + 4 * view.csrcCount
-        let payloadStart = view.payloadRange.lowerBound
+    /// Stamps `midElement` (from ``element(mid:id:)``) into `packet`, which was parsed from the
+    /// first bytes of `buffer` and may grow up to `buffer.count`. Returns the view of the
+    /// stamped packet, or nil (the packet unchanged) if the buffer is too short.
+    public static func stamp(
+        _ packet: RTPPacketView, in buffer: UnsafeMutableRawBufferPointer, midElement: UnsafeRawBufferPointer, keepingID: UInt8?
+    ) -> RTPPacketView? {
+        packet.requireParsed(from: buffer)
+        guard (2...17).contains(midElement.count), let base = buffer.baseAddress else { return nil }
+        let count = packet.bytes.count
+        let headerStart = RTPHeader.fixedSize + 4 * packet.csrcCount
+        let payloadStart = packet.payloadRange.lowerBound
         // The new block, built aside first: the kept element's bytes are in the part of the
         // packet that is about to move.
         var block: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)  // 48 zeroed bytes
-        return withUnsafeMutableBytes(of: &block) { block -> Int? in
+        return withUnsafeMutableBytes(of: &block) { block -> RTPPacketView? in
             block[0] = 0xBE
             block[1] = 0xDE
             var used = 4
-            if let keepingID, view.extensionProfile == RTPHeaderExtension.oneByteProfile {
-                for element in view.headerExtensionElements where element.id == keepingID && (1...16).contains(element.data.count) {
+            if let keepingID, packet.extensionProfile == RTPHeaderExtension.oneByteProfile {
+                for element in packet.headerExtensionElements where element.id == keepingID && (1...16).contains(element.data.count) {
                     block[used] = keepingID << 4 | UInt8(element.data.count - 1)
                     UnsafeMutableRawBufferPointer(rebasing: block[(used + 1)...]).copyMemory(from: element.data)
                     used += 1 + element.data.count
@@ -63,11 +65,11 @@ public enum RTPMidStamp {
             block[3] = UInt8(words & 0xFF)
             let newPayloadStart = headerStart + blockSize
             let newCount = newPayloadStart + (count - payloadStart)
-            guard newCount <= packet.count else { return nil }
+            guard newCount <= buffer.count else { return nil }
             (base + newPayloadStart).copyMemory(from: base + payloadStart, byteCount: count - payloadStart)  // memmove
             (base + headerStart).copyMemory(from: block.baseAddress!, byteCount: blockSize)
-            packet[0] |= 0x10
-            return newCount
+            buffer[0] |= 0x10
+            return RTPPacketView(packet, oneByteExtensionEndingAt: newPayloadStart, count: newCount)
         }
     }
 }

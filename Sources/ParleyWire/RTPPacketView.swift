@@ -10,7 +10,8 @@ public struct RTPPacketView {
     /// The whole datagram the view was parsed from.
     public let bytes: UnsafeRawBufferPointer
     public let marker: Bool
-    public let payloadType: UInt8
+    /// Changed only by ``rewritingPayloadType(_:in:)``, which writes the packet too.
+    public private(set) var payloadType: UInt8
     public let sequenceNumber: UInt16
     public let timestamp: UInt32
     public let ssrc: UInt32
@@ -121,6 +122,51 @@ public struct RTPPacketView {
         }
         let elements = headerExtensionElements.map { RTPHeaderExtensionElement(id: $0.id, data: Array($0.data)) }
         return .elements(elements, appBits: isTwoByte ? UInt8(extensionProfile & 0x0F) : 0)
+    }
+}
+
+// MARK: Editing the packet in place
+
+/// A caller that edits a packet in place (the relay, making a browser's copy) parses it once
+/// and hands the view on from edit to edit: each edit reads the layout from the view instead
+/// of parsing again, and returns the view of what it wrote. The view is read-only; the
+/// mutable memory it was parsed from travels beside it as `buffer`.
+extension RTPPacketView {
+    /// Traps unless the view was parsed from the first bytes of `buffer`, which an edit may
+    /// write: a mismatch is the caller's mistake, never the network's.
+    @inline(__always)
+    public func requireParsed(from buffer: UnsafeMutableRawBufferPointer) {
+        precondition(bytes.baseAddress == UnsafeRawPointer(buffer.baseAddress) && bytes.count <= buffer.count,
+                     "the RTP view was not parsed from this buffer's first bytes")
+    }
+
+    /// Writes `payloadType` into the packet's header in `buffer` (the memory the view was
+    /// parsed from); the view of the packet as it is now. Nothing else changes.
+    public func rewritingPayloadType(_ payloadType: UInt8, in buffer: UnsafeMutableRawBufferPointer) -> RTPPacketView {
+        requireParsed(from: buffer)
+        buffer[1] = buffer[1] & 0x80 | payloadType & 0x7F
+        var view = self
+        view.payloadType = payloadType & 0x7F
+        return view
+    }
+
+    /// The view of this packet after an edit that replaced its header extension with a
+    /// one-byte-form block and moved the payload and padding to follow it: `count` bytes from
+    /// the same start now, the payload starting at `payloadStart`.
+    init(_ packet: RTPPacketView, oneByteExtensionEndingAt payloadStart: Int, count: Int) {
+        let extensionStart = RTPHeader.fixedSize + 4 * packet.csrcCount
+        let bytes = UnsafeRawBufferPointer(start: packet.bytes.baseAddress, count: count)
+        self.bytes = bytes
+        marker = packet.marker
+        payloadType = packet.payloadType
+        sequenceNumber = packet.sequenceNumber
+        timestamp = packet.timestamp
+        ssrc = packet.ssrc
+        csrcCount = packet.csrcCount
+        paddingCount = packet.paddingCount
+        payloadRange = payloadStart..<(count - packet.paddingCount)
+        extensionProfile = RTPHeaderExtension.oneByteProfile
+        extensionData = UnsafeRawBufferPointer(rebasing: bytes[(extensionStart + 4)..<payloadStart])
     }
 }
 

@@ -6,6 +6,7 @@ import NIOCore
 import ParleyBasics
 import ParleyRelay
 import ParleySecurity
+import ParleyWebRTC
 import ParleyWire
 
 #if canImport(FoundationEssentials)
@@ -99,7 +100,7 @@ struct RelayAllocationsBenchmark: ParsableCommand {
             log(result.line)
             results.append(result)
         }
-        log(try Self.browserREDCompletionLine())
+        for line in try Self.browserCopyLines() { log(line) }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -109,12 +110,13 @@ struct RelayAllocationsBenchmark: ParsableCommand {
 }
 
 extension RelayAllocationsBenchmark {
-    /// The step a browser leg adds to sealing each copy that no member or trunk runs: its RED
-    /// completed with the frame two packets back (`BrowserRedundancy`, under its lock), here on
-    /// this thread for 4 voices' RED packets as `parley` senders make them. The rest of a
-    /// browser copy (renumbering, the MID, SRTP) is not in this count.
-    static func browserREDCompletionLine() throws -> String {
-        let redundancy = BrowserRedundancy()
+    /// The steps a browser leg adds to sealing each copy that no member or trunk runs
+    /// (`BrowserCopyMaker`): the header parsed once, renumbered for the browser, the slot's MID
+    /// written in, its RED completed with the frame two packets back (the slots and the frames
+    /// under their locks), here on this thread for 4 voices' RED packets as `parley` senders
+    /// make them, for a browser with Parley's own numbers (Chromium's) and for one with others.
+    /// SRTP is not in this count.
+    static func browserCopyLines() throws -> [String] {
         let packets = 20_000
         var templates: [[UInt8]] = []
         for voice in 0..<4 {
@@ -122,28 +124,58 @@ extension RelayAllocationsBenchmark {
                           OwnedREDPayload.Block(payloadType: RTPHeader.opusPayloadType, timestampOffset: 960, data: [UInt8](repeating: 2, count: 80))]
             let payload = try OwnedREDPayload(
                 redundant: copies, primary: .init(payloadType: RTPHeader.opusPayloadType, timestampOffset: 0, data: [UInt8](repeating: 3, count: 80))).serialized()
-            templates.append(try RTPHeader(payloadType: RTPHeader.redPayloadType, sequenceNumber: 0, timestamp: 0, ssrc: UInt32(voice + 1))
+            templates.append(try RTPHeader(payloadType: RTPHeader.redPayloadType, sequenceNumber: 0, timestamp: 0, ssrc: UInt32(voice + 1),
+                                           headerExtension: .elements([AudioLevel(voiceActivity: true, level: 30).element]))
                 .serialized(payload: payload))
         }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2_048, alignment: 16)
         defer { buffer.deallocate() }
-        var grown = 0
-        let before = parley_allocations_of_current_thread()
-        for index in 0..<packets {
-            let voice = index % 4
-            let sequence = UInt16(truncatingIfNeeded: index / 4)
-            let count = templates[voice].withUnsafeBytes { template in
-                buffer.copyMemory(from: template)
-                return template.count
+        var lines: [String] = []
+        for (numbers, opus, red, level) in [("Parley's payload types", RTPHeader.opusPayloadType, RTPHeader.redPayloadType, AudioLevel.extensionID),
+                                            ("renumbered", UInt8(109), UInt8(120), UInt8(3))] {
+            let copies = BrowserCopyMaker(offer: try browserOffer(opus: opus, red: red, audioLevelID: level), allowRED: true)
+            var grown = 0
+            var refused = 0
+            let before = parley_allocations_of_current_thread()
+            for index in 0..<packets {
+                let voice = index % 4
+                let sequence = UInt16(truncatingIfNeeded: index / 4)
+                let count = templates[voice].withUnsafeBytes { template in
+                    buffer.copyMemory(from: template)
+                    return template.count
+                }
+                buffer.storeBytes(of: sequence.bigEndian, toByteOffset: 2, as: UInt16.self)
+                buffer.storeBytes(of: (UInt32(sequence) &* 960).bigEndian, toByteOffset: 4, as: UInt32.self)
+                guard let made = copies.make(in: buffer, count: count, nowNanoseconds: UInt64(index)) else {
+                    refused += 1
+                    continue
+                }
+                // The MID grows a copy by at most 40 bytes; the frame two back adds 84.
+                if made > count + RTPMidStamp.maximumGrowth { grown += 1 }
             }
-            buffer.storeBytes(of: sequence.bigEndian, toByteOffset: 2, as: UInt16.self)
-            buffer.storeBytes(of: (UInt32(sequence) &* 960).bigEndian, toByteOffset: 4, as: UInt32.self)
-            if redundancy.complete(buffer, count: count, red: RTPHeader.redPayloadType, opus: RTPHeader.opusPayloadType,
-                                   nowNanoseconds: UInt64(index)) > count { grown += 1 }
+            let allocations = parley_allocations_of_current_thread() &- before
+            // A count of a path that did not run would say nothing.
+            guard refused == 0, grown > 0 else { throw ValidationError("browser copies, \(numbers): \(refused) refused and \(grown) completed") }
+            lines.append(String(format: "browser copies, %@: %d packets, %d refused, %d completed with the frame two back, %llu allocations, %.4f per packet",
+                                numbers, packets, refused, grown, allocations, Double(allocations) / Double(packets)))
         }
-        let allocations = parley_allocations_of_current_thread() &- before
-        return String(format: "browser RED completion: %d packets, %d completed with the frame two back, %llu allocations, %.4f per packet",
-                      packets, grown, allocations, Double(allocations) / Double(packets))
+        return lines
+    }
+
+    /// A browser's offer as Chromium makes it (its microphone on mid 0, receiving too; a
+    /// receiving section per voice), with the payload types and audio level id given.
+    static func browserOffer(opus: UInt8, red: UInt8, audioLevelID: UInt8) throws -> WebRTCOffer {
+        func section(_ mid: String, _ direction: String) -> String {
+            "m=audio 9 UDP/TLS/RTP/SAVPF \(opus) \(red)\r\n"
+                + "a=ice-ufrag:brws\r\na=ice-pwd:browserpasswordbrowserpassword\r\n"
+                + "a=fingerprint:sha-256 DA:A6:59:CD:47:0B:29:5A:D1:0C:A0:67:E3:B4:B5:26:7F:50:C5:4B:BC:11:81:D9:C0:2C:C3:FF:E7:7C:EC:A7\r\n"
+                + "a=setup:actpass\r\na=mid:\(mid)\r\n"
+                + "a=extmap:\(audioLevelID) urn:ietf:params:rtp-hdrext:ssrc-audio-level\r\na=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r\n"
+                + "a=\(direction)\r\na=rtcp-mux\r\na=rtpmap:\(opus) opus/48000/2\r\na=rtpmap:\(red) red/48000/2\r\na=fmtp:\(red) \(opus)/\(opus)\r\na=ssrc:1111 cname:x\r\n"
+        }
+        let text = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 a b c d\r\n"
+            + section("0", "sendrecv") + ["a", "b", "c", "d"].map { section($0, "recvonly") }.joined()
+        return try WebRTCOffer(SessionDescription(parsing: text))
     }
 }
 

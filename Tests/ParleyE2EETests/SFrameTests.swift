@@ -2,18 +2,7 @@ import ParleyBasics
 import Testing
 @testable import ParleyE2EE
 @testable import ParleyWire
-
-func hex(_ text: String) -> [UInt8] {
-    let digits = text.filter { !$0.isWhitespace }
-    var bytes: [UInt8] = []
-    var index = digits.startIndex
-    while index < digits.endIndex {
-        let next = digits.index(index, offsetBy: 2)
-        bytes.append(UInt8(digits[index..<next], radix: 16)!)
-        index = next
-    }
-    return bytes
-}
+import func ParleyRelayTestSupport.bytes
 
 func headerBytes(_ header: SFrameHeader) throws -> [UInt8] {
     try [UInt8](serializedSize: header.serializedSize) { (writer: inout ByteWriter) throws(WireError) in try header.write(to: &writer) }
@@ -52,19 +41,19 @@ struct SFrameTests {
     ])
     func headerMatchesTheRFCVectors(keyID: UInt64, counter: UInt64, encoded: String) throws {
         let header = SFrameHeader(keyID: keyID, counter: counter)
-        #expect(try headerBytes(header) == hex(encoded))
-        let parsed = try hex(encoded).withUnsafeBytes { raw throws(WireError) in try SFrameHeader(parsing: raw) }
+        #expect(try headerBytes(header) == bytes(fromHex: encoded))
+        let parsed = try bytes(fromHex: encoded).withUnsafeBytes { raw throws(WireError) in try SFrameHeader(parsing: raw) }
         #expect(parsed == header)
-        #expect(hex(encoded).withUnsafeBytes { SFrameHeader.size(of: $0) } == hex(encoded).count)
+        #expect(bytes(fromHex: encoded).withUnsafeBytes { SFrameHeader.size(of: $0) } == bytes(fromHex: encoded).count)
     }
 
     /// RFC 9605 Appendix C.5, cipher suite 0x0004: the key and salt derived from the base key,
     /// and the ciphertext, byte for byte.
     @Test func sealsAndOpensTheRFCVectorForAES128GCM() throws {
-        let key = SFrameKey(baseKey: hex("000102030405060708090a0b0c0d0e0f"), keyID: 0x123)
-        let metadata = hex("4945544620534672616d65205747")
-        let plaintext = hex("64726166742d696574662d736672616d652d656e63")
-        let expected = hex("9901234567b7412c2513a1b66dbb48841bbaf17f598751176ad847681a69c6d0b091c07018ce4adb34eb")
+        let key = SFrameKey(baseKey: bytes(fromHex: "000102030405060708090a0b0c0d0e0f"), keyID: 0x123)
+        let metadata = bytes(fromHex: "4945544620534672616d65205747")
+        let plaintext = bytes(fromHex: "64726166742d696574662d736672616d652d656e63")
+        let expected = bytes(fromHex: "9901234567b7412c2513a1b66dbb48841bbaf17f598751176ad847681a69c6d0b091c07018ce4adb34eb")
         #expect(seal(key, plaintext, counter: 0x4567, metadata: metadata) == expected)
         #expect(open(key, expected, metadata: metadata) == plaintext)
     }

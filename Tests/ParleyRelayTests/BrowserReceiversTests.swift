@@ -113,7 +113,10 @@ struct BrowserReceiversTests {
         let packet = try RTPHeader(payloadType: 111, sequenceNumber: 1, timestamp: 2, ssrc: ssrc,
                                    headerExtension: .elements([AudioLevel(voiceActivity: true, level: 20).element])).serialized(payload: [1, 2, 3])
         var buffer = packet + [UInt8](repeating: 0, count: RTPMidStamp.maximumGrowth)
-        guard let count = buffer.withUnsafeMutableBytes({ receivers.stamp($0, count: packet.count, nowNanoseconds: now) }) else { return nil }
+        guard let count = buffer.withUnsafeMutableBytes({ buffer -> Int? in
+            let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: buffer[0..<packet.count]))
+            return view.flatMap { receivers.stamp($0, in: buffer, nowNanoseconds: now)?.bytes.count }
+        }) else { return nil }
         return try RTPPacketView.withParsed(Array(buffer.prefix(count))) { view in
             #expect(view.audioLevel?.level == 20, "the speaker's level reaches the browser")
             return view.headerExtensionElements.first { $0.id == 4 }.map { String(decoding: $0.data, as: UTF8.self) }

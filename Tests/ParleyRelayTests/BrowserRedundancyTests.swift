@@ -28,9 +28,13 @@ struct BrowserRedundancyTests {
     }
 
     /// Completes `packet` as the browser's copy, in a buffer with the room the transport gives.
+    /// Bytes that are not RTP come back as they are: the transport never hands such bytes on.
     static func complete(_ frames: inout EarlierFrames, _ packet: [UInt8], now: UInt64 = 1) -> [UInt8] {
         var buffer = packet + [UInt8](repeating: 0xEE, count: EarlierFrames.maximumGrowth)
-        let count = buffer.withUnsafeMutableBytes { frames.complete($0, count: packet.count, red: red, opus: opus, nowNanoseconds: now) }
+        let count = buffer.withUnsafeMutableBytes { buffer in
+            guard let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: buffer[0..<packet.count])) else { return packet.count }
+            return frames.complete(view, in: buffer, red: red, opus: opus, nowNanoseconds: now)
+        }
         return Array(buffer.prefix(count))
     }
 

@@ -3,24 +3,25 @@ import Foundation
 import Testing
 @testable import ParleySecurity
 import ParleyWire
+import func ParleyRelayTestSupport.bytes
 
 /// The Cacophony test vector for Noise_IK_25519_ChaChaPoly_SHA256 (haskell-cryptography/cacophony,
 /// vectors/cacophony.txt): the trunk handshake's Noise pattern, byte for byte.
 @Suite("Noise IK against the Cacophony test vector")
 struct NoiseIKVectorTests {
-    static let prologue = bytes("4a6f686e2047616c74")
-    static let initiatorStatic = bytes("e61ef9919cde45dd5f82166404bd08e38bceb5dfdfded0a34c8df7ed542214d1")
-    static let initiatorEphemeral = bytes("893e28b9dc6ca8d611ab664754b8ceb7bac5117349a4439a6b0569da977c464a")
-    static let responderStatic = bytes("4a3acbfdb163dec651dfa3194dece676d437029c62a408b4c5ea9114246e4893")
-    static let responderEphemeral = bytes("bbdb4cdbd309f1a1f2e1456967fe288cadd6f712d65dc7b7793d5e63da6b375b")
-    static let handshakeHash = bytes("0b0f68fb0c27e03ce9b97565995ed4838cc0581b762ef72b062f6a546419fad7")
+    static let prologue = bytes(fromHex: "4a6f686e2047616c74")
+    static let initiatorStatic = bytes(fromHex: "e61ef9919cde45dd5f82166404bd08e38bceb5dfdfded0a34c8df7ed542214d1")
+    static let initiatorEphemeral = bytes(fromHex: "893e28b9dc6ca8d611ab664754b8ceb7bac5117349a4439a6b0569da977c464a")
+    static let responderStatic = bytes(fromHex: "4a3acbfdb163dec651dfa3194dece676d437029c62a408b4c5ea9114246e4893")
+    static let responderEphemeral = bytes(fromHex: "bbdb4cdbd309f1a1f2e1456967fe288cadd6f712d65dc7b7793d5e63da6b375b")
+    static let handshakeHash = bytes(fromHex: "0b0f68fb0c27e03ce9b97565995ed4838cc0581b762ef72b062f6a546419fad7")
     static let messages: [(payload: [UInt8], ciphertext: [UInt8])] = [
-        (bytes("4c756477696720766f6e204d69736573"),
-         bytes("ca35def5ae56cec33dc2036731ab14896bc4c75dbb07a61f879f8e3afa4c7944718da798efbcd91528520204f904b9bd6c7413dccdc214d951e15253e39987f18146e8cd0873654207148333479d4d16c289f0294b29960a72f48e0b7bba2e89083169825e59642148d492020664ccf7")),
-        (bytes("4d757272617920526f746862617264"),
-         bytes("95ebc60d2b1fa672c1f46a8aa265ef51bfe38e7ccb39ec5be34069f1448088435361e70b2ed446e6c9ec387d1d6b3b840f194e373979d241b203c4acafccf5")),
-        (bytes("462e20412e20486179656b"), bytes("050e9f3c8fac16b68dbce8f8c4bfbf6617c897f9ada4aa29aa19c8")),
-        (bytes("4361726c204d656e676572"), bytes("344233a6cabb7141d80f3da2fedc311d9646bbb0f505afe403a667")),
+        (bytes(fromHex: "4c756477696720766f6e204d69736573"),
+         bytes(fromHex: "ca35def5ae56cec33dc2036731ab14896bc4c75dbb07a61f879f8e3afa4c7944718da798efbcd91528520204f904b9bd6c7413dccdc214d951e15253e39987f18146e8cd0873654207148333479d4d16c289f0294b29960a72f48e0b7bba2e89083169825e59642148d492020664ccf7")),
+        (bytes(fromHex: "4d757272617920526f746862617264"),
+         bytes(fromHex: "95ebc60d2b1fa672c1f46a8aa265ef51bfe38e7ccb39ec5be34069f1448088435361e70b2ed446e6c9ec387d1d6b3b840f194e373979d241b203c4acafccf5")),
+        (bytes(fromHex: "462e20412e20486179656b"), bytes(fromHex: "050e9f3c8fac16b68dbce8f8c4bfbf6617c897f9ada4aa29aa19c8")),
+        (bytes(fromHex: "4361726c204d656e676572"), bytes(fromHex: "344233a6cabb7141d80f3da2fedc311d9646bbb0f505afe403a667")),
     ]
 
     @Test func handshakeAndTransportMessagesMatchTheVector() throws {

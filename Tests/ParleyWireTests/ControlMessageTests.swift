@@ -1,5 +1,6 @@
 import Testing
 @testable import ParleyWire
+import func ParleyRelayTestSupport.bytes
 
 @Suite("Parley control messages")
 struct ControlMessageTests {
@@ -68,8 +69,8 @@ struct ControlMessageTests {
     }
 
     @Test func pingMatchesTheLayoutByteForByte() throws {
-        let bytes = try ControlMessage(sequence: 0x0102_0304, isReliable: true, body: .ping(.init(timestamp: 0x1122_3344_5566_7788))).serialized()
-        #expect(bytes == hex("50 01 06 01 01020304 1122334455667788"))
+        let serialized = try ControlMessage(sequence: 0x0102_0304, isReliable: true, body: .ping(.init(timestamp: 0x1122_3344_5566_7788))).serialized()
+        #expect(serialized == bytes(fromHex: "50 01 06 01 01020304 1122334455667788"))
     }
 
     @Test func joinsArePaddedSoTheRelayNeverAnswersWithMoreBytes() throws {
@@ -90,7 +91,7 @@ struct ControlMessageTests {
     @Test func capabilitiesSitWhereOlderPeersHadPaddingAndIgnoredBits() throws {
         let newJoin = try ControlMessage(body: .join(.init(ssrc: 1, room: "r", token: "t", software: "s", capabilities: .redundantAudio))).serialized()
         // header, ssrc, "r", "t", "s", then the capability byte where an old client put a zero
-        #expect(Array(newJoin[8..<20]) == hex("00000001 0172 000174 0173 01"))
+        #expect(Array(newJoin[8..<20]) == bytes(fromHex: "00000001 0172 000174 0173 01"))
         var oldJoin = newJoin
         oldJoin[19] = 0
         guard case let .join(old) = try ControlMessage(parsing: oldJoin).body else { Issue.record("not a join"); return }
@@ -102,7 +103,7 @@ struct ControlMessageTests {
         ]))).serialized()
         // version, page, pages, count, then per member: ssrc, flags, name; then the state block
         // and the key block
-        #expect(Array(roster[8...]) == hex("00000001 00 01 02 00000005 02 0161 00000006 03 0162 0000 0000"))
+        #expect(Array(roster[8...]) == bytes(fromHex: "00000001 00 01 02 00000005 02 0161 00000006 03 0162 0000 0000"))
         #expect(roster[19] & 0x01 == 0 && roster[26] & 0x01 == 1, "bit 0, all an older client reads, is still publish")
     }
 
@@ -161,21 +162,21 @@ struct ControlMessageTests {
             .init(ssrc: 5, identity: "a", canPublish: true, state: .muted),
             .init(ssrc: 6, identity: "b", canPublish: true, state: [.muted, .deafened]),
         ]
-        let bytes = try ControlMessage(body: .roster(.init(version: 1, members: members))).serialized()
-        #expect(Array(bytes[8...]) == hex("00000001 00 01 02 00000005 01 0161 00000006 01 0162 01 03 00 00"))
-        guard case let .roster(old) = try ControlMessage(parsing: Array(bytes.dropLast(4))).body else { Issue.record("not a roster"); return }
+        let serialized = try ControlMessage(body: .roster(.init(version: 1, members: members))).serialized()
+        #expect(Array(serialized[8...]) == bytes(fromHex: "00000001 00 01 02 00000005 01 0161 00000006 01 0162 01 03 00 00"))
+        guard case let .roster(old) = try ControlMessage(parsing: Array(serialized.dropLast(4))).body else { Issue.record("not a roster"); return }
         #expect(old.members.map(\.state) == [[], []], "an older relay's roster: states unknown, so empty")
         #expect(old.members.map(\.identity) == ["a", "b"])
         #expect(throws: WireError.self, "a state block shorter than the members is cut off") {
-            try ControlMessage(parsing: Array(bytes.dropLast(3)))
+            try ControlMessage(parsing: Array(serialized.dropLast(3)))
         }
         #expect(ControlMessage.MemberState([.muted, .deafened]).summary == "deafened")
         #expect(ControlMessage.MemberState.muted.summary == "muted" && ControlMessage.MemberState().summary == "live")
     }
 
     @Test func aTextCarriesItsNumberSenderAndWordsAndItsRulesSayWhatIsWrong() throws {
-        let bytes = try ControlMessage(sequence: 2, isReliable: true, body: .text(.init(number: 7, sender: "bo", text: "hi"))).serialized()
-        #expect(bytes == hex("50 01 31 01 00000002 00000007 02 626F 0002 6869"))
+        let serialized = try ControlMessage(sequence: 2, isReliable: true, body: .text(.init(number: 7, sender: "bo", text: "hi"))).serialized()
+        #expect(serialized == bytes(fromHex: "50 01 31 01 00000002 00000007 02 626F 0002 6869"))
         #expect(ControlMessage.Text.problem(with: "back in 5") == nil)
         #expect(ControlMessage.Text.problem(with: String(repeating: "é", count: 250)) == nil, "500 bytes of UTF-8 is the most")
         #expect(ControlMessage.Text.problem(with: String(repeating: "é", count: 251))?.contains("502 bytes; the most is 500") == true)
@@ -204,31 +205,30 @@ struct ControlMessageTests {
     }
 
     @Test func unknownCodesAndReasonsAreKeptReadable() throws {
-        let bytes = hex("50 01 09 00 00000000 7777 02 6869")
-        let message = try ControlMessage(parsing: bytes)
+        let message = try ControlMessage(parsing: bytes(fromHex: "50 01 09 00 00000000 7777 02 6869"))
         #expect(message.body == .error(.init(code: .unknown, message: "hi")))
     }
 
     @Test func anErrorFromARelayThatEchoesNothingReadsAsBeforeAndAnEchoTooLongIsRefused() throws {
-        #expect(try ControlMessage(parsing: hex("50 01 09 00 00000000 0009 02 6869")).body == .error(.init(code: .notJoined, message: "hi")))
-        #expect(try ControlMessage(parsing: hex("50 01 09 00 00000000 0009 00 02 ABCD")).body
+        #expect(try ControlMessage(parsing: bytes(fromHex: "50 01 09 00 00000000 0009 02 6869")).body == .error(.init(code: .notJoined, message: "hi")))
+        #expect(try ControlMessage(parsing: bytes(fromHex: "50 01 09 00 00000000 0009 00 02 ABCD")).body
             == .error(.init(code: .notJoined, message: "", echo: [0xAB, 0xCD])))
-        #expect(throws: WireError.self) { try ControlMessage(parsing: hex("50 01 09 00 00000000 0009 00 21") + [UInt8](repeating: 0, count: 33)) }
-        #expect(throws: WireError.self) { try ControlMessage(parsing: hex("50 01 09 00 00000000 0009 00 04 ABCD")) }
+        #expect(throws: WireError.self) { try ControlMessage(parsing: bytes(fromHex: "50 01 09 00 00000000 0009 00 21") + [UInt8](repeating: 0, count: 33)) }
+        #expect(throws: WireError.self) { try ControlMessage(parsing: bytes(fromHex: "50 01 09 00 00000000 0009 00 04 ABCD")) }
     }
 
     @Test func malformedControlMessagesAreRejected() {
         #expect(throws: WireError.malformed(.controlMessage, reason: "unsupported control protocol version")) {
-            try ControlMessage(parsing: hex("50 02 06 00 00000000 0000000000000000"))
+            try ControlMessage(parsing: bytes(fromHex: "50 02 06 00 00000000 0000000000000000"))
         }
         #expect(throws: WireError.malformed(.controlMessage, reason: "unknown control message type")) {
-            try ControlMessage(parsing: hex("50 01 EE 00 00000000"))
+            try ControlMessage(parsing: bytes(fromHex: "50 01 EE 00 00000000"))
         }
         #expect(throws: WireError.malformed(.controlMessage, reason: "text is not valid UTF-8")) {
-            try ControlMessage(parsing: hex("50 01 09 00 00000000 0001 02 C328"))
+            try ControlMessage(parsing: bytes(fromHex: "50 01 09 00 00000000 0001 02 C328"))
         }
         #expect(throws: WireError.malformed(.controlMessage, reason: "roster page index is not below the page count")) {
-            try ControlMessage(parsing: hex("50 01 04 00 00000000 00000001 02 02 00"))
+            try ControlMessage(parsing: bytes(fromHex: "50 01 04 00 00000000 00000001 02 02 00"))
         }
     }
 }

@@ -1,5 +1,6 @@
 import Testing
 @testable import ParleyWire
+import func ParleyRelayTestSupport.bytes
 
 /// Every parser must survive any bytes: random datagrams, every truncation of a valid
 /// packet, and valid packets with bits flipped. A parser either returns a value or throws
@@ -174,10 +175,10 @@ struct ParserPropertyTests {
         for _ in 0..<Self.randomCases {
             let words = Int.random(in: 0...6, using: &rng)
             let profile: UInt16 = Bool.random(using: &rng) ? 0xBEDE : 0x1000 | UInt16.random(in: 0...15, using: &rng)
-            var bytes = hex("90 6F 0001 00000001 00000001")
-            bytes += [UInt8(profile >> 8), UInt8(profile & 0xFF), 0, UInt8(words)]
-            bytes += rng.bytes(count: 4 * words + Int.random(in: 0...3, using: &rng))
-            bytes.withUnsafeBytes { raw in
+            var packet = bytes(fromHex: "90 6F 0001 00000001 00000001")
+            packet += [UInt8(profile >> 8), UInt8(profile & 0xFF), 0, UInt8(words)]
+            packet += rng.bytes(count: 4 * words + Int.random(in: 0...3, using: &rng))
+            packet.withUnsafeBytes { raw in
                 guard let view = try? RTPPacketView(parsing: raw), let block = view.extensionData else { return }
                 for element in view.headerExtensionElements {
                     let start = element.data.baseAddress.map { $0 - block.baseAddress! } ?? 0

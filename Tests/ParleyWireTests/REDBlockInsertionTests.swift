@@ -20,11 +20,13 @@ struct REDBlockInsertionTests {
             .serialized(payload: try payload.serialized(), paddingCount: paddingCount)
     }
 
-    /// Inserts `block` into `packet` in a buffer `room` bytes larger; the result, or nil.
+    /// Inserts `block` into `packet` in a buffer `room` bytes larger; the result, or nil (also
+    /// when `packet` is not RTP).
     static func inserted(_ block: [UInt8], offset: UInt16, into packet: [UInt8], room: Int = 600) -> [UInt8]? {
         var buffer = packet + [UInt8](repeating: 0xEE, count: room)
-        let count = buffer.withUnsafeMutableBytes { raw in
-            block.withUnsafeBytes { REDPayload.insert($0, timestampOffset: offset, intoRTP: raw, count: packet.count) }
+        let count = buffer.withUnsafeMutableBytes { raw -> Int? in
+            guard let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: raw[0..<packet.count])) else { return nil }
+            return block.withUnsafeBytes { REDPayload.insert($0, timestampOffset: offset, into: view, in: raw) }
         }
         return count.map { Array(buffer.prefix($0)) }
     }

@@ -1,11 +1,12 @@
 import Testing
 @testable import ParleyWire
+import func ParleyRelayTestSupport.bytes
 
 @Suite("Redundant audio payload (RFC 2198)")
 struct REDPayloadTests {
     /// RFC 2198 §3's example: one redundant LPC block (PT 7, 14 bytes, 160 samples back)
     /// before a DVI4 primary (PT 5, 84 bytes).
-    static let rfcExample: [UInt8] = hex("87 02800E 05") + [UInt8](repeating: 0x1C, count: 14) + [UInt8](repeating: 0xD4, count: 84)
+    static let rfcExample: [UInt8] = bytes(fromHex: "87 02800E 05") + [UInt8](repeating: 0x1C, count: 14) + [UInt8](repeating: 0xD4, count: 84)
 
     @Test func readsTheRFCExample() throws {
         let payload = try OwnedREDPayload(parsing: Self.rfcExample)
@@ -33,19 +34,19 @@ struct REDPayloadTests {
             redundant: [.init(payloadType: 111, timestampOffset: 1_920, data: [1, 1]),
                         .init(payloadType: 111, timestampOffset: 960, data: [2, 2, 2])],
             primary: .init(payloadType: 111, timestampOffset: 0, data: [3]))
-        let bytes = try payload.serialized()
-        #expect(bytes == hex("EF 1E0002 EF 0F0003 6F 0101 020202 03"))
-        #expect(try OwnedREDPayload(parsing: bytes) == payload)
+        let serialized = try payload.serialized()
+        #expect(serialized == bytes(fromHex: "EF 1E0002 EF 0F0003 6F 0101 020202 03"))
+        #expect(try OwnedREDPayload(parsing: serialized) == payload)
     }
 
     @Test func blocksThatDoNotFitThePayloadAreRejected() {
         // The header promises 14 bytes of redundancy; only 3 follow the primary's header.
         #expect(throws: WireError.truncated(.redPayload, needed: 19, available: 8)) {
-            try OwnedREDPayload(parsing: hex("87 02800E 05 010203"))
+            try OwnedREDPayload(parsing: bytes(fromHex: "87 02800E 05 010203"))
         }
         // Headers that never reach the primary's (the last byte still has F set).
         #expect(throws: WireError.truncated(.redPayload, needed: 5, available: 4)) {
-            try OwnedREDPayload(parsing: hex("87 02800E"))
+            try OwnedREDPayload(parsing: bytes(fromHex: "87 02800E"))
         }
         #expect(throws: WireError.truncated(.redPayload, needed: 1, available: 0)) {
             try OwnedREDPayload(parsing: [])

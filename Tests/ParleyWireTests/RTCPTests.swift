@@ -1,5 +1,6 @@
 import Testing
 @testable import ParleyWire
+import func ParleyRelayTestSupport.bytes
 
 @Suite("RTCP compound packets (RFC 3550 §6, RFC 4585)")
 struct RTCPTests {
@@ -8,7 +9,7 @@ struct RTCPTests {
         extendedHighestSequence: 0x0001_0005, jitter: 0x77, lastSenderReport: 0xAABB_CCDD,
         delaySinceLastSenderReport: 0x0001_0000
     )
-    let blockBytes = hex("11111111 40 000123 00010005 00000077 AABBCCDD 00010000")
+    let blockBytes = bytes(fromHex: "11111111 40 000123 00010005 00000077 AABBCCDD 00010000")
 
     @Test func senderReportMatchesTheFigureByteForByte() throws {
         let report = RTCPSenderReport(
@@ -16,14 +17,14 @@ struct RTCPTests {
             rtpTimestamp: 0x0000_3C00, packetCount: 10, octetCount: 1_000, reportBlocks: [block]
         )
         // V=2 RC=1 → 0x81; PT 200; length = (28 + 24) / 4 - 1 + 1 = 12 words.
-        let expected = hex("81 C8 000C 01020304 E0000001 80000000 00003C00 0000000A 000003E8") + blockBytes
+        let expected = bytes(fromHex: "81 C8 000C 01020304 E0000001 80000000 00003C00 0000000A 000003E8") + blockBytes
         #expect(try RTCPCompoundPacket.serialized([.senderReport(report)]) == expected)
         #expect(try RTCPCompoundPacket.parse(expected) == [.senderReport(report)])
     }
 
     @Test func receiverReportMatchesTheFigureByteForByte() throws {
         let report = RTCPReceiverReport(ssrc: 0x0A0B_0C0D, reportBlocks: [block])
-        let expected = hex("81 C9 0007 0A0B0C0D") + blockBytes
+        let expected = bytes(fromHex: "81 C9 0007 0A0B0C0D") + blockBytes
         #expect(try RTCPCompoundPacket.serialized([.receiverReport(report)]) == expected)
         #expect(try RTCPCompoundPacket.parse(expected) == [.receiverReport(report)])
     }
@@ -31,9 +32,9 @@ struct RTCPTests {
     @Test func negativeCumulativeLossIsSignExtended() throws {
         var negative = block
         negative.cumulativeLost = -2
-        let bytes = try RTCPCompoundPacket.serialized([.receiverReport(RTCPReceiverReport(ssrc: 1, reportBlocks: [negative]))])
-        #expect(Array(bytes[13..<16]) == hex("FFFFFE"))
-        guard case let .receiverReport(parsed) = try RTCPCompoundPacket.parse(bytes).first else {
+        let serialized = try RTCPCompoundPacket.serialized([.receiverReport(RTCPReceiverReport(ssrc: 1, reportBlocks: [negative]))])
+        #expect(Array(serialized[13..<16]) == bytes(fromHex: "FFFFFE"))
+        guard case let .receiverReport(parsed) = try RTCPCompoundPacket.parse(serialized).first else {
             Issue.record("not a receiver report"); return
         }
         #expect(parsed.reportBlocks.first?.cumulativeLost == -2)
@@ -47,7 +48,7 @@ struct RTCPTests {
     @Test func sourceDescriptionWithCNAMEMatchesTheFigure() throws {
         // SC=1, PT 202; chunk: SSRC, CNAME "ab" (01 02 61 62), terminator and pad to 8 bytes.
         let sdes = RTCPSourceDescription(chunks: [.init(source: 0x0000_0042, items: [.cname("ab")])])
-        let expected = hex("81 CA 0003 00000042 01 02 61 62 00000000")
+        let expected = bytes(fromHex: "81 CA 0003 00000042 01 02 61 62 00000000")
         #expect(try RTCPCompoundPacket.serialized([.sourceDescription(sdes)]) == expected)
         let parsed = try RTCPCompoundPacket.parse(expected)
         #expect(parsed == [.sourceDescription(sdes)])
@@ -65,7 +66,7 @@ struct RTCPTests {
     @Test func goodbyeWithReasonMatchesTheFigure() throws {
         let bye = RTCPGoodbye(sources: [0x0102_0304], reason: "bye")
         // SC=1, PT 203, length 2; reason length 3 + "bye" fills one word exactly.
-        let expected = hex("81 CB 0002 01020304 03 627965")
+        let expected = bytes(fromHex: "81 CB 0002 01020304 03 627965")
         #expect(try RTCPCompoundPacket.serialized([.goodbye(bye)]) == expected)
         #expect(try RTCPCompoundPacket.parse(expected) == [.goodbye(bye)])
         #expect(bye.reasonText == "bye")
@@ -74,7 +75,7 @@ struct RTCPTests {
     @Test func genericNACKMatchesRFC4585Figure() throws {
         // Lost 100, 101, 103 and 200: PID 100 BLP 0b101 (101, 103), PID 200 BLP 0.
         let nack = RTCPGenericNACK(senderSSRC: 0xAAAA_AAAA, mediaSSRC: 0xBBBB_BBBB, lost: [100, 101, 103, 200])
-        let expected = hex("81 CD 0004 AAAAAAAA BBBBBBBB 0064 0005 00C8 0000")
+        let expected = bytes(fromHex: "81 CD 0004 AAAAAAAA BBBBBBBB 0064 0005 00C8 0000")
         #expect(try RTCPCompoundPacket.serialized([.genericNACK(nack)]) == expected)
         #expect(try RTCPCompoundPacket.parse(expected) == [.genericNACK(nack)])
         #expect(nack.lostSequenceNumbers == [100, 101, 103, 200])
@@ -100,23 +101,23 @@ struct RTCPTests {
 
     @Test func paddingIsAcceptedOnTheLastPacketOnly() throws {
         // An RR with no blocks and 4 bytes of padding (P=1, length 2).
-        let padded = hex("A0 C9 0002 00000009 00000004")
+        let padded = bytes(fromHex: "A0 C9 0002 00000009 00000004")
         #expect(try RTCPCompoundPacket.parse(padded) == [.receiverReport(RTCPReceiverReport(ssrc: 9))])
         #expect(throws: WireError.malformed(.rtcpHeader, reason: "padding bit set on a packet that is not the last")) {
-            try RTCPCompoundPacket.parse(padded + hex("80 C9 0001 00000009"))
+            try RTCPCompoundPacket.parse(padded + bytes(fromHex: "80 C9 0001 00000009"))
         }
     }
 
     @Test func lengthsThatOverrunTheDatagramAreRejected() {
         #expect(throws: WireError.truncated(.rtcpHeader, needed: 12, available: 8)) {
-            try RTCPCompoundPacket.parse(hex("81 C9 0002 00000009"))
+            try RTCPCompoundPacket.parse(bytes(fromHex: "81 C9 0002 00000009"))
         }
         // RC=1 claims a block the body does not hold.
         #expect(throws: WireError.truncated(.rtcpReportBlock, needed: 8, available: 4)) {
-            try RTCPCompoundPacket.parse(hex("81 C9 0001 00000009"))
+            try RTCPCompoundPacket.parse(bytes(fromHex: "81 C9 0001 00000009"))
         }
         #expect(throws: WireError.malformed(.rtcpHeader, reason: "version is not 2")) {
-            try RTCPCompoundPacket.parse(hex("41 C9 0001 00000009"))
+            try RTCPCompoundPacket.parse(bytes(fromHex: "41 C9 0001 00000009"))
         }
         #expect(throws: WireError.truncated(.rtcpHeader, needed: 4, available: 0)) {
             try RTCPCompoundPacket.parse([UInt8]())

@@ -1,11 +1,12 @@
 import Testing
 @testable import ParleyWire
+import func ParleyRelayTestSupport.bytes
 
 @Suite("RTP header (RFC 3550 §5.1)")
 struct RTPHeaderTests {
     @Test func minimalPacketMatchesTheRFCFigureByteForByte() throws {
         // V=2 P=0 X=0 CC=0 | M=1 PT=111 | seq=0x1234 | ts=0xDEADBEEF | ssrc=0x01020304, payload AA BB
-        let expected = hex("80 EF 1234 DEADBEEF 01020304 AABB")
+        let expected = bytes(fromHex: "80 EF 1234 DEADBEEF 01020304 AABB")
         let header = RTPHeader(marker: true, payloadType: 111, sequenceNumber: 0x1234, timestamp: 0xDEAD_BEEF, ssrc: 0x0102_0304)
         #expect(try header.serialized(payload: [0xAA, 0xBB]) == expected)
 
@@ -17,7 +18,7 @@ struct RTPHeaderTests {
 
     @Test func csrcListAndPaddingAreWrittenAndReadAsTheFigureShows() throws {
         // CC=2, P=1: first byte 1010 0010 = 0xA2; three bytes of padding, the last counting them.
-        let expected = hex("A2 00 0001 00000002 00000003 0000000A 0000000B 55 0000 03")
+        let expected = bytes(fromHex: "A2 00 0001 00000002 00000003 0000000A 0000000B 55 0000 03")
         let header = RTPHeader(payloadType: 0, sequenceNumber: 1, timestamp: 2, ssrc: 3, csrcs: [10, 11])
         #expect(try header.serialized(payload: [0x55], paddingCount: 3) == expected)
 
@@ -38,15 +39,15 @@ struct RTPHeaderTests {
                 RTPHeaderExtensionElement(id: 3, data: [0x01, 0x02, 0x03, 0x04]),
             ])
         )
-        let expected = hex("90 6F 0007 000003C0 CAFEF00D  BEDE 0003  10 9F 21 1122 33 01020304 0000")
+        let expected = bytes(fromHex: "90 6F 0007 000003C0 CAFEF00D  BEDE 0003  10 9F 21 1122 33 01020304 0000")
         #expect(try header.serialized(payload: []) == expected)
         #expect(try parseRTP(expected).header == header)
     }
 
     @Test func oneByteExtensionSkipsPaddingAndStopsAtID15() throws {
         // ID 1 (1 byte), two padding bytes, ID 15 (stop), then bytes that must be ignored.
-        let bytes = hex("90 6F 0000 00000000 00000001  BEDE 0002  10 42 00 00 F0 FF FF FF")
-        try bytes.withUnsafeBytes { raw in
+        let packet = bytes(fromHex: "90 6F 0000 00000000 00000001  BEDE 0002  10 42 00 00 F0 FF FF FF")
+        try packet.withUnsafeBytes { raw in
             let view = try RTPPacketView(parsing: raw)
             let elements = view.headerExtensionElements.map { ($0.id, Array($0.data)) }
             #expect(elements.count == 1)
@@ -64,11 +65,11 @@ struct RTPHeaderTests {
                 RTPHeaderExtensionElement(id: 5, data: []),
             ], appBits: 0)
         )
-        let bytes = try header.serialized(payload: [1, 2, 3])
+        let serialized = try header.serialized(payload: [1, 2, 3])
         // Profile 0x1000, length = (2+20 + 2+0 = 24 bytes) / 4 = 6 words.
-        #expect(Array(bytes[12..<16]) == hex("1000 0006"))
-        #expect(Array(bytes[16..<18]) == [200, 20])
-        let parsed = try parseRTP(bytes)
+        #expect(Array(serialized[12..<16]) == bytes(fromHex: "1000 0006"))
+        #expect(Array(serialized[16..<18]) == [200, 20])
+        let parsed = try parseRTP(serialized)
         #expect(parsed.header == header)
         #expect(parsed.payload == [1, 2, 3])
     }
@@ -78,9 +79,9 @@ struct RTPHeaderTests {
             payloadType: 96, sequenceNumber: 1, timestamp: 1, ssrc: 1,
             headerExtension: .elements([RTPHeaderExtensionElement(id: 1, data: [7])], appBits: 0x9)
         )
-        let bytes = try header.serialized(payload: [])
-        #expect(Array(bytes[12..<14]) == hex("1009"))
-        #expect(try parseRTP(bytes).header == header)
+        let serialized = try header.serialized(payload: [])
+        #expect(Array(serialized[12..<14]) == bytes(fromHex: "1009"))
+        #expect(try parseRTP(serialized).header == header)
     }
 
     @Test func opaqueExtensionFromAnotherProfileRoundTrips() throws {
@@ -88,9 +89,9 @@ struct RTPHeaderTests {
             payloadType: 8, sequenceNumber: 2, timestamp: 3, ssrc: 4,
             headerExtension: .opaque(profile: 0xABCD, data: [1, 2, 3, 4, 5, 6, 7, 8])
         )
-        let bytes = try header.serialized(payload: [9])
-        #expect(Array(bytes[12..<16]) == hex("ABCD 0002"))
-        #expect(try parseRTP(bytes).header == header)
+        let serialized = try header.serialized(payload: [9])
+        #expect(Array(serialized[12..<16]) == bytes(fromHex: "ABCD 0002"))
+        #expect(try parseRTP(serialized).header == header)
     }
 
     @Test func audioLevelIsReadInPlaceFromTheExtension() throws {
@@ -101,9 +102,9 @@ struct RTPHeaderTests {
             payloadType: 111, sequenceNumber: 1, timestamp: 1, ssrc: 1,
             headerExtension: .elements([level.element])
         )
-        let bytes = try header.serialized(payload: [0xFC])
-        #expect(Array(bytes[12..<20]) == hex("BEDE 0001 10 AA 0000"))
-        let parsedLevel = try bytes.withUnsafeBytes { raw in try RTPPacketView(parsing: raw).audioLevel }
+        let serialized = try header.serialized(payload: [0xFC])
+        #expect(Array(serialized[12..<20]) == bytes(fromHex: "BEDE 0001 10 AA 0000"))
+        let parsedLevel = try serialized.withUnsafeBytes { raw in try RTPPacketView(parsing: raw).audioLevel }
         #expect(parsedLevel == level)
     }
 
@@ -118,31 +119,31 @@ struct RTPHeaderTests {
     @Test func malformedPacketsAreRejectedWithTheReason() {
         // Version 1.
         #expect(throws: WireError.malformed(.rtpHeader, reason: "version is not 2")) {
-            try parseRTP(hex("40 00 0000 00000000 00000000"))
+            try parseRTP(bytes(fromHex: "40 00 0000 00000000 00000000"))
         }
         // 11 bytes: truncated fixed header.
         #expect(throws: WireError.truncated(.rtpHeader, needed: 12, available: 11)) {
-            try parseRTP(hex("80 00 0000 00000000 000000"))
+            try parseRTP(bytes(fromHex: "80 00 0000 00000000 000000"))
         }
         // CC=3 but only one CSRC present.
         #expect(throws: WireError.truncated(.rtpCSRCList, needed: 24, available: 16)) {
-            try parseRTP(hex("83 00 0000 00000000 00000000 00000001"))
+            try parseRTP(bytes(fromHex: "83 00 0000 00000000 00000000 00000001"))
         }
         // Extension says 2 words, only 1 present.
         #expect(throws: WireError.truncated(.rtpHeaderExtension, needed: 24, available: 20)) {
-            try parseRTP(hex("90 00 0000 00000000 00000000 BEDE 0002 10 AA 0000"))
+            try parseRTP(bytes(fromHex: "90 00 0000 00000000 00000000 BEDE 0002 10 AA 0000"))
         }
         // One-byte element runs past the block: ID 1 with L=3 (4 bytes) but 3 bytes left.
         #expect(throws: WireError.self) {
-            try parseRTP(hex("90 00 0000 00000000 00000000 BEDE 0001 13 AA BB CC"))
+            try parseRTP(bytes(fromHex: "90 00 0000 00000000 00000000 BEDE 0001 13 AA BB CC"))
         }
         // Padding count larger than the body.
         #expect(throws: WireError.malformed(.rtpPadding, reason: "padding is longer than the packet body")) {
-            try parseRTP(hex("A0 00 0000 00000000 00000000 01 09"))
+            try parseRTP(bytes(fromHex: "A0 00 0000 00000000 00000000 01 09"))
         }
         // Padding count zero.
         #expect(throws: WireError.malformed(.rtpPadding, reason: "padding count is zero")) {
-            try parseRTP(hex("A0 00 0000 00000000 00000000 01 00"))
+            try parseRTP(bytes(fromHex: "A0 00 0000 00000000 00000000 01 00"))
         }
     }
 

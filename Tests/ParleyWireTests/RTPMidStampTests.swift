@@ -9,13 +9,29 @@ import Testing
 struct RTPMidStampTests {
     static let level = AudioLevel(voiceActivity: true, level: 30)
 
+    /// Stamps `packet` in the first `packet.count` bytes of `buffer`; the stamped packet's view
+    /// (checked against what was written: it is all a caller reads afterwards), or nil (also
+    /// when `packet` is not RTP).
+    static func stamp(_ packet: [UInt8], in buffer: UnsafeMutableRawBufferPointer, mid: String, id: UInt8 = 4, keeping: UInt8?) -> RTPPacketView? {
+        let element = RTPMidStamp.element(mid: mid, id: id)!
+        guard let view = try? RTPPacketView(parsing: UnsafeRawBufferPointer(rebasing: buffer[0..<packet.count])),
+              let stamped = element.withUnsafeBytes({ RTPMidStamp.stamp(view, in: buffer, midElement: $0, keepingID: keeping) }) else { return nil }
+        let reparsed = try? RTPPacketView(parsing: stamped.bytes)
+        #expect(reparsed.map { sameLayout($0, stamped) } == true, "the returned view is the stamped packet's")
+        return stamped
+    }
+
+    static func sameLayout(_ a: RTPPacketView, _ b: RTPPacketView) -> Bool {
+        a.bytes.baseAddress == b.bytes.baseAddress && a.bytes.count == b.bytes.count && a.marker == b.marker && a.payloadType == b.payloadType
+            && a.sequenceNumber == b.sequenceNumber && a.timestamp == b.timestamp && a.ssrc == b.ssrc && a.csrcCount == b.csrcCount
+            && a.payloadRange == b.payloadRange && a.paddingCount == b.paddingCount && a.extensionProfile == b.extensionProfile
+            && a.extensionData?.baseAddress == b.extensionData?.baseAddress && a.extensionData?.count == b.extensionData?.count
+    }
+
     /// Stamps `packet` in a buffer `room` bytes larger; the result, or nil.
     static func stamped(_ packet: [UInt8], mid: String = "7", id: UInt8 = 4, keeping: UInt8? = AudioLevel.extensionID, room: Int = RTPMidStamp.maximumGrowth) -> [UInt8]? {
         var buffer = packet + [UInt8](repeating: 0xEE, count: room)
-        let element = RTPMidStamp.element(mid: mid, id: id)!
-        let count = buffer.withUnsafeMutableBytes { raw in
-            element.withUnsafeBytes { RTPMidStamp.stamp(raw, count: packet.count, midElement: $0, keepingID: keeping) }
-        }
+        let count = buffer.withUnsafeMutableBytes { stamp(packet, in: $0, mid: mid, id: id, keeping: keeping)?.bytes.count }
         return count.map { Array(buffer.prefix($0)) }
     }
 
@@ -93,9 +109,8 @@ struct RTPMidStampTests {
             let mid = String(repeating: "m", count: Int.random(in: 1...16, using: &rng))
             // A canary past the buffer: the stamp must never write there.
             var buffer = input + [UInt8](repeating: 0xEE, count: room) + [0xC5, 0xC5]
-            let element = RTPMidStamp.element(mid: mid, id: 4)!
             let count = buffer.withUnsafeMutableBytes { raw in
-                element.withUnsafeBytes { RTPMidStamp.stamp(UnsafeMutableRawBufferPointer(rebasing: raw[0..<(raw.count - 2)]), count: input.count, midElement: $0, keepingID: 1) }
+                Self.stamp(input, in: UnsafeMutableRawBufferPointer(rebasing: raw[0..<(raw.count - 2)]), mid: mid, keeping: 1)?.bytes.count
             }
             #expect(buffer.suffix(2) == [0xC5, 0xC5])
             guard let count else {

@@ -1,25 +1,26 @@
 import Testing
 @testable import ParleyWire
+import func ParleyRelayTestSupport.bytes
 
 /// STUN as RFC 5769's test vectors and a browser's ICE checks use it.
 @Suite("STUN messages")
 struct STUNTests {
     /// RFC 5769 §2.1: a binding request with SOFTWARE, PRIORITY, ICE-CONTROLLED, USERNAME
     /// "evtj:h6vY", MESSAGE-INTEGRITY (password "VOkJxbRl1RmTxUk/WvJxBt") and FINGERPRINT.
-    static let sampleRequest = hex("""
+    static let sampleRequest = bytes(fromHex: """
         000100582112a442b7e7a701bc34d686fa87dfae802200105354554e20746573742063
         6c69656e74002400046e0001ff80290008932ff9b151263b3600060009657674
         6a3a68367659202020000800149aeaa70cbfd8cb56781ef2b5b2d3f249c1b571a2
         80280004e57a3bcf
         """)
     /// RFC 5769 §2.2: a binding success response mapping 192.0.2.1 port 32853.
-    static let sampleIPv4Response = hex("""
+    static let sampleIPv4Response = bytes(fromHex: """
         0101003c2112a442b7e7a701bc34d686fa87dfae8022000b7465737420766563746f7220
         002000080001a147e112a643000800142b91f599fd9e90c38c7489f92af9ba53f06be7d7
         80280004c07d4c96
         """)
     /// RFC 5769 §2.3: the same from 2001:db8:1234:5678:11:2233:4455:6677 port 32853.
-    static let sampleIPv6Response = hex("""
+    static let sampleIPv6Response = bytes(fromHex: """
         010100482112a442b7e7a701bc34d686fa87dfae8022000b7465737420766563746f7220
         002000140002a1470113a9faa5d3f179bc25f4b5bed2b9d900080014a382954e4be67bf1
         1784c97c8292c275bfe3ed4180280004c8fb0b4c
